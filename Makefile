@@ -1,0 +1,48 @@
+# One entry point for setting up, running and testing Crayfish locally.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+SERVICES := services/common services/tool-runner services/memory services/skills services/orchestrator
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test test-fast lint proto proto-check test-llm bench clean
+
+$(STAMP): requirements.txt requirements-dev.txt $(foreach s,$(SERVICES),$(s)/pyproject.toml)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	# The CPU wheel on this disk, before anything can pull a CUDA build (DESIGN §4).
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -r requirements.txt -r requirements-dev.txt
+	$(PIP) install -q --no-deps $(foreach s,$(SERVICES),-e $(s))
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(PY) -m crayfish_common.launcher
+
+proto: install
+	$(PY) scripts/gen_proto.py
+
+proto-check: install
+	$(PY) scripts/gen_proto.py --check
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: install proto-check lint
+	$(PY) -m pytest
+
+test-fast: install
+	$(PY) -m pytest -m "not slow"
+
+test-llm: install
+	$(PY) -m pytest -m llm tests/llm
+
+bench: install
+	for b in bench/*.py; do $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

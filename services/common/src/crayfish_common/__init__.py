@@ -1,0 +1,1 @@
+"""Shared library of the Crayfish services (no domain logic)."""

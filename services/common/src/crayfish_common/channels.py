@@ -1,0 +1,19 @@
+"""Client channel helpers shared by the services that call other services."""
+
+from __future__ import annotations
+
+import grpc
+
+from crayfish_common.grpc_server import MAX_MESSAGE_BYTES
+
+
+def aio_channel(address: str) -> grpc.aio.Channel:
+    """An insecure aio channel (services talk on a private network) with our message limits."""
+    return grpc.aio.insecure_channel(
+        address,
+        options=[
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.enable_retries", 1),
+        ],
+    )

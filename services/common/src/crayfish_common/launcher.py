@@ -1,0 +1,164 @@
+"""Runs all four services as local processes on embedded defaults (`make run`) and for tests."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from crayfish_common.healthcheck import check
+
+log = logging.getLogger("crayfish.launcher")
+
+GRPC_SERVICES = {"tool-runner": "tool_runner", "memory": "memory", "skills": "skills"}
+ENV_PREFIX = {"tool-runner": "TOOL_RUNNER", "memory": "MEMORY", "skills": "SKILLS"}
+
+
+def free_port() -> int:
+    """A loopback port that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class LocalStack:
+    """The four services as child processes, each in its own process group."""
+
+    workspace: Path
+    data_dir: Path
+    http_port: int = 8080
+    grpc_ports: dict[str, int] = field(default_factory=dict)
+    extra_env: dict[str, str] = field(default_factory=dict)
+    log_dir: Path | None = None
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in GRPC_SERVICES:
+            self.grpc_ports.setdefault(name, free_port())
+
+    def address(self, service: str) -> str:
+        return f"127.0.0.1:{self.grpc_ports[service]}"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def service_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.extra_env)
+        env.setdefault("HF_HUB_OFFLINE", "1")
+        env.setdefault("TRANSFORMERS_OFFLINE", "1")
+        for name, prefix in ENV_PREFIX.items():
+            env[f"{prefix}_PORT"] = str(self.grpc_ports[name])
+            env[f"{prefix}_HOST"] = "127.0.0.1"
+            env[f"{prefix}_WORKSPACE"] = str(self.workspace)
+            env[f"{prefix}_DATA_DIR"] = str(self.data_dir / name)
+            env[f"{prefix}_ADDR"] = self.address(name)
+        env["CRAYFISH_WORKSPACE"] = str(self.workspace)
+        env["CRAYFISH_DATA_DIR"] = str(self.data_dir / "orchestrator")
+        env["CRAYFISH_HTTP_PORT"] = str(self.http_port)
+        env.setdefault("CRAYFISH_HTTP_HOST", "127.0.0.1")
+        return env
+
+    def start(self) -> None:
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        env = self.service_env()
+        modules = {**GRPC_SERVICES, "orchestrator": "orchestrator"}
+        for name, module in modules.items():
+            output = None
+            if self.log_dir is not None:
+                self.log_dir.mkdir(parents=True, exist_ok=True)
+                output = (self.log_dir / f"{name}.log").open("ab")
+            self.processes[name] = subprocess.Popen(
+                [sys.executable, "-m", module],
+                env=env,
+                stdout=output,
+                stderr=subprocess.STDOUT if output else None,
+                start_new_session=True,
+            )
+
+    def unhealthy(self) -> list[str]:
+        """Names of services not (yet) answering their health check."""
+        bad = [n for n in GRPC_SERVICES if not check(self.address(n), timeout=1.0)]
+        try:
+            with urllib.request.urlopen(f"{self.url}/healthz", timeout=1.0) as reply:
+                if reply.status != 200:
+                    bad.append("orchestrator")
+        except OSError:
+            bad.append("orchestrator")
+        return bad
+
+    def wait_healthy(self, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            dead = [n for n, p in self.processes.items() if p.poll() is not None]
+            if dead:
+                raise RuntimeError(f"service(s) exited during start-up: {', '.join(dead)}")
+            bad = self.unhealthy()
+            if not bad:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"not healthy after {timeout:.0f}s: {', '.join(bad)}")
+            time.sleep(0.2)
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM every process group, then SIGKILL what is left after the grace period."""
+        for proc in self.processes.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for proc in self.processes.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        for proc in self.processes.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        self.processes.clear()
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    workspace = Path(os.environ.get("CRAYFISH_WORKSPACE", "./workspace")).resolve()
+    data_dir = Path(os.environ.get("CRAYFISH_DATA_DIR", "./.crayfish-data")).resolve()
+    port = int(os.environ.get("CRAYFISH_HTTP_PORT", "8080"))
+    stack = LocalStack(workspace=workspace, data_dir=data_dir, http_port=port)
+    stopping = False
+
+    def request_stop(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    stack.start()
+    try:
+        stack.wait_healthy()
+        log.info("Crayfish is up: %s  (workspace %s; Ctrl-C stops it)", stack.url, workspace)
+        while not stopping:
+            dead = [n for n, p in stack.processes.items() if p.poll() is not None]
+            if dead:
+                log.error("service(s) exited: %s; stopping the rest", ", ".join(dead))
+                return 1
+            time.sleep(0.5)
+        return 0
+    except (RuntimeError, TimeoutError) as exc:
+        log.error("start-up failed: %s", exc)
+        return 1
+    finally:
+        log.info("stopping all services")
+        stack.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
