@@ -22,41 +22,42 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from crayfish.common.v1 import tools_pb2 as crayfish_dot_common_dot_v1_dot_tools__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x63rayfish/memory/v1/memory.proto\x12\x12\x63rayfish.memory.v1\"\x97\x01\n\x13SearchMemoryRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05top_k\x18\x02 \x01(\x05\x12\x16\n\tmin_score\x18\x03 \x01(\x02H\x00\x88\x01\x01\x12\x13\n\x0bpath_prefix\x18\x04 \x01(\t\x12\x10\n\x08strategy\x18\x05 \x01(\t\x12\x15\n\rsnippet_chars\x18\x06 \x01(\x05\x42\x0c\n\n_min_score\"\x81\x01\n\tMemoryHit\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nstart_line\x18\x02 \x01(\x05\x12\x10\n\x08\x65nd_line\x18\x03 \x01(\x05\x12\r\n\x05score\x18\x04 \x01(\x02\x12\x0f\n\x07snippet\x18\x05 \x01(\t\x12\x10\n\x08\x63itation\x18\x06 \x01(\t\x12\x0e\n\x06source\x18\x07 \x01(\t\"U\n\x14SearchMemoryResponse\x12+\n\x04hits\x18\x01 \x03(\x0b\x32\x1d.crayfish.memory.v1.MemoryHit\x12\x10\n\x08strategy\x18\x02 \x01(\t\"H\n\x10GetMemoryRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nstart_line\x18\x02 \x01(\x05\x12\x12\n\nline_count\x18\x03 \x01(\x05\"j\n\x11GetMemoryResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x12\n\nstart_line\x18\x03 \x01(\x05\x12\x10\n\x08\x65nd_line\x18\x04 \x01(\x05\x12\x13\n\x0btotal_lines\x18\x05 \x01(\x05\"0\n\x12WriteMemoryRequest\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\"[\n\x13WriteMemoryResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nstart_line\x18\x02 \x01(\x05\x12\x10\n\x08\x65nd_line\x18\x03 \x01(\x05\x12\x10\n\x08\x63itation\x18\x04 \x01(\t\"#\n\x13\x44\x65leteMemoryRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\"D\n\x14\x44\x65leteMemoryResponse\x12\x16\n\x0e\x63hunks_removed\x18\x01 \x01(\x05\x12\x14\n\x0c\x66ile_deleted\x18\x02 \x01(\x08\"\"\n\x11SyncMemoryRequest\x12\r\n\x05\x66orce\x18\x01 \x01(\x08\"\x88\x01\n\x12SyncMemoryResponse\x12\x15\n\rfiles_indexed\x18\x01 \x01(\x05\x12\x17\n\x0f\x66iles_unchanged\x18\x02 \x01(\x05\x12\x15\n\rfiles_removed\x18\x03 \x01(\x05\x12\x16\n\x0e\x63hunks_indexed\x18\x04 \x01(\x05\x12\x13\n\x0b\x64uration_ms\x18\x05 \x01(\x01\"\x17\n\x15GetMemoryStatsRequest\"\x84\x01\n\x16GetMemoryStatsResponse\x12\r\n\x05\x66iles\x18\x01 \x01(\x05\x12\x0e\n\x06\x63hunks\x18\x02 \x01(\x05\x12\x0f\n\x07\x62\x61\x63kend\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x11\n\tdimension\x18\x05 \x01(\x05\x12\x18\n\x10\x64\x65\x66\x61ult_strategy\x18\x06 \x01(\t2\xd5\x04\n\rMemoryService\x12\x61\n\x0cSearchMemory\x12\'.crayfish.memory.v1.SearchMemoryRequest\x1a(.crayfish.memory.v1.SearchMemoryResponse\x12X\n\tGetMemory\x12$.crayfish.memory.v1.GetMemoryRequest\x1a%.crayfish.memory.v1.GetMemoryResponse\x12^\n\x0bWriteMemory\x12&.crayfish.memory.v1.WriteMemoryRequest\x1a\'.crayfish.memory.v1.WriteMemoryResponse\x12\x61\n\x0c\x44\x65leteMemory\x12\'.crayfish.memory.v1.DeleteMemoryRequest\x1a(.crayfish.memory.v1.DeleteMemoryResponse\x12[\n\nSyncMemory\x12%.crayfish.memory.v1.SyncMemoryRequest\x1a&.crayfish.memory.v1.SyncMemoryResponse\x12g\n\x0eGetMemoryStats\x12).crayfish.memory.v1.GetMemoryStatsRequest\x1a*.crayfish.memory.v1.GetMemoryStatsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x63rayfish/memory/v1/memory.proto\x12\x12\x63rayfish.memory.v1\x1a\x1e\x63rayfish/common/v1/tools.proto\"\x97\x01\n\x13SearchMemoryRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05top_k\x18\x02 \x01(\x05\x12\x16\n\tmin_score\x18\x03 \x01(\x02H\x00\x88\x01\x01\x12\x13\n\x0bpath_prefix\x18\x04 \x01(\t\x12\x10\n\x08strategy\x18\x05 \x01(\t\x12\x15\n\rsnippet_chars\x18\x06 \x01(\x05\x42\x0c\n\n_min_score\"\x81\x01\n\tMemoryHit\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nstart_line\x18\x02 \x01(\x05\x12\x10\n\x08\x65nd_line\x18\x03 \x01(\x05\x12\r\n\x05score\x18\x04 \x01(\x02\x12\x0f\n\x07snippet\x18\x05 \x01(\t\x12\x10\n\x08\x63itation\x18\x06 \x01(\t\x12\x0e\n\x06source\x18\x07 \x01(\t\"U\n\x14SearchMemoryResponse\x12+\n\x04hits\x18\x01 \x03(\x0b\x32\x1d.crayfish.memory.v1.MemoryHit\x12\x10\n\x08strategy\x18\x02 \x01(\t\"H\n\x10GetMemoryRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nstart_line\x18\x02 \x01(\x05\x12\x12\n\nline_count\x18\x03 \x01(\x05\"j\n\x11GetMemoryResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x12\n\nstart_line\x18\x03 \x01(\x05\x12\x10\n\x08\x65nd_line\x18\x04 \x01(\x05\x12\x13\n\x0btotal_lines\x18\x05 \x01(\x05\"0\n\x12WriteMemoryRequest\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\"[\n\x13WriteMemoryResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nstart_line\x18\x02 \x01(\x05\x12\x10\n\x08\x65nd_line\x18\x03 \x01(\x05\x12\x10\n\x08\x63itation\x18\x04 \x01(\t\"#\n\x13\x44\x65leteMemoryRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\"D\n\x14\x44\x65leteMemoryResponse\x12\x16\n\x0e\x63hunks_removed\x18\x01 \x01(\x05\x12\x14\n\x0c\x66ile_deleted\x18\x02 \x01(\x08\"\"\n\x11SyncMemoryRequest\x12\r\n\x05\x66orce\x18\x01 \x01(\x08\"\x88\x01\n\x12SyncMemoryResponse\x12\x15\n\rfiles_indexed\x18\x01 \x01(\x05\x12\x17\n\x0f\x66iles_unchanged\x18\x02 \x01(\x05\x12\x15\n\rfiles_removed\x18\x03 \x01(\x05\x12\x16\n\x0e\x63hunks_indexed\x18\x04 \x01(\x05\x12\x13\n\x0b\x64uration_ms\x18\x05 \x01(\x01\"\x17\n\x15GetMemoryStatsRequest\"\x84\x01\n\x16GetMemoryStatsResponse\x12\r\n\x05\x66iles\x18\x01 \x01(\x05\x12\x0e\n\x06\x63hunks\x18\x02 \x01(\x05\x12\x0f\n\x07\x62\x61\x63kend\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x11\n\tdimension\x18\x05 \x01(\x05\x12\x18\n\x10\x64\x65\x66\x61ult_strategy\x18\x06 \x01(\t2\x83\x06\n\rMemoryService\x12X\n\tListTools\x12$.crayfish.common.v1.ListToolsRequest\x1a%.crayfish.common.v1.ListToolsResponse\x12R\n\x07RunTool\x12\".crayfish.common.v1.RunToolRequest\x1a#.crayfish.common.v1.RunToolResponse\x12\x61\n\x0cSearchMemory\x12\'.crayfish.memory.v1.SearchMemoryRequest\x1a(.crayfish.memory.v1.SearchMemoryResponse\x12X\n\tGetMemory\x12$.crayfish.memory.v1.GetMemoryRequest\x1a%.crayfish.memory.v1.GetMemoryResponse\x12^\n\x0bWriteMemory\x12&.crayfish.memory.v1.WriteMemoryRequest\x1a\'.crayfish.memory.v1.WriteMemoryResponse\x12\x61\n\x0c\x44\x65leteMemory\x12\'.crayfish.memory.v1.DeleteMemoryRequest\x1a(.crayfish.memory.v1.DeleteMemoryResponse\x12[\n\nSyncMemory\x12%.crayfish.memory.v1.SyncMemoryRequest\x1a&.crayfish.memory.v1.SyncMemoryResponse\x12g\n\x0eGetMemoryStats\x12).crayfish.memory.v1.GetMemoryStatsRequest\x1a*.crayfish.memory.v1.GetMemoryStatsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'crayfish.memory.v1.memory_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SEARCHMEMORYREQUEST']._serialized_start=56
-  _globals['_SEARCHMEMORYREQUEST']._serialized_end=207
-  _globals['_MEMORYHIT']._serialized_start=210
-  _globals['_MEMORYHIT']._serialized_end=339
-  _globals['_SEARCHMEMORYRESPONSE']._serialized_start=341
-  _globals['_SEARCHMEMORYRESPONSE']._serialized_end=426
-  _globals['_GETMEMORYREQUEST']._serialized_start=428
-  _globals['_GETMEMORYREQUEST']._serialized_end=500
-  _globals['_GETMEMORYRESPONSE']._serialized_start=502
-  _globals['_GETMEMORYRESPONSE']._serialized_end=608
-  _globals['_WRITEMEMORYREQUEST']._serialized_start=610
-  _globals['_WRITEMEMORYREQUEST']._serialized_end=658
-  _globals['_WRITEMEMORYRESPONSE']._serialized_start=660
-  _globals['_WRITEMEMORYRESPONSE']._serialized_end=751
-  _globals['_DELETEMEMORYREQUEST']._serialized_start=753
-  _globals['_DELETEMEMORYREQUEST']._serialized_end=788
-  _globals['_DELETEMEMORYRESPONSE']._serialized_start=790
-  _globals['_DELETEMEMORYRESPONSE']._serialized_end=858
-  _globals['_SYNCMEMORYREQUEST']._serialized_start=860
-  _globals['_SYNCMEMORYREQUEST']._serialized_end=894
-  _globals['_SYNCMEMORYRESPONSE']._serialized_start=897
-  _globals['_SYNCMEMORYRESPONSE']._serialized_end=1033
-  _globals['_GETMEMORYSTATSREQUEST']._serialized_start=1035
-  _globals['_GETMEMORYSTATSREQUEST']._serialized_end=1058
-  _globals['_GETMEMORYSTATSRESPONSE']._serialized_start=1061
-  _globals['_GETMEMORYSTATSRESPONSE']._serialized_end=1193
-  _globals['_MEMORYSERVICE']._serialized_start=1196
-  _globals['_MEMORYSERVICE']._serialized_end=1793
+  _globals['_SEARCHMEMORYREQUEST']._serialized_start=88
+  _globals['_SEARCHMEMORYREQUEST']._serialized_end=239
+  _globals['_MEMORYHIT']._serialized_start=242
+  _globals['_MEMORYHIT']._serialized_end=371
+  _globals['_SEARCHMEMORYRESPONSE']._serialized_start=373
+  _globals['_SEARCHMEMORYRESPONSE']._serialized_end=458
+  _globals['_GETMEMORYREQUEST']._serialized_start=460
+  _globals['_GETMEMORYREQUEST']._serialized_end=532
+  _globals['_GETMEMORYRESPONSE']._serialized_start=534
+  _globals['_GETMEMORYRESPONSE']._serialized_end=640
+  _globals['_WRITEMEMORYREQUEST']._serialized_start=642
+  _globals['_WRITEMEMORYREQUEST']._serialized_end=690
+  _globals['_WRITEMEMORYRESPONSE']._serialized_start=692
+  _globals['_WRITEMEMORYRESPONSE']._serialized_end=783
+  _globals['_DELETEMEMORYREQUEST']._serialized_start=785
+  _globals['_DELETEMEMORYREQUEST']._serialized_end=820
+  _globals['_DELETEMEMORYRESPONSE']._serialized_start=822
+  _globals['_DELETEMEMORYRESPONSE']._serialized_end=890
+  _globals['_SYNCMEMORYREQUEST']._serialized_start=892
+  _globals['_SYNCMEMORYREQUEST']._serialized_end=926
+  _globals['_SYNCMEMORYRESPONSE']._serialized_start=929
+  _globals['_SYNCMEMORYRESPONSE']._serialized_end=1065
+  _globals['_GETMEMORYSTATSREQUEST']._serialized_start=1067
+  _globals['_GETMEMORYSTATSREQUEST']._serialized_end=1090
+  _globals['_GETMEMORYSTATSRESPONSE']._serialized_start=1093
+  _globals['_GETMEMORYSTATSRESPONSE']._serialized_end=1225
+  _globals['_MEMORYSERVICE']._serialized_start=1228
+  _globals['_MEMORYSERVICE']._serialized_end=1999
 # @@protoc_insertion_point(module_scope)

@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from crayfish.common.v1 import tools_pb2 as crayfish_dot_common_dot_v1_dot_tools__pb2
 from crayfish.memory.v1 import memory_pb2 as crayfish_dot_memory_dot_v1_dot_memory__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -34,6 +35,16 @@ class MemoryServiceStub:
         Args:
             channel: A grpc.Channel.
         """
+        self.ListTools = channel.unary_unary(
+                '/crayfish.memory.v1.MemoryService/ListTools',
+                request_serializer=crayfish_dot_common_dot_v1_dot_tools__pb2.ListToolsRequest.SerializeToString,
+                response_deserializer=crayfish_dot_common_dot_v1_dot_tools__pb2.ListToolsResponse.FromString,
+                _registered_method=True)
+        self.RunTool = channel.unary_unary(
+                '/crayfish.memory.v1.MemoryService/RunTool',
+                request_serializer=crayfish_dot_common_dot_v1_dot_tools__pb2.RunToolRequest.SerializeToString,
+                response_deserializer=crayfish_dot_common_dot_v1_dot_tools__pb2.RunToolResponse.FromString,
+                _registered_method=True)
         self.SearchMemory = channel.unary_unary(
                 '/crayfish.memory.v1.MemoryService/SearchMemory',
                 request_serializer=crayfish_dot_memory_dot_v1_dot_memory__pb2.SearchMemoryRequest.SerializeToString,
@@ -68,6 +79,20 @@ class MemoryServiceStub:
 
 class MemoryServiceServicer:
     """Missing associated documentation comment in .proto file."""
+
+    def ListTools(self, request, context):
+        """The tools this service offers the model, with JSON schemas.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RunTool(self, request, context):
+        """Runs one of those tools; failures come back as readable results.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
 
     def SearchMemory(self, request, context):
         """Missing associated documentation comment in .proto file."""
@@ -111,6 +136,16 @@ class MemoryServiceServicer:
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
+            'ListTools': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTools,
+                    request_deserializer=crayfish_dot_common_dot_v1_dot_tools__pb2.ListToolsRequest.FromString,
+                    response_serializer=crayfish_dot_common_dot_v1_dot_tools__pb2.ListToolsResponse.SerializeToString,
+            ),
+            'RunTool': grpc.unary_unary_rpc_method_handler(
+                    servicer.RunTool,
+                    request_deserializer=crayfish_dot_common_dot_v1_dot_tools__pb2.RunToolRequest.FromString,
+                    response_serializer=crayfish_dot_common_dot_v1_dot_tools__pb2.RunToolResponse.SerializeToString,
+            ),
             'SearchMemory': grpc.unary_unary_rpc_method_handler(
                     servicer.SearchMemory,
                     request_deserializer=crayfish_dot_memory_dot_v1_dot_memory__pb2.SearchMemoryRequest.FromString,
@@ -151,6 +186,60 @@ def add_MemoryServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class MemoryService:
     """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def ListTools(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/crayfish.memory.v1.MemoryService/ListTools',
+            crayfish_dot_common_dot_v1_dot_tools__pb2.ListToolsRequest.SerializeToString,
+            crayfish_dot_common_dot_v1_dot_tools__pb2.ListToolsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RunTool(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/crayfish.memory.v1.MemoryService/RunTool',
+            crayfish_dot_common_dot_v1_dot_tools__pb2.RunToolRequest.SerializeToString,
+            crayfish_dot_common_dot_v1_dot_tools__pb2.RunToolResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
 
     @staticmethod
     def SearchMemory(request,

@@ -22,37 +22,28 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from crayfish.common.v1 import tools_pb2 as crayfish_dot_common_dot_v1_dot_tools__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)crayfish/tool_runner/v1/tool_runner.proto\x12\x17\x63rayfish.tool_runner.v1\"F\n\x08ToolSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x17\n\x0fparameters_json\x18\x03 \x01(\t\"\x12\n\x10ListToolsRequest\"E\n\x11ListToolsResponse\x12\x30\n\x05tools\x18\x01 \x03(\x0b\x32!.crayfish.tool_runner.v1.ToolSpec\"[\n\x0eRunToolRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\x04 \x01(\t\"\x8c\x01\n\x0fRunToolResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0e\n\x06output\x18\x02 \x01(\t\x12\x13\n\x0bresult_json\x18\x03 \x01(\t\x12\r\n\x05\x65rror\x18\x04 \x01(\t\x12\x11\n\texit_code\x18\x05 \x01(\x05\x12\x13\n\x0b\x64uration_ms\x18\x06 \x01(\x01\x12\x11\n\ttruncated\x18\x07 \x01(\x08\"+\n\x0bOutputChunk\x12\x0e\n\x06stream\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"\x8a\x01\n\x0cRunToolEvent\x12\x35\n\x05\x63hunk\x18\x01 \x01(\x0b\x32$.crayfish.tool_runner.v1.OutputChunkH\x00\x12:\n\x06result\x18\x02 \x01(\x0b\x32(.crayfish.tool_runner.v1.RunToolResponseH\x00\x42\x07\n\x05\x65vent\")\n\x13\x43loseSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\x16\n\x14\x43loseSessionResponse\"\x18\n\x16\x44\x65scribeSandboxRequest\"f\n\x17\x44\x65scribeSandboxResponse\x12\x0f\n\x07\x62\x61\x63kend\x18\x01 \x01(\t\x12\x10\n\x08insecure\x18\x02 \x01(\x08\x12\x10\n\x08warnings\x18\x03 \x03(\t\x12\x16\n\x0e\x61vailable_bins\x18\x04 \x03(\t2\x9b\x04\n\x11ToolRunnerService\x12\x62\n\tListTools\x12).crayfish.tool_runner.v1.ListToolsRequest\x1a*.crayfish.tool_runner.v1.ListToolsResponse\x12\\\n\x07RunTool\x12\'.crayfish.tool_runner.v1.RunToolRequest\x1a(.crayfish.tool_runner.v1.RunToolResponse\x12\x61\n\rRunToolStream\x12\'.crayfish.tool_runner.v1.RunToolRequest\x1a%.crayfish.tool_runner.v1.RunToolEvent0\x01\x12k\n\x0c\x43loseSession\x12,.crayfish.tool_runner.v1.CloseSessionRequest\x1a-.crayfish.tool_runner.v1.CloseSessionResponse\x12t\n\x0f\x44\x65scribeSandbox\x12/.crayfish.tool_runner.v1.DescribeSandboxRequest\x1a\x30.crayfish.tool_runner.v1.DescribeSandboxResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)crayfish/tool_runner/v1/tool_runner.proto\x12\x17\x63rayfish.tool_runner.v1\x1a\x1e\x63rayfish/common/v1/tools.proto\"+\n\x0bOutputChunk\x12\x0e\n\x06stream\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"\x85\x01\n\x0cRunToolEvent\x12\x35\n\x05\x63hunk\x18\x01 \x01(\x0b\x32$.crayfish.tool_runner.v1.OutputChunkH\x00\x12\x35\n\x06result\x18\x02 \x01(\x0b\x32#.crayfish.common.v1.RunToolResponseH\x00\x42\x07\n\x05\x65vent\")\n\x13\x43loseSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\x16\n\x14\x43loseSessionResponse\"\x18\n\x16\x44\x65scribeSandboxRequest\"f\n\x17\x44\x65scribeSandboxResponse\x12\x0f\n\x07\x62\x61\x63kend\x18\x01 \x01(\t\x12\x10\n\x08insecure\x18\x02 \x01(\x08\x12\x10\n\x08warnings\x18\x03 \x03(\t\x12\x16\n\x0e\x61vailable_bins\x18\x04 \x03(\t2\x82\x04\n\x11ToolRunnerService\x12X\n\tListTools\x12$.crayfish.common.v1.ListToolsRequest\x1a%.crayfish.common.v1.ListToolsResponse\x12R\n\x07RunTool\x12\".crayfish.common.v1.RunToolRequest\x1a#.crayfish.common.v1.RunToolResponse\x12\\\n\rRunToolStream\x12\".crayfish.common.v1.RunToolRequest\x1a%.crayfish.tool_runner.v1.RunToolEvent0\x01\x12k\n\x0c\x43loseSession\x12,.crayfish.tool_runner.v1.CloseSessionRequest\x1a-.crayfish.tool_runner.v1.CloseSessionResponse\x12t\n\x0f\x44\x65scribeSandbox\x12/.crayfish.tool_runner.v1.DescribeSandboxRequest\x1a\x30.crayfish.tool_runner.v1.DescribeSandboxResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'crayfish.tool_runner.v1.tool_runner_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TOOLSPEC']._serialized_start=70
-  _globals['_TOOLSPEC']._serialized_end=140
-  _globals['_LISTTOOLSREQUEST']._serialized_start=142
-  _globals['_LISTTOOLSREQUEST']._serialized_end=160
-  _globals['_LISTTOOLSRESPONSE']._serialized_start=162
-  _globals['_LISTTOOLSRESPONSE']._serialized_end=231
-  _globals['_RUNTOOLREQUEST']._serialized_start=233
-  _globals['_RUNTOOLREQUEST']._serialized_end=324
-  _globals['_RUNTOOLRESPONSE']._serialized_start=327
-  _globals['_RUNTOOLRESPONSE']._serialized_end=467
-  _globals['_OUTPUTCHUNK']._serialized_start=469
-  _globals['_OUTPUTCHUNK']._serialized_end=512
-  _globals['_RUNTOOLEVENT']._serialized_start=515
-  _globals['_RUNTOOLEVENT']._serialized_end=653
-  _globals['_CLOSESESSIONREQUEST']._serialized_start=655
-  _globals['_CLOSESESSIONREQUEST']._serialized_end=696
-  _globals['_CLOSESESSIONRESPONSE']._serialized_start=698
-  _globals['_CLOSESESSIONRESPONSE']._serialized_end=720
-  _globals['_DESCRIBESANDBOXREQUEST']._serialized_start=722
-  _globals['_DESCRIBESANDBOXREQUEST']._serialized_end=746
-  _globals['_DESCRIBESANDBOXRESPONSE']._serialized_start=748
-  _globals['_DESCRIBESANDBOXRESPONSE']._serialized_end=850
-  _globals['_TOOLRUNNERSERVICE']._serialized_start=853
-  _globals['_TOOLRUNNERSERVICE']._serialized_end=1392
+  _globals['_OUTPUTCHUNK']._serialized_start=102
+  _globals['_OUTPUTCHUNK']._serialized_end=145
+  _globals['_RUNTOOLEVENT']._serialized_start=148
+  _globals['_RUNTOOLEVENT']._serialized_end=281
+  _globals['_CLOSESESSIONREQUEST']._serialized_start=283
+  _globals['_CLOSESESSIONREQUEST']._serialized_end=324
+  _globals['_CLOSESESSIONRESPONSE']._serialized_start=326
+  _globals['_CLOSESESSIONRESPONSE']._serialized_end=348
+  _globals['_DESCRIBESANDBOXREQUEST']._serialized_start=350
+  _globals['_DESCRIBESANDBOXREQUEST']._serialized_end=374
+  _globals['_DESCRIBESANDBOXRESPONSE']._serialized_start=376
+  _globals['_DESCRIBESANDBOXRESPONSE']._serialized_end=478
+  _globals['_TOOLRUNNERSERVICE']._serialized_start=481
+  _globals['_TOOLRUNNERSERVICE']._serialized_end=995
 # @@protoc_insertion_point(module_scope)

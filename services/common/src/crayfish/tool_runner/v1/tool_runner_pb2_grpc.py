@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from crayfish.common.v1 import tools_pb2 as crayfish_dot_common_dot_v1_dot_tools__pb2
 from crayfish.tool_runner.v1 import tool_runner_pb2 as crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -36,17 +37,17 @@ class ToolRunnerServiceStub:
         """
         self.ListTools = channel.unary_unary(
                 '/crayfish.tool_runner.v1.ToolRunnerService/ListTools',
-                request_serializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.ListToolsRequest.SerializeToString,
-                response_deserializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.ListToolsResponse.FromString,
+                request_serializer=crayfish_dot_common_dot_v1_dot_tools__pb2.ListToolsRequest.SerializeToString,
+                response_deserializer=crayfish_dot_common_dot_v1_dot_tools__pb2.ListToolsResponse.FromString,
                 _registered_method=True)
         self.RunTool = channel.unary_unary(
                 '/crayfish.tool_runner.v1.ToolRunnerService/RunTool',
-                request_serializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.RunToolRequest.SerializeToString,
-                response_deserializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.RunToolResponse.FromString,
+                request_serializer=crayfish_dot_common_dot_v1_dot_tools__pb2.RunToolRequest.SerializeToString,
+                response_deserializer=crayfish_dot_common_dot_v1_dot_tools__pb2.RunToolResponse.FromString,
                 _registered_method=True)
         self.RunToolStream = channel.unary_stream(
                 '/crayfish.tool_runner.v1.ToolRunnerService/RunToolStream',
-                request_serializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.RunToolRequest.SerializeToString,
+                request_serializer=crayfish_dot_common_dot_v1_dot_tools__pb2.RunToolRequest.SerializeToString,
                 response_deserializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.RunToolEvent.FromString,
                 _registered_method=True)
         self.CloseSession = channel.unary_unary(
@@ -104,17 +105,17 @@ def add_ToolRunnerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'ListTools': grpc.unary_unary_rpc_method_handler(
                     servicer.ListTools,
-                    request_deserializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.ListToolsRequest.FromString,
-                    response_serializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.ListToolsResponse.SerializeToString,
+                    request_deserializer=crayfish_dot_common_dot_v1_dot_tools__pb2.ListToolsRequest.FromString,
+                    response_serializer=crayfish_dot_common_dot_v1_dot_tools__pb2.ListToolsResponse.SerializeToString,
             ),
             'RunTool': grpc.unary_unary_rpc_method_handler(
                     servicer.RunTool,
-                    request_deserializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.RunToolRequest.FromString,
-                    response_serializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.RunToolResponse.SerializeToString,
+                    request_deserializer=crayfish_dot_common_dot_v1_dot_tools__pb2.RunToolRequest.FromString,
+                    response_serializer=crayfish_dot_common_dot_v1_dot_tools__pb2.RunToolResponse.SerializeToString,
             ),
             'RunToolStream': grpc.unary_stream_rpc_method_handler(
                     servicer.RunToolStream,
-                    request_deserializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.RunToolRequest.FromString,
+                    request_deserializer=crayfish_dot_common_dot_v1_dot_tools__pb2.RunToolRequest.FromString,
                     response_serializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.RunToolEvent.SerializeToString,
             ),
             'CloseSession': grpc.unary_unary_rpc_method_handler(
@@ -153,8 +154,8 @@ class ToolRunnerService:
             request,
             target,
             '/crayfish.tool_runner.v1.ToolRunnerService/ListTools',
-            crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.ListToolsRequest.SerializeToString,
-            crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.ListToolsResponse.FromString,
+            crayfish_dot_common_dot_v1_dot_tools__pb2.ListToolsRequest.SerializeToString,
+            crayfish_dot_common_dot_v1_dot_tools__pb2.ListToolsResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -180,8 +181,8 @@ class ToolRunnerService:
             request,
             target,
             '/crayfish.tool_runner.v1.ToolRunnerService/RunTool',
-            crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.RunToolRequest.SerializeToString,
-            crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.RunToolResponse.FromString,
+            crayfish_dot_common_dot_v1_dot_tools__pb2.RunToolRequest.SerializeToString,
+            crayfish_dot_common_dot_v1_dot_tools__pb2.RunToolResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -207,7 +208,7 @@ class ToolRunnerService:
             request,
             target,
             '/crayfish.tool_runner.v1.ToolRunnerService/RunToolStream',
-            crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.RunToolRequest.SerializeToString,
+            crayfish_dot_common_dot_v1_dot_tools__pb2.RunToolRequest.SerializeToString,
             crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.RunToolEvent.FromString,
             options,
             channel_credentials,
