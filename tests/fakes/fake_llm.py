@@ -137,6 +137,13 @@ class FakeLLM:
             return ToolCall(name=name, arguments=arguments, id=f"call_{self._call_count}")
 
     @property
+    def last_request(self) -> dict[str, Any]:
+        with self._cond:
+            if not self.requests:
+                raise AssertionError("fake LLM received no request")
+            return self.requests[-1]
+
+    @property
     def pending(self) -> int:
         with self._cond:
             return len(self._queue)

@@ -11,7 +11,7 @@ import httpx
 import openai
 import pytest
 
-from tests.fakes import NO_REPLY_LEFT, FakeLLM, Reply
+from tests.fakes import NO_REPLY_LEFT, FakeLLM, Reply, fixtures
 
 TOOLS = [
     {
@@ -26,10 +26,12 @@ TOOLS = [
 USER = [{"role": "user", "content": "hi"}]
 
 
+fake_llm = fixtures.fake_llm  # the fixture the suite's conftest imports, under test here
+
+
 @pytest.fixture
-def fake() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
+def fake(fake_llm: FakeLLM) -> FakeLLM:
+    return fake_llm
 
 
 @pytest.fixture
@@ -81,7 +83,7 @@ def test_text_reply_is_a_real_completion(fake: FakeLLM, client: openai.OpenAI) -
     assert result.usage.prompt_tokens > 0 and result.usage.completion_tokens > 0
     assert result.usage.total_tokens == result.usage.prompt_tokens + result.usage.completion_tokens
     assert fake.pending == 0
-    assert fake.requests[0]["tools"] == TOOLS
+    assert fake.last_request["tools"] == TOOLS
     assert fake.request_headers[0]["authorization"] == "Bearer test-key"
 
 
