@@ -1,0 +1,1 @@
+"""Crayfish orchestrator: REST API, prompt builder and tool loop."""

@@ -1,0 +1,1 @@
+"""The agent: prompt builder, LLM client and tool loop (no HTTP here)."""

@@ -1,0 +1,212 @@
+"""The tool loop: ask the LLM, run the calls it makes, repeat until a final answer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.agent.caps import cap_text
+from orchestrator.agent.guard import RepeatGuard
+from orchestrator.agent.llm import LLMClient, LLMReply, ToolCall
+from orchestrator.agent.prompt import HEARTBEAT_TOKEN, SILENT_TOKEN
+from orchestrator.agent.pseudo_calls import CallSniffer, find_pseudo_calls, strip_call_syntax
+from orchestrator.agent.tools import ToolOutcome, ToolRegistry
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
+Persist = Callable[[list[dict[str, Any]]], None]
+
+CORRECTIVE_NOTE = (
+    "[Crayfish] Your last reply wrote a tool call as text, or named a tool that does not "
+    "exist. To use a tool, make a real function call with one of the offered tools; otherwise "
+    "answer the user in plain words."
+)
+
+SILENT_REPLIES = (SILENT_TOKEN, HEARTBEAT_TOKEN)
+UNUSABLE_REPLY = (
+    "I could not complete this: the model kept writing tool calls as text instead of calling "
+    "the tools. Try again, or use a model with function-calling support."
+)
+
+
+@dataclass
+class LoopLimits:
+    max_rounds: int = 15
+    repeat_limit: int = 3
+    result_max_chars: int = 40_000
+    empty_content: str = "empty"
+
+
+@dataclass
+class TurnOutcome:
+    text: str
+    rounds: int
+    stopped: str = ""
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+class AgentLoop:
+    """Runs one turn; `persist` receives each complete message group as it is final."""
+
+    def __init__(self, llm: LLMClient, registry: ToolRegistry, limits: LoopLimits):
+        self.llm = llm
+        self.registry = registry
+        self.limits = limits
+
+    async def run(
+        self,
+        messages: list[dict[str, Any]],
+        session_id: str,
+        emit: Emit,
+        persist: Persist,
+        usage: dict[str, int],
+    ) -> TurnOutcome:
+        guard = RepeatGuard(exact_limit=self.limits.repeat_limit)
+        reasked = False
+        for round_no in range(1, self.limits.max_rounds + 1):
+            reply, streamed = await self._ask(messages, round_no, emit, usage)
+            calls, content = reply.tool_calls, reply.content
+            if not calls:
+                calls, content, looks_like_call = self._recover_calls(reply.content)
+                if looks_like_call and not reasked:
+                    reasked = True
+                    await emit("llm.reask", {"round": round_no, "reason": "call written as text"})
+                    messages.append({"role": "user", "content": CORRECTIVE_NOTE})
+                    continue
+                if looks_like_call:
+                    content = strip_call_syntax(content) or UNUSABLE_REPLY
+            if not calls:
+                done = streamed.lstrip()
+                if content.startswith(done) and content.strip() not in SILENT_REPLIES:
+                    rest = content[len(done) :]
+                    if rest:
+                        await emit("assistant.delta", {"round": round_no, "text": rest})
+                final = {"role": "assistant", "content": content}
+                messages.append(final)
+                persist([final])
+                return TurnOutcome(content, round_no, usage=usage)
+            group, stop_reason = await self._run_calls(calls, content, session_id, guard, emit)
+            messages.extend(group)
+            persist(group)
+            if stop_reason:
+                return self._stop(messages, persist, round_no, usage, stop_reason)
+        reason = f"it reached the limit of {self.limits.max_rounds} tool rounds"
+        return self._stop(messages, persist, self.limits.max_rounds, usage, reason)
+
+    async def _ask(
+        self, messages: list[dict[str, Any]], round_no: int, emit: Emit, usage: dict[str, int]
+    ) -> tuple[LLMReply, str]:
+        """The reply, and the text already streamed to the user as deltas."""
+        await emit("llm.request", {"round": round_no, "messages": len(messages)})
+        sniffer = CallSniffer(SILENT_REPLIES)
+
+        async def on_delta(text: str) -> None:
+            visible = sniffer.feed(text)
+            if visible:
+                await emit("assistant.delta", {"round": round_no, "text": visible})
+
+        started = time.perf_counter()
+        reply = await self.llm.complete(messages, self.registry.openai_tools() or None, on_delta)
+        usage["prompt_tokens"] = usage.get("prompt_tokens", 0) + reply.prompt_tokens
+        usage["completion_tokens"] = usage.get("completion_tokens", 0) + reply.completion_tokens
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        await emit(
+            "llm.response",
+            {
+                "round": round_no,
+                "finish_reason": reply.finish_reason,
+                "tool_calls": [c.name for c in reply.tool_calls],
+                "prompt_tokens": reply.prompt_tokens,
+                "completion_tokens": reply.completion_tokens,
+                "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+            },
+        )
+        return reply, sniffer.seen
+
+    def _recover_calls(self, content: str) -> tuple[list[ToolCall], str, bool]:
+        """(calls recovered from text, remaining prose, whether call syntax went unrecovered)."""
+        found, looks_like_call = find_pseudo_calls(content, set(self.registry.tools))
+        if found:
+            calls = [
+                ToolCall(f"call_{uuid.uuid4().hex[:12]}", c.name, json.dumps(c.arguments))
+                for c in found
+            ]
+            return calls, strip_call_syntax(content), False
+        return [], content, looks_like_call
+
+    async def _run_calls(
+        self,
+        calls: list[ToolCall],
+        content: str,
+        session_id: str,
+        guard: RepeatGuard,
+        emit: Emit,
+    ) -> tuple[list[dict[str, Any]], str]:
+        stop_reason = ""
+        for call in calls:
+            stop_reason = stop_reason or (guard.check(call.name, call.arguments) or "")
+        outcomes = await asyncio.gather(*(self._run_one(c, session_id, emit) for c in calls))
+        assistant = {
+            "role": "assistant",
+            "content": content or (None if self.limits.empty_content == "null" else ""),
+            "tool_calls": [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in calls
+            ],
+        }
+        results = [
+            {"role": "tool", "tool_call_id": c.id, "content": o.output}
+            for c, o in zip(calls, outcomes, strict=True)
+        ]
+        return [assistant, *results], stop_reason
+
+    async def _run_one(self, call: ToolCall, session_id: str, emit: Emit) -> ToolOutcome:
+        await emit(
+            "tool.started", {"call_id": call.id, "tool": call.name, "arguments": call.arguments}
+        )
+        started = time.perf_counter()
+        outcome = await self.registry.run(call.name, call.arguments, session_id, call.id)
+        capped = cap_text(outcome.output, self.limits.result_max_chars)
+        truncated = outcome.truncated or capped != outcome.output
+        outcome.output = capped
+        await emit(
+            "tool.finished",
+            {
+                "call_id": call.id,
+                "tool": call.name,
+                "ok": outcome.ok,
+                "exit_code": outcome.exit_code,
+                "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+                "truncated": truncated,
+                "output": capped[:2000],
+            },
+        )
+        return outcome
+
+    def _stop(
+        self,
+        messages: list[dict[str, Any]],
+        persist: Persist,
+        rounds: int,
+        usage: dict[str, int],
+        reason: str,
+    ) -> TurnOutcome:
+        text = (
+            f"I stopped working on this because {reason}, which looks like a loop that would "
+            "not finish. Tell me how you would like to continue, or rephrase the request."
+        )
+        final = {"role": "assistant", "content": text}
+        messages.append(final)
+        persist([final])
+        return TurnOutcome(text, rounds, stopped=reason, usage=usage)

@@ -1,0 +1,134 @@
+"""The tools offered to the model: collected from the services, validated, run over gRPC."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import jsonschema
+from crayfish.common.v1 import tools_pb2
+
+from orchestrator.clients import ServiceClients
+
+log = logging.getLogger(__name__)
+
+TOOL_SERVICES = ("tool-runner", "memory", "skills")
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    service: str
+
+    def as_openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+@dataclass
+class ToolOutcome:
+    ok: bool
+    output: str
+    exit_code: int = 0
+    duration_ms: float = 0.0
+    truncated: bool = False
+
+
+class ToolRegistry:
+    """Tools by name, refreshed from the services; a dead service only loses its own tools."""
+
+    def __init__(self, clients: ServiceClients, tool_timeout: float, ttl: float = 5.0):
+        self.clients = clients
+        self.tool_timeout = tool_timeout
+        self.ttl = ttl
+        self.tools: dict[str, Tool] = {}
+        self.unavailable: dict[str, str] = {}
+        self._fetched_at = 0.0
+
+    async def refresh(self, force: bool = False) -> dict[str, Tool]:
+        if not force and self.tools and time.monotonic() - self._fetched_at < self.ttl:
+            return self.tools
+        tools: dict[str, Tool] = {}
+        unavailable: dict[str, str] = {}
+        for service in TOOL_SERVICES:
+            try:
+                specs = await self.clients.list_tools(service)
+            except grpc.RpcError as exc:
+                unavailable[service] = f"{exc.code().name}: {exc.details()}"
+                log.warning("no tools from %s: %s", service, unavailable[service])
+                continue
+            for spec in specs:
+                tools[spec.name] = Tool(
+                    spec.name, spec.description, _schema(spec.parameters_json), service
+                )
+        self.tools, self.unavailable = tools, unavailable
+        self._fetched_at = time.monotonic()
+        return tools
+
+    def openai_tools(self) -> list[dict[str, Any]]:
+        return [t.as_openai() for t in self.tools.values()]
+
+    async def run(
+        self, name: str, raw_arguments: str, session_id: str, call_id: str
+    ) -> ToolOutcome:
+        tool = self.tools.get(name)
+        if tool is None:
+            known = ", ".join(sorted(self.tools)) or "none"
+            return ToolOutcome(False, f"Error: unknown tool `{name}`. Available tools: {known}.")
+        arguments, problem = parse_arguments(raw_arguments, tool.parameters)
+        if problem:
+            return ToolOutcome(False, f"Error: invalid arguments for `{name}`: {problem}")
+        request = tools_pb2.RunToolRequest(
+            name=name,
+            arguments_json=json.dumps(arguments, ensure_ascii=False),
+            session_id=session_id,
+            call_id=call_id,
+        )
+        try:
+            reply = await self.clients.run_tool(tool.service, request, self.tool_timeout)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                return ToolOutcome(False, f"Error: `{name}` timed out after {self.tool_timeout}s.")
+            return ToolOutcome(
+                False, f"Error: the {tool.service} service failed: {exc.code().name}"
+            )
+        output = reply.output if reply.ok else (reply.output or f"Error: {reply.error}")
+        return ToolOutcome(reply.ok, output, reply.exit_code, reply.duration_ms, reply.truncated)
+
+
+def parse_arguments(raw: str, schema: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """(arguments, "") when raw is a JSON object valid against schema; else ({}, the problem)."""
+    try:
+        arguments = json.loads(raw) if raw.strip() else {}
+    except ValueError as exc:
+        return {}, f"arguments are not valid JSON ({exc.msg} at char {exc.pos})"
+    if not isinstance(arguments, dict):
+        return {}, "arguments must be a JSON object"
+    try:
+        jsonschema.validate(arguments, schema)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "arguments"
+        return {}, f"{where}: {exc.message}"
+    except jsonschema.SchemaError:
+        log.warning("tool schema is invalid; skipping validation")
+    return arguments, ""
+
+
+def _schema(text: str) -> dict[str, Any]:
+    try:
+        schema = json.loads(text) if text else {}
+    except ValueError:
+        schema = {}
+    return schema if isinstance(schema, dict) and schema else {"type": "object"}

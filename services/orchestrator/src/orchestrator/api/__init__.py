@@ -1,0 +1,1 @@
+"""HTTP surface: routers, request/response schemas, error mapping, auth, SSE."""

@@ -1,0 +1,74 @@
+"""Errors shaped like OpenAI's (`{"error": {"message", "type", "code"}}`) for every route."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger(__name__)
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    409: "conflict_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    502: "api_error",
+    503: "service_unavailable",
+}
+
+
+class ApiError(Exception):
+    """Raised by route code; becomes a JSON error with this status."""
+
+    def __init__(self, status: int, message: str, code: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+
+
+def error_body(status: int, message: str, code: str | None = None) -> dict[str, object]:
+    return {
+        "error": {
+            "message": message,
+            "type": ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request"),
+            "code": code,
+        }
+    }
+
+
+def error_response(status: int, message: str, code: str | None = None) -> JSONResponse:
+    return JSONResponse(error_body(status, message, code), status_code=status)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc.status, exc.message, exc.code)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error_response(exc.status_code, str(exc.detail), None)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+            problems.append(f"{where}: {err.get('msg', 'invalid')}")
+        message = "invalid request: " + "; ".join(problems)
+        return error_response(400, message, "invalid_request")
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error")
+        return error_response(500, "internal error; see the orchestrator log", "internal_error")

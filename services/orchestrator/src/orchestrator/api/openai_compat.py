@@ -1,0 +1,151 @@
+"""OpenAI-compatible endpoints, so any OpenAI client or chat UI can use Crayfish as a model."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Header
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator.api.deps import get_runtime
+from orchestrator.api.errors import ApiError, error_body
+from orchestrator.api.sse import sse_message, sse_response
+from orchestrator.runtime import Runtime
+from orchestrator.sessions.store import InvalidSessionId
+from orchestrator.tasks import Task
+
+router = APIRouter(tags=["openai"])
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+class CompletionRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    model: str
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+
+
+def _text(content: str | list[dict[str, Any]] | None) -> str:
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if p.get("type") == "text")
+    return content or ""
+
+
+@router.get("/v1/models")
+async def list_models(runtime: RuntimeDep) -> dict[str, Any]:
+    """The agents on offer (one per orchestrator)."""
+    name = runtime.settings.agent_name
+    return {
+        "object": "list",
+        "data": [{"id": name, "object": "model", "created": 0, "owned_by": "crayfish"}],
+    }
+
+
+def _start_turn(body: CompletionRequest, runtime: Runtime, session_header: str | None) -> Task:
+    if body.messages[-1].role != "user":
+        raise ApiError(400, "the last message must have role 'user'", "invalid_messages")
+    message = _text(body.messages[-1].content)
+    if not message.strip():
+        raise ApiError(400, "the last user message is empty", "invalid_messages")
+    session_id = session_header or f"oai-{uuid.uuid4().hex}"
+    try:
+        if not session_header:
+            # No named session: the conversation is what the client sent.
+            prior = [
+                {"role": m.role, "content": _text(m.content)}
+                for m in body.messages[:-1]
+                if m.role in ("user", "assistant") and _text(m.content)
+            ]
+            runtime.store.append(session_id, prior)
+        return runtime.submit(session_id, message)
+    except InvalidSessionId as exc:
+        raise ApiError(400, str(exc), "invalid_session_id") from exc
+
+
+def _completion(task: Task, model: str) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{task.id}",
+        "object": "chat.completion",
+        "created": int(task.created_at),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": task.result or ""},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": dict(task.usage),
+    }
+
+
+def _failure(task: Task) -> tuple[int, str]:
+    if task.status == "cancelled":
+        return 499, "the turn was cancelled"
+    return 502, f"the turn failed: {task.error}"
+
+
+@router.post("/v1/chat/completions", response_model=None)
+async def chat_completions(
+    body: CompletionRequest,
+    runtime: RuntimeDep,
+    x_crayfish_session: Annotated[str | None, Header()] = None,
+) -> JSONResponse | StreamingResponse:
+    """Runs a full turn (tools run server-side) and answers as an OpenAI chat completion."""
+    task = _start_turn(body, runtime, x_crayfish_session)
+    headers = {"X-Crayfish-Session": task.session_id, "X-Crayfish-Task": task.id}
+    if body.stream:
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        response = sse_response(_chunks(task, body.model, include_usage))
+        response.headers.update(headers)
+        return response
+    assert task.runner is not None
+    await asyncio.shield(task.runner)
+    if task.status != "completed":
+        status, message = _failure(task)
+        raise ApiError(status, message, "turn_failed")
+    return JSONResponse(_completion(task, body.model), headers=headers)
+
+
+def _chunk(task: Task, model: str, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{task.id}",
+        "object": "chat.completion.chunk",
+        "created": int(task.created_at),
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+async def _chunks(task: Task, model: str, include_usage: bool) -> AsyncIterator[str]:
+    yield sse_message(_chunk(task, model, {"role": "assistant", "content": ""}, None))
+    async for event in task.events.follow():
+        if event.type == "assistant.delta" and event.data.get("text"):
+            yield sse_message(_chunk(task, model, {"content": event.data["text"]}, None))
+        elif event.type in ("tool.started", "tool.finished"):
+            yield f": crayfish {event.type} {event.data.get('tool', '')}\n\n"
+    if task.status == "completed":
+        yield sse_message(_chunk(task, model, {}, "stop"))
+        if include_usage:
+            usage_chunk = _chunk(task, model, {}, None)
+            usage_chunk["choices"], usage_chunk["usage"] = [], dict(task.usage)
+            yield sse_message(usage_chunk)
+    else:
+        status, message = _failure(task)
+        yield sse_message(error_body(status, message, "turn_failed"))
+    yield sse_message("[DONE]")

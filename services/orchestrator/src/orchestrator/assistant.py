@@ -1,0 +1,139 @@
+"""One chat turn: prompt, memory recall, history, the tool loop, delivery rules."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+from crayfish.memory.v1 import memory_pb2
+from crayfish.skills.v1 import skills_pb2
+
+from orchestrator.agent.llm import LLMClient
+from orchestrator.agent.loop import AgentLoop, LoopLimits
+from orchestrator.agent.prompt import SILENT_TOKEN, PromptInputs, PromptMode, build_system_prompt
+from orchestrator.agent.tools import ToolRegistry
+from orchestrator.clients import ServiceClients
+from orchestrator.config import Settings
+from orchestrator.sessions.store import SessionStore
+from orchestrator.tasks import Emit, Task
+
+log = logging.getLogger(__name__)
+
+
+class Assistant:
+    """Everything a turn needs, built once per app and shared by all tasks."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        clients: ServiceClients,
+        llm: LLMClient,
+        store: SessionStore,
+    ):
+        self.settings = settings
+        self.clients = clients
+        self.llm = llm
+        self.store = store
+        self.registry = ToolRegistry(clients, settings.tool_timeout)
+        self.loop = AgentLoop(
+            llm,
+            self.registry,
+            LoopLimits(
+                max_rounds=settings.max_rounds,
+                repeat_limit=settings.repeat_limit,
+                result_max_chars=settings.tool_result_max_chars,
+                empty_content=settings.llm_empty_content,
+            ),
+        )
+
+    async def run_chat(
+        self, task: Task, emit: Emit, on_accepted: Callable[[str], None] | None = None
+    ) -> str:
+        await self.registry.refresh()
+        history = self.store.load(task.session_id)
+        system = await self.system_prompt("full")
+        user = {"role": "user", "content": task.message}
+        self.store.append(task.session_id, [user])
+        if on_accepted is not None:
+            on_accepted(task.id)
+        outgoing = dict(user)
+        recall = await self.recall(task.message, emit)
+        if recall:
+            outgoing["content"] = f"{task.message}\n\n{recall}"
+        messages = [{"role": "system", "content": system}, *history, outgoing]
+        outcome = await self.loop.run(
+            messages,
+            task.session_id,
+            emit,
+            lambda group: self.store.append(task.session_id, group),
+            task.usage,
+        )
+        text = outcome.text
+        if text.strip() == SILENT_TOKEN:
+            task.delivered = False
+            text = ""
+        await emit(
+            "assistant.message",
+            {"text": text, "delivered": task.delivered, "rounds": outcome.rounds},
+        )
+        return text
+
+    async def system_prompt(self, mode: PromptMode) -> str:
+        skills_xml, always = await self._skills_prompt() if mode != "none" else ("", "")
+        return build_system_prompt(
+            PromptInputs(
+                agent_name=self.settings.agent_name,
+                model=self.settings.model,
+                workspace=self.settings.workspace,
+                tools=[(t.name, t.description) for t in self.registry.tools.values()],
+                skills_xml=skills_xml,
+                always_skills=always,
+                mode=mode,
+                file_max_chars=self.settings.bootstrap_max_chars,
+                total_max_chars=self.settings.bootstrap_total_max_chars,
+                timezone=self.settings.timezone,
+            )
+        )
+
+    async def _skills_prompt(self) -> tuple[str, str]:
+        try:
+            reply = await self.clients.skills.GetSkillsPrompt(
+                skills_pb2.GetSkillsPromptRequest(), timeout=self.settings.rpc_timeout
+            )
+        except grpc.RpcError as exc:
+            log.warning("skills prompt unavailable: %s", exc.code().name)
+            return "", ""
+        return reply.xml, reply.always_bodies
+
+    async def recall(self, query: str, emit: Emit) -> str:
+        """Best memory hits for the user's message, as a context block with citations."""
+        if not self.settings.auto_recall or not query.strip():
+            return ""
+        request = memory_pb2.SearchMemoryRequest(
+            query=query,
+            top_k=self.settings.auto_recall_hits,
+            min_score=self.settings.auto_recall_min_score,
+        )
+        try:
+            reply = await asyncio.wait_for(
+                self.clients.memory.SearchMemory(request), self.settings.rpc_timeout
+            )
+        except (grpc.RpcError, TimeoutError) as exc:
+            log.warning("auto-recall skipped: %s", exc)
+            return ""
+        if not reply.hits:
+            return ""
+        await emit("memory.recall", {"citations": [hit.citation for hit in reply.hits]})
+        return format_recall(list(reply.hits))
+
+
+def format_recall(hits: list[Any]) -> str:
+    lines = [
+        "[Memory recall: notes that may be relevant; cite them as `Source: path#Lx-Ly` if used]"
+    ]
+    for hit in hits:
+        lines.append(f"Source: {hit.citation}\n{hit.snippet.strip()}")
+    return "\n\n".join(lines)

@@ -1,0 +1,62 @@
+"""Typed task events with increasing ids, kept per task and in one global stream."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+TERMINAL_EVENTS = {"task.completed", "task.failed", "task.cancelled"}
+
+
+@dataclass
+class Event:
+    id: int
+    task_id: str
+    type: str
+    data: dict[str, Any]
+    ts: float = field(default_factory=time.time)
+
+    def as_dict(self) -> dict[str, Any]:
+        base = {"id": self.id, "task_id": self.task_id, "type": self.type, "ts": self.ts}
+        return {**base, **self.data}
+
+
+class EventLog:
+    """An append-only list of events that readers can follow from any id (for Last-Event-ID)."""
+
+    def __init__(self, max_events: int = 100_000):
+        self.events: deque[Event] = deque(maxlen=max_events)
+        self.next_id = 1
+        self.changed = asyncio.Condition()
+        self.closed = False
+
+    async def add(self, task_id: str, type_: str, data: dict[str, Any]) -> Event:
+        async with self.changed:
+            event = Event(self.next_id, task_id, type_, data)
+            self.next_id += 1
+            self.events.append(event)
+            self.changed.notify_all()
+        return event
+
+    async def close(self) -> None:
+        async with self.changed:
+            self.closed = True
+            self.changed.notify_all()
+
+    async def follow(self, after: int = 0, stop_when_closed: bool = True) -> AsyncIterator[Event]:
+        """Yields events with id > after, then waits for more; ends once closed and drained."""
+        while True:
+            async with self.changed:
+                fresh = [e for e in self.events if e.id > after]
+                if not fresh:
+                    if self.closed and stop_when_closed:
+                        return
+                    await self.changed.wait()
+                    continue
+            for event in fresh:
+                after = event.id
+                yield event

@@ -1,0 +1,52 @@
+"""The orchestrator's long-lived parts, built once from settings and closed at shutdown."""
+
+from __future__ import annotations
+
+import logging
+
+from orchestrator.agent.llm import LLMClient
+from orchestrator.assistant import Assistant
+from orchestrator.clients import ServiceClients
+from orchestrator.config import Settings
+from orchestrator.sessions.store import Inbox, SessionStore
+from orchestrator.tasks import Emit, Task, TaskManager
+
+log = logging.getLogger(__name__)
+
+
+class Runtime:
+    """Clients, LLM, sessions and tasks; routes reach them through `app.state.runtime`."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.clients = ServiceClients(settings)
+        self.llm = LLMClient(settings)
+        self.store = SessionStore(settings.sessions_dir)
+        self.inbox = Inbox(settings.data_dir)
+        self.assistant = Assistant(settings, self.clients, self.llm, self.store)
+        self.tasks = TaskManager(self._run_turn)
+
+    def submit(self, session_id: str, message: str, kind: str = "chat") -> Task:
+        """Acknowledges a message durably, then queues its turn behind the session's others."""
+        self.store.path(session_id)  # validates the id before anything is written
+        task = self.tasks.create(session_id, message, kind)
+        self.inbox.add(task.id, session_id, message, kind)
+        return task
+
+    def resume_pending(self) -> int:
+        """Requeues messages acknowledged before a crash or restart but never run."""
+        pending = self.inbox.pending()
+        for entry in pending:
+            self.inbox.remove(entry["task_id"])
+            self.submit(entry["session_id"], entry["message"], entry.get("kind", "chat"))
+        if pending:
+            log.info("resumed %d pending message(s)", len(pending))
+        return len(pending)
+
+    async def _run_turn(self, task: Task, emit: Emit) -> str:
+        return await self.assistant.run_chat(task, emit, on_accepted=self.inbox.remove)
+
+    async def close(self) -> None:
+        await self.tasks.shutdown()
+        await self.llm.close()
+        await self.clients.close()

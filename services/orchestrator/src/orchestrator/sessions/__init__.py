@@ -1,0 +1,1 @@
+"""Conversation sessions: durable history and one run at a time per session."""

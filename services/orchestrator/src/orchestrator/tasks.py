@@ -1,0 +1,127 @@
+"""Tasks: one agent turn each, queued per session, with status, result and an event log."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from orchestrator.events import EventLog
+
+log = logging.getLogger(__name__)
+
+TaskStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
+Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
+TurnRunner = Callable[["Task", Emit], Awaitable[str]]
+
+
+@dataclass
+class Task:
+    id: str
+    session_id: str
+    message: str
+    kind: str = "chat"
+    status: TaskStatus = "queued"
+    result: str | None = None
+    error: str | None = None
+    created_at: float = field(default_factory=time.time)
+    started_at: float | None = None
+    finished_at: float | None = None
+    usage: dict[str, int] = field(
+        default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    )
+    delivered: bool = True
+    events: EventLog = field(default_factory=EventLog)
+    runner: asyncio.Task[None] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.status in ("completed", "failed", "cancelled")
+
+
+class TaskManager:
+    """Creates tasks, runs them one at a time per session, keeps the last `keep` of them."""
+
+    def __init__(self, run_turn: TurnRunner, keep: int = 1000):
+        self.run_turn = run_turn
+        self.keep = keep
+        self.tasks: OrderedDict[str, Task] = OrderedDict()
+        self.session_locks: dict[str, asyncio.Lock] = {}
+        self.global_events = EventLog()
+        self.on_finished: list[Callable[[Task], None]] = []
+
+    def create(self, session_id: str, message: str, kind: str = "chat") -> Task:
+        task = Task(id=uuid.uuid4().hex, session_id=session_id, message=message, kind=kind)
+        self.tasks[task.id] = task
+        while len(self.tasks) > self.keep:
+            oldest_id, oldest = next(iter(self.tasks.items()))
+            if not oldest.done:
+                break
+            del self.tasks[oldest_id]
+        task.runner = asyncio.create_task(self._run(task), name=f"task-{task.id}")
+        return task
+
+    def get(self, task_id: str) -> Task | None:
+        return self.tasks.get(task_id)
+
+    def active(self) -> list[Task]:
+        return [t for t in self.tasks.values() if not t.done]
+
+    async def cancel(self, task: Task) -> bool:
+        if task.done or task.runner is None:
+            return False
+        task.runner.cancel()
+        try:
+            await asyncio.wait_for(asyncio.shield(task.runner), timeout=10)
+        except (asyncio.CancelledError, TimeoutError):
+            pass
+        return True
+
+    async def shutdown(self) -> None:
+        for task in self.active():
+            await self.cancel(task)
+        await self.global_events.close()
+
+    async def emit(self, task: Task, type_: str, data: dict[str, Any]) -> None:
+        data = {"session_id": task.session_id, **data}
+        await task.events.add(task.id, type_, data)
+        await self.global_events.add(task.id, type_, data)
+
+    async def _run(self, task: Task) -> None:
+        lock = self.session_locks.setdefault(task.session_id, asyncio.Lock())
+        try:
+            await self.emit(task, "task.queued", {"kind": task.kind})
+            async with lock:
+                task.status, task.started_at = "running", time.time()
+                await self.emit(task, "task.started", {"kind": task.kind})
+                task.result = await self.run_turn(task, lambda t, d: self.emit(task, t, d))
+            task.status = "completed"
+            await self.emit(task, "task.completed", self._summary(task))
+        except asyncio.CancelledError:
+            task.status, task.error = "cancelled", "cancelled by request"
+            await self.emit(task, "task.cancelled", self._summary(task))
+        except Exception as exc:  # the task fails; the server goes on
+            log.exception("task %s failed", task.id)
+            task.status, task.error = "failed", str(exc) or type(exc).__name__
+            await self.emit(task, "task.failed", self._summary(task))
+        finally:
+            task.finished_at = time.time()
+            await task.events.close()
+            for callback in self.on_finished:
+                callback(task)
+
+    def _summary(self, task: Task) -> dict[str, Any]:
+        elapsed = (time.time() - task.started_at) if task.started_at else 0.0
+        return {
+            "status": task.status,
+            "result": task.result,
+            "error": task.error,
+            "delivered": task.delivered,
+            "usage": dict(task.usage),
+            "duration_ms": round(elapsed * 1000, 1),
+        }

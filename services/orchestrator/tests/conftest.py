@@ -1,0 +1,118 @@
+"""Orchestrator test fixtures: the scripted fake LLM and a scripted tool service over real gRPC."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from crayfish.common.v1 import tools_pb2
+from crayfish.tool_runner.v1 import tool_runner_pb2, tool_runner_pb2_grpc
+from crayfish_common.grpc_server import GrpcService
+from crayfish_common.launcher import free_port
+
+from orchestrator.config import Settings
+from orchestrator.runtime import Runtime
+from tests.fakes import FakeLLM
+
+TOY_TOOLS = {
+    "echo": ("Repeats the text back.", {"text": {"type": "string"}}, ["text"]),
+    "sleep": ("Sleeps for some seconds, then says so.", {"seconds": {"type": "number"}}, []),
+    "fail": ("Always fails.", {}, []),
+}
+
+
+class ScriptedToolService(tool_runner_pb2_grpc.ToolRunnerServiceServicer):
+    """Deterministic toy tools behind the real tool-runner gRPC contract (loop tests only)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, object], float, float]] = []
+
+    async def ListTools(self, request, context):  # noqa: N802
+        return tools_pb2.ListToolsResponse(
+            tools=[
+                tools_pb2.ToolSpec(
+                    name=name,
+                    description=desc,
+                    parameters_json=json.dumps(
+                        {"type": "object", "properties": props, "required": req}
+                    ),
+                )
+                for name, (desc, props, req) in TOY_TOOLS.items()
+            ]
+        )
+
+    async def RunTool(self, request, context):  # noqa: N802
+        args = json.loads(request.arguments_json or "{}")
+        started = time.monotonic()
+        if request.name == "sleep":
+            await asyncio.sleep(float(args.get("seconds", 0)))
+            output, ok = f"slept {args.get('seconds', 0)}s", True
+        elif request.name == "echo":
+            output, ok = f"echo: {args['text']}", True
+        else:
+            output, ok = "Error: this tool always fails", False
+        self.calls.append((request.name, args, started, time.monotonic()))
+        return tools_pb2.RunToolResponse(ok=ok, output=output)
+
+    async def DescribeSandbox(self, request, context):  # noqa: N802
+        return tool_runner_pb2.DescribeSandboxResponse(backend="scripted")
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[FakeLLM]:
+    with FakeLLM() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def tool_service() -> AsyncIterator[tuple[ScriptedToolService, int]]:
+    servicer = ScriptedToolService()
+    service = GrpcService(
+        ["crayfish.tool_runner.v1.ToolRunnerService"],
+        [lambda server: tool_runner_pb2_grpc.add_ToolRunnerServiceServicer_to_server(
+            servicer, server
+        )],
+    )
+    port = await service.start("127.0.0.1:0")
+    yield servicer, port
+    await service.stop(0)
+
+
+def make_settings(tmp_path: Path, llm_url: str, tool_port: int, **overrides: object) -> Settings:
+    dead = f"127.0.0.1:{free_port()}"  # memory and skills are down: their tools just vanish
+    values: dict[str, object] = {
+        "OPENAI_BASE_URL": llm_url,
+        "OPENAI_API_KEY": "sk-test",
+        "CRAYFISH_MODEL": "fake-model",
+        "CRAYFISH_WORKSPACE": str(tmp_path / "workspace"),
+        "CRAYFISH_DATA_DIR": str(tmp_path / "data"),
+        "TOOL_RUNNER_ADDR": f"127.0.0.1:{tool_port}",
+        "MEMORY_ADDR": dead,
+        "SKILLS_ADDR": dead,
+        "CRAYFISH_RPC_TIMEOUT": 2.0,
+        "CRAYFISH_LLM_RETRY_BASE_DELAY": 0.01,
+        **overrides,
+    }
+    (tmp_path / "workspace").mkdir(exist_ok=True)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def runtime_factory(
+    tmp_path: Path, fake_llm: FakeLLM, tool_service: tuple[ScriptedToolService, int]
+) -> AsyncIterator[object]:
+    made: list[Runtime] = []
+
+    def make(**overrides: object) -> Runtime:
+        runtime = Runtime(make_settings(tmp_path, fake_llm.base_url, tool_service[1], **overrides))
+        made.append(runtime)
+        return runtime
+
+    yield make
+    for runtime in made:
+        await runtime.close()

@@ -1,0 +1,178 @@
+"""The tool loop against the scripted fake LLM (which rejects malformed histories)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.runtime import Runtime
+from orchestrator.tasks import Task
+from tests.fakes import FakeLLM, Reply
+
+
+async def run(runtime: Runtime, message: str, session: str = "s1") -> Task:
+    task = runtime.submit(session, message)
+    assert task.runner is not None
+    await task.runner
+    return task
+
+
+def events(task: Task, kind: str) -> list[dict[str, Any]]:
+    return [e.data for e in task.events.events if e.type == kind]
+
+
+def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in request["messages"] if m["role"] == "tool"]
+
+
+async def test_plain_answer_is_the_result_and_is_persisted(runtime_factory, fake_llm: FakeLLM):
+    fake_llm.reply_text("Hello there!")
+    runtime = runtime_factory()
+    task = await run(runtime, "hi")
+    assert (task.status, task.result) == ("completed", "Hello there!")
+    assert runtime.store.load("s1") == [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "Hello there!"},
+    ]
+    assert task.usage["total_tokens"] > 0
+
+
+async def test_tool_call_result_goes_back_in_order(runtime_factory, fake_llm: FakeLLM):
+    fake_llm.reply_tool_calls(("echo", {"text": "one"}), ("sleep", {"seconds": 0.3}))
+    fake_llm.reply_text("done")
+    task = await run(runtime_factory(), "go")
+    assert task.result == "done"
+    second = fake_llm.requests[1]
+    assert [m["content"] for m in tool_messages(second)] == ["echo: one", "slept 0.3s"]
+    assistant = [m for m in second["messages"] if m["role"] == "assistant"][-1]
+    assert [c["id"] for c in assistant["tool_calls"]] == [
+        m["tool_call_id"] for m in tool_messages(second)
+    ]
+
+
+async def test_calls_of_one_round_run_concurrently(runtime_factory, fake_llm, tool_service):
+    fake_llm.reply_tool_calls(("sleep", {"seconds": 0.4}), ("sleep", {"seconds": 0.4}))
+    fake_llm.reply_text("both done")
+    await run(runtime_factory(), "go")
+    (_, _, start_a, end_a), (_, _, start_b, end_b) = tool_service[0].calls
+    assert start_b < end_a and start_a < end_b  # the two sleeps overlapped
+
+
+async def test_bad_calls_become_readable_results(runtime_factory, fake_llm: FakeLLM):
+    fake_llm.reply_tool_calls(
+        ("nope", {}), ("echo", '{"text": "unterminated'), ("echo", {"txt": 1}), ("fail", {})
+    )
+    fake_llm.reply_text("recovered")
+    task = await run(runtime_factory(), "go")
+    assert task.status == "completed" and task.result == "recovered"
+    results = [m["content"] for m in tool_messages(fake_llm.requests[1])]
+    assert "unknown tool `nope`" in results[0] and "echo" in results[0]
+    assert "not valid JSON" in results[1]
+    assert "'text' is a required property" in results[2]
+    assert "always fails" in results[3]
+
+
+async def test_round_cap_ends_a_runaway_loop(runtime_factory, fake_llm: FakeLLM):
+    counter = iter(range(1000))
+    fake_llm.reply_forever_with(
+        lambda body: Reply(tool_calls=[fake_llm.tool_call("echo", {"text": f"x{next(counter)}"})])
+    )
+    runtime = runtime_factory(CRAYFISH_MAX_ROUNDS=4)
+    task = await run(runtime, "loop forever")
+    assert task.status == "completed"
+    assert "limit of 4 tool rounds" in (task.result or "")
+    assert len(fake_llm.requests) == 4
+    history = runtime.store.load("s1")
+    assert history[-1]["role"] == "assistant" and "limit" in history[-1]["content"]
+
+
+async def test_identical_calls_are_stopped_early(runtime_factory, fake_llm: FakeLLM):
+    fake_llm.reply_forever_with(
+        lambda body: Reply(tool_calls=[fake_llm.tool_call("echo", {"text": "same"})])
+    )
+    task = await run(runtime_factory(), "repeat")
+    assert "3 times with the same arguments" in (task.result or "")
+    assert len(fake_llm.requests) == 3
+
+
+async def test_call_written_as_text_is_run(runtime_factory, fake_llm: FakeLLM, tool_service):
+    fake_llm.reply_text('<tool_call>\n{"name": "echo", "arguments": {"text": "hi"}}\n</tool_call>')
+    fake_llm.reply_text("The tool said hi.")
+    task = await run(runtime_factory(), "say hi via the tool")
+    assert task.result == "The tool said hi."
+    assert [c[0] for c in tool_service[0].calls] == ["echo"]
+    assert [m["content"] for m in tool_messages(fake_llm.requests[1])] == ["echo: hi"]
+    shown = "".join(d["text"] for d in events(task, "assistant.delta"))
+    assert "<tool_call>" not in shown and shown == "The tool said hi."
+
+
+async def test_unknown_written_call_is_re_asked_once(runtime_factory, fake_llm: FakeLLM):
+    bogus = '<tool_call>{"name": "web_browse", "arguments": {"url": "x"}}</tool_call>'
+    fake_llm.reply_text(bogus)
+    fake_llm.reply_text(bogus)
+    task = await run(runtime_factory(), "browse")
+    assert len(fake_llm.requests) == 2
+    assert "tool call as text" in fake_llm.requests[1]["messages"][-1]["content"]
+    assert "<tool_call>" not in (task.result or "")
+    assert task.result
+
+
+async def test_reasoning_is_kept_out_of_answer_and_history(runtime_factory, fake_llm: FakeLLM):
+    fake_llm.reply_text("<think>they want a number</think>42", reasoning="deep thoughts")
+    fake_llm.reply_text("still 42")
+    runtime = runtime_factory()
+    first = await run(runtime, "answer?")
+    second = await run(runtime, "again?")  # fake rejects reasoning_content sent back: 400
+    assert (first.result, second.result) == ("42", "still 42")
+    assert "think" not in str(fake_llm.requests[1]["messages"])
+
+
+async def test_silent_reply_is_not_delivered(runtime_factory, fake_llm: FakeLLM):
+    fake_llm.reply_text("NO_REPLY")
+    task = await run(runtime_factory(), "background ping")
+    assert task.delivered is False and task.result == ""
+    assert events(task, "assistant.delta") == []
+
+
+async def test_transient_llm_errors_are_retried(runtime_factory, fake_llm: FakeLLM):
+    fake_llm.reply_error(503, "overloaded")
+    fake_llm.reply_error(429, "slow down", type="rate_limit_error")
+    fake_llm.reply_text("made it")
+    task = await run(runtime_factory(), "hi")
+    assert task.result == "made it"
+
+
+async def test_client_errors_fail_the_task_clearly(runtime_factory, fake_llm: FakeLLM):
+    fake_llm.reply_error(401, "Incorrect API key provided", type="invalid_request_error")
+    task = await run(runtime_factory(), "hi")
+    assert task.status == "failed"
+    assert "401" in (task.error or "") and "Incorrect API key" in (task.error or "")
+    assert events(task, "task.failed")
+
+
+async def test_unreachable_llm_fails_with_the_address(runtime_factory):
+    runtime = runtime_factory(OPENAI_BASE_URL="http://127.0.0.1:9/v1", CRAYFISH_LLM_RETRIES=1)
+    task = await run(runtime, "hi")
+    assert task.status == "failed" and "cannot reach the LLM" in (task.error or "")
+
+
+async def test_null_content_is_never_sent_to_strict_servers(runtime_factory):
+    with FakeLLM(strict_content=True) as strict:
+        strict.reply_tool_calls(("echo", {"text": "a"}))
+        strict.reply_text("ok")
+        task = await run(runtime_factory(OPENAI_BASE_URL=strict.base_url), "go")
+    assert task.result == "ok"
+
+
+async def test_messages_to_one_session_run_one_at_a_time(runtime_factory, fake_llm: FakeLLM):
+    fake_llm.reply_tool_calls(("sleep", {"seconds": 0.3}))
+    fake_llm.reply_text("first done")
+    fake_llm.reply_text("second done")
+    runtime = runtime_factory()
+    first = runtime.submit("s1", "first")
+    second = runtime.submit("s1", "second")
+    assert second.status == "queued"
+    await second.runner
+    assert (first.result, second.result) == ("first done", "second done")
+    roles = [(m["role"], m.get("content")) for m in runtime.store.load("s1")]
+    assert roles[0] == ("user", "first") and ("user", "second") in roles
+    assert roles.index(("user", "second")) > roles.index(("assistant", "first done"))

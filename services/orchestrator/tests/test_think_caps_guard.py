@@ -1,0 +1,57 @@
+"""Reasoning stays out of answers, long text keeps head and tail, loops are detected."""
+
+from __future__ import annotations
+
+from orchestrator.agent.caps import cap_text
+from orchestrator.agent.guard import RepeatGuard
+from orchestrator.agent.think import ThinkFilter, strip_think
+
+
+def test_strip_think_removes_the_block_and_keeps_the_reasoning() -> None:
+    answer, reasoning = strip_think("<think>user wants a joke</think>\nWhy did the crab...")
+    assert answer == "Why did the crab..."
+    assert reasoning == "user wants a joke"
+
+
+def test_strip_think_handles_a_missing_opening_tag() -> None:
+    answer, reasoning = strip_think("hmm, plan it</think>The plan is ready.")
+    assert answer == "The plan is ready." and reasoning == "hmm, plan it"
+
+
+def test_think_filter_across_split_tags() -> None:
+    think = ThinkFilter()
+    pieces = ["<thi", "nk>secret plan", "</th", "ink>Hello", " world"]
+    shown = "".join(think.feed(p) for p in pieces) + think.flush()
+    assert shown == "Hello world"
+
+
+def test_cap_keeps_head_and_tail_and_says_what_was_cut() -> None:
+    text = "HEAD" + "x" * 10_000 + "TAIL"
+    capped = cap_text(text, 1000)
+    assert len(capped) <= 1000
+    assert capped.startswith("HEAD") and capped.endswith("TAIL")
+    assert "chars cut" in capped
+
+
+def test_cap_leaves_short_text_alone() -> None:
+    assert cap_text("short", 100) == "short"
+
+
+def test_guard_stops_identical_calls() -> None:
+    guard = RepeatGuard(exact_limit=3)
+    assert guard.check("exec", '{"command": "ls"}') is None
+    assert guard.check("exec", '{"command": "ls"}') is None
+    assert "3 times" in (guard.check("exec", '{"command": "ls"}') or "")
+
+
+def test_guard_stops_near_identical_calls() -> None:
+    guard = RepeatGuard(exact_limit=3, similar_limit=4)
+    reasons = [guard.check("exec", f'{{"command": "cat notes-{i}.md"}}') for i in range(4)]
+    assert reasons[:3] == [None, None, None]
+    assert reasons[3] is not None and "nearly the same" in reasons[3]
+
+
+def test_guard_allows_different_work() -> None:
+    guard = RepeatGuard()
+    commands = ["ls", "git status", "python -m pytest -q", "cat README.md", "du -sh ."]
+    assert all(guard.check("exec", {"command": c}) is None for c in commands)
