@@ -1,0 +1,1 @@
+"""Crayfish memory service: chunk, embed and index workspace notes; search them with citations."""

@@ -1,0 +1,33 @@
+"""Vector backends, swappable by config: qdrant (qdrant-client) and qdrant-edge (qdrant-edge-py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memory.backends.base import DimensionMismatchError, VectorBackend, VectorPoint
+
+BACKENDS = ("qdrant", "qdrant-edge")
+
+
+def make_backend(
+    name: str,
+    folder: Path,
+    collection: str,
+    qdrant_url: str | None = None,
+    qdrant_api_key: str | None = None,
+) -> VectorBackend:
+    """The backend called `name`, storing under `folder` (or in the server at `qdrant_url`)."""
+    if name == "qdrant":
+        from memory.backends.qdrant_client_backend import QdrantClientBackend
+
+        if qdrant_url:
+            return QdrantClientBackend(collection, url=qdrant_url, api_key=qdrant_api_key)
+        return QdrantClientBackend(collection, path=folder / "qdrant-local")
+    if name == "qdrant-edge":
+        from memory.backends.qdrant_edge_backend import QdrantEdgeBackend
+
+        return QdrantEdgeBackend(folder / "edge-shard")
+    raise ValueError(f"unknown backend {name!r} (expected one of {', '.join(BACKENDS)})")
+
+
+__all__ = ["BACKENDS", "DimensionMismatchError", "VectorBackend", "VectorPoint", "make_backend"]

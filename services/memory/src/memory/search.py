@@ -1,0 +1,141 @@
+"""Ranking: dense, keyword (BM25) and hybrid fusion into hits with snippets and citations."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from memory.index import MemoryIndex
+from memory.sources import SESSIONS_PREFIX
+from memory.store import StoredChunk
+
+STRATEGIES = ("dense", "keyword", "hybrid")
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """One search's knobs; see the README for score ranges."""
+
+    top_k: int = 6
+    min_score: float = 0.0
+    path_prefix: str = ""
+    strategy: str = "hybrid"
+    snippet_chars: int = 700
+    # Hybrid: "weighted" (dense_weight * dense + keyword_weight * keyword) or "rrf".
+    fusion: str = "weighted"
+    dense_weight: float = 0.5
+    keyword_weight: float = 0.5
+    rrf_k: int = 60
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result."""
+
+    path: str
+    start_line: int
+    end_line: int
+    score: float
+    snippet: str
+    source: str
+
+    @property
+    def citation(self) -> str:
+        return f"{self.path}#L{self.start_line}-L{self.end_line}"
+
+
+def snippet(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[: max(1, limit - 1)].rstrip() + "…"
+
+
+def _candidates(index: MemoryIndex, query: str, options: SearchOptions) -> dict[int, float]:
+    """Scores in [0, 1] by chunk id for the chosen strategy, before cut-offs."""
+    paths = None
+    allowed = None
+    if options.path_prefix:
+        allowed = {i for i, c in index.chunks.items() if c.path.startswith(options.path_prefix)}
+        paths = sorted({index.chunks[i].path for i in allowed})
+        if not paths:
+            return {}
+    depth = max(50, options.top_k * 8)
+    dense: list[tuple[int, float]] = []
+    keyword: list[tuple[int, float]] = []
+    if options.strategy in ("dense", "hybrid"):
+        vector = index.embedder.embed_query(query)
+        dense = [(i, max(0.0, min(1.0, s))) for i, s in index.backend.search(vector, depth, paths)]
+        dense = [(i, s) for i, s in dense if i in index.chunks]
+    if options.strategy in ("keyword", "hybrid"):
+        keyword = index.bm25.search(query, depth, allowed)
+    if options.strategy == "dense":
+        return dict(dense)
+    if options.strategy == "keyword":
+        return dict(keyword)
+    if options.fusion == "rrf":
+        return _rrf([dense, keyword], options.rrf_k)
+    return _weighted(dense, keyword, options.dense_weight, options.keyword_weight)
+
+
+def _weighted(
+    dense: list[tuple[int, float]], keyword: list[tuple[int, float]], wd: float, wk: float
+) -> dict[int, float]:
+    """Weighted sum; a chunk missing from one list gets that list's lowest score."""
+    total = (wd + wk) or 1.0
+    d, k = dict(dense), dict(keyword)
+    d_floor = min(d.values(), default=0.0)
+    k_floor = min(k.values(), default=0.0)
+    return {i: (wd * d.get(i, d_floor) + wk * k.get(i, k_floor)) / total for i in {*d, *k}}
+
+
+def _rrf(lists: list[list[tuple[int, float]]], k: int) -> dict[int, float]:
+    """Reciprocal rank fusion, scaled so a chunk ranked first everywhere scores 1."""
+    used = [ranked for ranked in lists if ranked]
+    if not used:
+        return {}
+    scores: dict[int, float] = {}
+    for ranked in used:
+        for rank, (i, _) in enumerate(ranked, start=1):
+            scores[i] = scores.get(i, 0.0) + 1.0 / (k + rank)
+    best = len(used) / (k + 1)
+    return {i: s / best for i, s in scores.items()}
+
+
+def search(index: MemoryIndex, query: str, options: SearchOptions) -> list[Hit]:
+    """The best hits, at most top_k, none below min_score; sessions capped to a third."""
+    if options.strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {options.strategy!r}; use one of {STRATEGIES}")
+    if not query.strip():
+        return []
+    with index.lock:
+        scores = _candidates(index, query, options)
+        chunks = {i: index.chunks[i] for i in scores if i in index.chunks}
+    ranked = sorted(chunks, key=lambda i: (-scores[i], chunks[i].path, chunks[i].start_line))
+    session_cap = options.top_k
+    if not options.path_prefix.startswith(SESSIONS_PREFIX):
+        session_cap = max(1, math.ceil(options.top_k / 3))
+    hits: list[Hit] = []
+    chosen: list[StoredChunk] = []
+    sessions = 0
+    for i in ranked:
+        chunk, score = chunks[i], scores[i]
+        if score < options.min_score or len(hits) >= options.top_k:
+            break
+        if chunk.source == "sessions":
+            if sessions >= session_cap:
+                continue
+            sessions += 1
+        if any(_inside(chunk, other) for other in chosen):
+            continue
+        chosen.append(chunk)
+        text = snippet(chunk.text, options.snippet_chars)
+        hits.append(Hit(chunk.path, chunk.start_line, chunk.end_line, score, text, chunk.source))
+    return hits
+
+
+def _inside(chunk: StoredChunk, other: StoredChunk) -> bool:
+    return (
+        chunk.path == other.path
+        and other.start_line <= chunk.start_line
+        and chunk.end_line <= other.end_line
+    )

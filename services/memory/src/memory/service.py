@@ -1,0 +1,149 @@
+"""The memory service's domain facade: search, get, write, delete, sync, stats (no gRPC here)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from memory.backends import make_backend
+from memory.chunking import ChunkParams
+from memory.config import MemorySettings
+from memory.embedder import Embedder, load_embedder
+from memory.files import LineRange, append_note, normalize, read_lines, resolve, today_path
+from memory.index import IndexConfig, MemoryIndex, SyncReport
+from memory.search import Hit, SearchOptions, search
+from memory.sources import SESSIONS_PREFIX, SourceFile, read_bytes, to_lines
+from memory.store import EmbeddingCache, StateStore
+
+log = logging.getLogger(__name__)
+
+READY_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class Stats:
+    files: int
+    chunks: int
+    backend: str
+    model: str
+    dimension: int
+    default_strategy: str
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    path: str
+    start_line: int
+    end_line: int
+
+    @property
+    def citation(self) -> str:
+        return f"{self.path}#L{self.start_line}-L{self.end_line}"
+
+
+class MemoryService:
+    """One index over the workspace's memory files, with the service's default options."""
+
+    def __init__(self, settings: MemorySettings, index: MemoryIndex) -> None:
+        self.settings = settings
+        self.index = index
+        self.defaults = SearchOptions(
+            top_k=settings.top_k,
+            min_score=settings.min_score,
+            strategy=settings.strategy,
+            snippet_chars=settings.snippet_chars,
+            fusion=settings.fusion,
+            dense_weight=settings.dense_weight,
+            keyword_weight=settings.keyword_weight,
+            rrf_k=settings.rrf_k,
+        )
+
+    @classmethod
+    def open(cls, settings: MemorySettings, embedder: Embedder | None = None) -> MemoryService:
+        """Loads the model (unless given) and opens the backend and state for it."""
+        embedder = embedder or load_embedder(settings.model, settings.embed_batch)
+        folder = settings.data_dir / "index" / f"{settings.backend}-{embedder.name}"
+        collection = f"{settings.collection_prefix}_{embedder.name}"
+        backend = make_backend(
+            settings.backend, folder, collection, settings.qdrant_url, settings.qdrant_api_key
+        )
+        config = IndexConfig(
+            workspace=settings.workspace,
+            sessions_dir=settings.sessions_dir,
+            chunk=ChunkParams(
+                max_tokens=min(settings.chunk_tokens, embedder.max_tokens),
+                max_chars=settings.chunk_chars,
+                overlap_lines=settings.overlap_lines,
+            ),
+        )
+        state = StateStore(folder / "state.sqlite")
+        cache = EmbeddingCache(settings.data_dir / "embeddings.sqlite")
+        index = MemoryIndex(config, embedder, backend, state, cache)
+        return cls(settings, index)
+
+    def sync(self, force: bool = False) -> SyncReport:
+        report = self.index.sync(force=force)
+        self.index.ready.set()
+        return report
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
+        if not self.index.ready.wait(timeout):
+            raise TimeoutError("the memory index is still being built; try again shortly")
+
+    def search(self, query: str, **overrides: object) -> list[Hit]:
+        """Searches once the first sync has finished; None or "" overrides keep the defaults."""
+        changes = {k: v for k, v in overrides.items() if v is not None and v != ""}
+        options = replace(self.defaults, **changes)  # type: ignore[arg-type]
+        self.wait_ready()
+        return search(self.index, query, options)
+
+    def get(self, path: str, start_line: int = 0, line_count: int = 0) -> LineRange:
+        rel = normalize(path)
+        file = resolve(self.settings.workspace, self.settings.sessions_dir, rel)
+        if not file.is_file():
+            raise FileNotFoundError(f"no memory file {rel!r}")
+        source = "sessions" if rel.startswith(SESSIONS_PREFIX) else "memory"
+        lines = to_lines(SourceFile(rel, file, source), read_bytes(SourceFile(rel, file, source)))
+        return read_lines(lines, rel, start_line, line_count, self.settings.get_max_lines)
+
+    def write(self, text: str, path: str = "") -> WriteResult:
+        """Appends a note (default: today's memory/YYYY-MM-DD.md) and indexes it at once."""
+        rel = normalize(path) if path else today_path()
+        if not rel.startswith("memory/"):
+            raise ValueError("notes are written under memory/ only")
+        file = resolve(self.settings.workspace, None, rel)
+        title = Path(rel).stem
+        with self.index.lock:
+            start, end = append_note(file, text, title)
+            self.index.sync(only={rel})
+        return WriteResult(rel, start, end)
+
+    def delete(self, path: str) -> tuple[int, bool]:
+        """Removes a file from the index, and deletes it when it is a workspace memory file."""
+        rel = normalize(path)
+        with self.index.lock:
+            removed = self.index.remove(rel)
+            deleted = False
+            if not rel.startswith(SESSIONS_PREFIX):
+                file = resolve(self.settings.workspace, None, rel)
+                if file.is_file():
+                    file.unlink()
+                    deleted = True
+        if not removed and not deleted:
+            raise FileNotFoundError(f"no memory file {rel!r}")
+        return removed, deleted
+
+    def stats(self) -> Stats:
+        files, chunks = self.index.state.counts()
+        return Stats(
+            files=files,
+            chunks=chunks,
+            backend=self.index.backend.name,
+            model=self.index.embedder.model_id,
+            dimension=self.index.embedder.dim,
+            default_strategy=self.defaults.strategy,
+        )
+
+    def close(self) -> None:
+        self.index.close()
