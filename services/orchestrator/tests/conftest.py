@@ -8,15 +8,14 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import grpc
 import pytest
 from crayfish.common.v1 import tools_pb2
 from crayfish.tool_runner.v1 import tool_runner_pb2, tool_runner_pb2_grpc
 from crayfish_common.grpc_server import GrpcService
 from crayfish_common.launcher import free_port
-
 from orchestrator.config import Settings
 from orchestrator.runtime import Runtime
+
 from tests.fakes import FakeLLM
 
 TOY_TOOLS = {
@@ -32,7 +31,7 @@ class ScriptedToolService(tool_runner_pb2_grpc.ToolRunnerServiceServicer):
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, object], float, float]] = []
 
-    async def ListTools(self, request, context):  # noqa: N802
+    async def ListTools(self, request, context):
         return tools_pb2.ListToolsResponse(
             tools=[
                 tools_pb2.ToolSpec(
@@ -46,7 +45,7 @@ class ScriptedToolService(tool_runner_pb2_grpc.ToolRunnerServiceServicer):
             ]
         )
 
-    async def RunTool(self, request, context):  # noqa: N802
+    async def RunTool(self, request, context):
         args = json.loads(request.arguments_json or "{}")
         started = time.monotonic()
         if request.name == "sleep":
@@ -59,7 +58,7 @@ class ScriptedToolService(tool_runner_pb2_grpc.ToolRunnerServiceServicer):
         self.calls.append((request.name, args, started, time.monotonic()))
         return tools_pb2.RunToolResponse(ok=ok, output=output)
 
-    async def DescribeSandbox(self, request, context):  # noqa: N802
+    async def DescribeSandbox(self, request, context):
         return tool_runner_pb2.DescribeSandboxResponse(backend="scripted")
 
 
@@ -74,9 +73,11 @@ async def tool_service() -> AsyncIterator[tuple[ScriptedToolService, int]]:
     servicer = ScriptedToolService()
     service = GrpcService(
         ["crayfish.tool_runner.v1.ToolRunnerService"],
-        [lambda server: tool_runner_pb2_grpc.add_ToolRunnerServiceServicer_to_server(
-            servicer, server
-        )],
+        [
+            lambda server: tool_runner_pb2_grpc.add_ToolRunnerServiceServicer_to_server(
+                servicer, server
+            )
+        ],
     )
     port = await service.start("127.0.0.1:0")
     yield servicer, port

@@ -6,6 +6,7 @@ from typing import Any
 
 from orchestrator.runtime import Runtime
 from orchestrator.tasks import Task
+
 from tests.fakes import FakeLLM, Reply
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from orchestrator.agent.pseudo_calls import CallSniffer, find_pseudo_calls, strip_call_syntax
 
 KNOWN = {"exec", "read_file", "memory_search"}
@@ -26,7 +25,8 @@ WRITTEN_CALLS = [
     # bare JSON with other key names
     '{"tool": "exec", "parameters": {"command": "ls -la"}}',
     # OpenAI shape pasted as text, arguments as a JSON string
-    '{"type": "function", "function": {"name": "exec", "arguments": "{\\"command\\": \\"ls -la\\"}"}}',
+    '{"type": "function", "function": '
+    '{"name": "exec", "arguments": "{\\"command\\": \\"ls -la\\"}"}}',
     # Python literal instead of JSON
     "{'name': 'exec', 'arguments': {'command': 'ls -la'}}",
     # function-call syntax

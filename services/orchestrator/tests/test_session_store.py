@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from orchestrator.sessions.store import Inbox, InvalidSessionId, SessionStore
 
 CALL_GROUP = [
