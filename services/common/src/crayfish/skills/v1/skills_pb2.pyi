@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Skill(_message.Message):
-    __slots__ = ("name", "description", "location", "source", "available", "missing", "emoji", "always", "version", "shadowed", "install_json", "warnings", "primary_env")
+    __slots__ = ("name", "description", "location", "source", "available", "missing", "emoji", "always", "version", "shadowed", "install_json", "warnings", "primary_env", "install", "model_invocable")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     LOCATION_FIELD_NUMBER: _ClassVar[int]
@@ -22,6 +22,8 @@ class Skill(_message.Message):
     INSTALL_JSON_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
     PRIMARY_ENV_FIELD_NUMBER: _ClassVar[int]
+    INSTALL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_INVOCABLE_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     location: str
@@ -35,7 +37,21 @@ class Skill(_message.Message):
     install_json: str
     warnings: _containers.RepeatedScalarFieldContainer[str]
     primary_env: str
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., location: _Optional[str] = ..., source: _Optional[str] = ..., available: _Optional[bool] = ..., missing: _Optional[_Iterable[str]] = ..., emoji: _Optional[str] = ..., always: _Optional[bool] = ..., version: _Optional[str] = ..., shadowed: _Optional[_Iterable[str]] = ..., install_json: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., primary_env: _Optional[str] = ...) -> None: ...
+    install: InstallRecord
+    model_invocable: bool
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., location: _Optional[str] = ..., source: _Optional[str] = ..., available: _Optional[bool] = ..., missing: _Optional[_Iterable[str]] = ..., emoji: _Optional[str] = ..., always: _Optional[bool] = ..., version: _Optional[str] = ..., shadowed: _Optional[_Iterable[str]] = ..., install_json: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., primary_env: _Optional[str] = ..., install: _Optional[_Union[InstallRecord, _Mapping]] = ..., model_invocable: _Optional[bool] = ...) -> None: ...
+
+class InstallRecord(_message.Message):
+    __slots__ = ("source", "digest", "installed_at", "version")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    INSTALLED_AT_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    digest: str
+    installed_at: str
+    version: str
+    def __init__(self, source: _Optional[str] = ..., digest: _Optional[str] = ..., installed_at: _Optional[str] = ..., version: _Optional[str] = ...) -> None: ...
 
 class Diagnostic(_message.Message):
     __slots__ = ("path", "reason")
@@ -50,14 +66,16 @@ class ListSkillsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ListSkillsResponse(_message.Message):
-    __slots__ = ("skills", "diagnostics", "version")
+    __slots__ = ("skills", "diagnostics", "version", "requirements_source")
     SKILLS_FIELD_NUMBER: _ClassVar[int]
     DIAGNOSTICS_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    REQUIREMENTS_SOURCE_FIELD_NUMBER: _ClassVar[int]
     skills: _containers.RepeatedCompositeFieldContainer[Skill]
     diagnostics: _containers.RepeatedCompositeFieldContainer[Diagnostic]
     version: str
-    def __init__(self, skills: _Optional[_Iterable[_Union[Skill, _Mapping]]] = ..., diagnostics: _Optional[_Iterable[_Union[Diagnostic, _Mapping]]] = ..., version: _Optional[str] = ...) -> None: ...
+    requirements_source: str
+    def __init__(self, skills: _Optional[_Iterable[_Union[Skill, _Mapping]]] = ..., diagnostics: _Optional[_Iterable[_Union[Diagnostic, _Mapping]]] = ..., version: _Optional[str] = ..., requirements_source: _Optional[str] = ...) -> None: ...
 
 class GetSkillsPromptRequest(_message.Message):
     __slots__ = ("max_chars",)
@@ -120,14 +138,16 @@ class InstallSkillRequest(_message.Message):
     def __init__(self, folder_path: _Optional[str] = ..., archive: _Optional[bytes] = ..., archive_name: _Optional[str] = ..., replace: _Optional[bool] = ...) -> None: ...
 
 class InstallSkillResponse(_message.Message):
-    __slots__ = ("skill", "digest", "warnings")
+    __slots__ = ("skill", "digest", "warnings", "record")
     SKILL_FIELD_NUMBER: _ClassVar[int]
     DIGEST_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    RECORD_FIELD_NUMBER: _ClassVar[int]
     skill: Skill
     digest: str
     warnings: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, skill: _Optional[_Union[Skill, _Mapping]] = ..., digest: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
+    record: InstallRecord
+    def __init__(self, skill: _Optional[_Union[Skill, _Mapping]] = ..., digest: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., record: _Optional[_Union[InstallRecord, _Mapping]] = ...) -> None: ...
 
 class UninstallSkillRequest(_message.Message):
     __slots__ = ("name",)

@@ -1,0 +1,1 @@
+"""Crayfish skills service: a catalog of SKILL.md skill folders served over gRPC."""

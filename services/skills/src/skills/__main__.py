@@ -1,0 +1,20 @@
+"""Entry point: `python -m skills`."""
+
+from __future__ import annotations
+
+import asyncio
+
+from crayfish_common.logs import configure_logging
+
+from skills.config import SkillsSettings
+from skills.server import run
+
+
+def main() -> None:
+    settings = SkillsSettings()
+    configure_logging("skills", settings.log_level, settings.log_json)
+    asyncio.run(run(settings))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""Availability: which `requires` of a skill are not met (bins, any-of bins, env vars, OS)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Mapping
+
+from skills.metadata import SkillMeta
+
+
+class BinsView:
+    """The executables of one place where commands run: a known set, or the local PATH."""
+
+    def __init__(self, source: str, bins: frozenset[str] | None = None):
+        self.source = source
+        self.bins = bins
+        self._seen: dict[str, bool] = {}
+
+    @property
+    def key(self) -> tuple[str, frozenset[str] | None]:
+        return self.source, self.bins
+
+    def has(self, name: str) -> bool:
+        if self.bins is not None:
+            return name in self.bins
+        if name not in self._seen:
+            self._seen[name] = shutil.which(name) is not None
+        return self._seen[name]
+
+
+def missing_requirements(
+    meta: SkillMeta,
+    bins: BinsView,
+    env: Mapping[str, str],
+    platform: str = sys.platform,
+) -> list[str]:
+    """Unmet requirements as `bin:x`, `anyBin:x|y`, `env:X`, `os:a|b` (empty = available)."""
+    missing = [f"bin:{b}" for b in meta.bins if not bins.has(b)]
+    if meta.any_bins and not any(bins.has(b) for b in meta.any_bins):
+        missing.append("anyBin:" + "|".join(meta.any_bins))
+    missing += [f"env:{e}" for e in meta.env if not env.get(e)]
+    if meta.os and not any(platform.startswith(o) for o in meta.os):
+        missing.append("os:" + "|".join(meta.os))
+    return missing

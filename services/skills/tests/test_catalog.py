@@ -1,0 +1,90 @@
+"""Catalog: precedence across locations, shadowing, gating, versions, builtin skills."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from skills.catalog import Catalog
+from skills.config import BUILTIN_DIR
+from skills.gating import BinsView
+
+ALL = 256 * 1024
+
+
+def roots(tmp_path: Path) -> list[tuple[str, Path]]:
+    return [(s, tmp_path / s) for s in ("workspace", "managed", "builtin")]
+
+
+def test_workspace_beats_managed_beats_builtin(tmp_path: Path, write_skill) -> None:
+    write_skill(tmp_path / "builtin", "notes", description="builtin copy")
+    write_skill(tmp_path / "managed", "notes", description="installed copy")
+    write_skill(tmp_path / "workspace", "notes", description="my copy")
+    write_skill(tmp_path / "managed", "weather", description="installed only")
+    write_skill(tmp_path / "builtin", "weather", description="builtin weather")
+
+    snap = Catalog(roots(tmp_path), ALL).refresh(BinsView("local PATH"))
+
+    notes = snap.get("notes")
+    assert (notes.doc.source, notes.doc.meta.description) == ("workspace", "my copy")
+    assert notes.shadowed == [
+        str(tmp_path / "managed" / "notes" / "SKILL.md"),
+        str(tmp_path / "builtin" / "notes" / "SKILL.md"),
+    ]
+    assert snap.get("weather").doc.source == "managed"
+    assert snap.names() == ["notes", "weather"]
+
+
+def test_frontmatter_name_wins_and_duplicates_are_diagnosed(tmp_path: Path, write_skill) -> None:
+    write_skill(tmp_path / "workspace", "a-folder", name="shared")
+    write_skill(tmp_path / "workspace", "b-folder", name="shared")
+
+    snap = Catalog(roots(tmp_path), ALL).refresh(BinsView("local PATH"))
+
+    assert snap.get("shared").doc.folder.name == "a-folder"
+    assert len(snap.diagnostics) == 1
+    assert snap.diagnostics[0].path.endswith("b-folder/SKILL.md")
+    assert "duplicate skill name 'shared'" in snap.diagnostics[0].reason
+
+
+def test_sandbox_bins_decide_availability(tmp_path: Path, write_skill) -> None:
+    extra = 'metadata: {"nanobot": {"requires": {"bins": ["gh", "jq"], "env": ["GH_TOKEN"]}}}'
+    write_skill(tmp_path / "workspace", "github", extra=extra)
+    catalog = Catalog(roots(tmp_path), ALL)
+
+    sandbox = BinsView("tool-runner (bwrap sandbox)", frozenset({"sh", "jq"}))
+    snap = catalog.refresh(sandbox, env={})
+    assert snap.get("github").missing == ["bin:gh", "env:GH_TOKEN"]
+    assert snap.requirements_source == "tool-runner (bwrap sandbox)"
+
+    richer = BinsView("tool-runner (bwrap sandbox)", frozenset({"sh", "jq", "gh"}))
+    later = catalog.refresh(richer, env={"GH_TOKEN": "t"})
+    assert later.get("github").available
+    assert later.version != snap.version
+
+
+def test_version_is_stable_until_something_changes(tmp_path: Path, write_skill) -> None:
+    path = write_skill(tmp_path / "workspace", "notes")
+    catalog = Catalog(roots(tmp_path), ALL)
+    view = BinsView("local PATH")
+    first = catalog.refresh(view).version
+    assert catalog.refresh(view).version == first
+
+    path.write_text(path.read_text() + "\nOne more line in the body.\n")
+    second = catalog.refresh(view).version
+    assert second != first
+
+    write_skill(tmp_path / "workspace", "broken", raw="no frontmatter")
+    assert catalog.refresh(view).version not in (first, second)
+
+
+def test_builtin_skills_parse_with_correct_requirements(tmp_path: Path) -> None:
+    catalog = Catalog([("builtin", BUILTIN_DIR)], ALL)
+    without_git = catalog.refresh(BinsView("sandbox", frozenset({"sh"})), env={})
+    assert without_git.diagnostics == []
+    assert set(without_git.names()) >= {"git", "memory", "summarize-file"}
+    assert without_git.get("git").missing == ["bin:git"]
+    assert without_git.get("memory").available and without_git.get("memory").doc.meta.always
+    assert without_git.get("summarize-file").available
+    assert all(not e.doc.warnings for e in without_git.entries)
+    with_git = catalog.refresh(BinsView("sandbox", frozenset({"sh", "git"})), env={})
+    assert with_git.get("git").available
