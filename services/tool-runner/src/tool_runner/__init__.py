@@ -1,0 +1,1 @@
+"""Crayfish tool-runner: sandboxed exec and workspace file tools over gRPC."""

@@ -1,0 +1,28 @@
+"""Entry point: `python -m tool_runner` serves ToolRunnerService on TOOL_RUNNER_HOST:PORT."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+
+from crayfish_common.logs import configure_logging
+
+from tool_runner.config import ToolRunnerSettings
+from tool_runner.sandbox.base import SandboxUnavailable
+from tool_runner.server import run
+
+
+def main() -> int:
+    settings = ToolRunnerSettings()
+    configure_logging("tool-runner", settings.log_level, settings.log_json)
+    try:
+        asyncio.run(run(settings))
+    except SandboxUnavailable as exc:
+        logging.getLogger("tool_runner").error("refusing to start: %s", exc)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""Settings of the tool-runner, read once from TOOL_RUNNER_* environment variables."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from crayfish_common.settings import ServiceSettings
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+DEFAULT_DENY = [
+    r"\brm\s+(-[a-zA-Z]*\s+)*-[a-zA-Z]*[rR][a-zA-Z]*\s+(-[a-zA-Z]*\s+)*/(\s|$|\*)",
+    r":\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:",
+    r"\bmkfs(\.\w+)?\b",
+    r"\b(shutdown|reboot|poweroff|halt)\b",
+    r"\bdd\b[^\n]*\bof=/dev/",
+]
+
+
+class ToolRunnerSettings(ServiceSettings):
+    """Everything the tool-runner can be told; limits are defaults a call may lower."""
+
+    model_config = SettingsConfigDict(env_prefix="TOOL_RUNNER_", extra="ignore")
+
+    port: int = 50051
+    workspace: Path = Path("./workspace")
+    data_dir: Path = Path("./.crayfish-data/tool-runner")
+    # "bwrap" (default), "docker", or "none" (no isolation: only when chosen explicitly).
+    sandbox: Literal["bwrap", "docker", "none"] = "bwrap"
+    # The uid/gid commands run as when the service runs as root.
+    sandbox_uid: int = 65534
+    sandbox_gid: int = 65534
+    # As root: chown workspace entries to the sandbox uid at start-up so commands can write them.
+    chown_workspace: bool = True
+
+    # Limits (per call; a call may ask for a shorter timeout, never for more than max_timeout).
+    default_timeout: float = 60.0
+    max_timeout: float = 600.0
+    cpu_seconds: int = 300
+    memory_mb: int = 1024
+    max_processes: int = 256
+    max_file_mb: int = 256
+    tmp_size_mb: int = 64
+    # Bytes kept per stream of a command (head + tail); then the process is killed past this.
+    output_limit: int = 40_000
+    output_kill_bytes: int = 64 * 1024 * 1024
+    # Characters of any tool result shown to the model (head + tail around a marker).
+    result_limit: int = 40_000
+    read_max_bytes: int = 10 * 1024 * 1024
+    write_max_bytes: int = 10 * 1024 * 1024
+    list_max_entries: int = 1000
+
+    # Streaming: a chunk is sent when it reaches this size or this age.
+    stream_chunk_bytes: int = 4096
+    stream_interval: float = 0.1
+
+    # Defence in depth: regexes refused in exec commands; when allowlist is set, only these
+    # programs may start a command (first word of each pipeline element).
+    deny_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_DENY))
+    allowlist: list[str] = Field(default_factory=list)
+
+    # Docker backend.
+    docker_host: str = ""
+    docker_image: str = "crayfish-sandbox:latest"
+    docker_idle_seconds: float = 900.0
+
+    @property
+    def is_root(self) -> bool:
+        return os.geteuid() == 0

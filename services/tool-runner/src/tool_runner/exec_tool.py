@@ -1,0 +1,100 @@
+"""The exec tool: validate, apply policy and limits, run in the sandbox, describe the outcome."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tool_runner.config import ToolRunnerSettings
+from tool_runner.fsafe import ToolError, Workspace
+from tool_runner.policy import CommandPolicy
+from tool_runner.result import ToolResult
+from tool_runner.sandbox.base import ChunkSink, ExecOutcome, ExecSpec, Limits, Sandbox
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_RESERVED_ENV = {"PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT"}
+
+
+def limits_for(settings: ToolRunnerSettings, timeout: float | None) -> Limits:
+    wanted = settings.default_timeout if timeout is None else float(timeout)
+    return Limits(
+        timeout=min(max(wanted, 0.1), settings.max_timeout),
+        cpu_seconds=settings.cpu_seconds,
+        memory_mb=settings.memory_mb,
+        max_processes=settings.max_processes,
+        max_file_mb=settings.max_file_mb,
+        output_limit=settings.output_limit,
+        output_kill_bytes=settings.output_kill_bytes,
+    )
+
+
+def build_spec(
+    ws: Workspace,
+    settings: ToolRunnerSettings,
+    policy: CommandPolicy,
+    args: dict[str, Any],
+    session_id: str,
+) -> ExecSpec:
+    """An ExecSpec from validated arguments, or a ToolError saying what is refused."""
+    command = args["command"]
+    refusal = policy.check(command)
+    if refusal:
+        raise ToolError(f"refused by policy: {refusal}")
+    workdir = ws.relative(args.get("workdir", "."))
+    if not ws.is_dir(workdir):
+        raise ToolError(f"workdir {args.get('workdir')}: not a directory")
+    env = args.get("env", {})
+    for name in env:
+        if not _ENV_NAME.match(name) or name in _RESERVED_ENV:
+            raise ToolError(f"env: {name!r} may not be set")
+    return ExecSpec(
+        command=command,
+        workdir=workdir,
+        env=dict(env),
+        limits=limits_for(settings, args.get("timeout")),
+        session_id=session_id,
+    )
+
+
+async def run_exec(sandbox: Sandbox, spec: ExecSpec, sink: ChunkSink | None) -> ToolResult:
+    outcome = await sandbox.run(spec, sink)
+    return describe(outcome, spec.limits)
+
+
+def describe(outcome: ExecOutcome, limits: Limits) -> ToolResult:
+    """The text the model reads: exit code, stdout, stderr, and any kill or cut."""
+    lines = [f"exit code: {outcome.exit_code}"]
+    if outcome.killed == "timeout":
+        lines.append(f"[timed out after {limits.timeout:g}s; the whole process tree was killed]")
+    elif outcome.killed == "output limit":
+        lines.append(f"[killed: output passed {limits.output_kill_bytes} bytes]")
+    elif outcome.exit_code > 128:
+        lines.append(f"[terminated by signal {outcome.exit_code - 128} (a limit may have hit)]")
+    stdout, stderr = outcome.stdout.text(), outcome.stderr.text()
+    lines.append("stdout:\n" + stdout if stdout else "stdout: (empty)")
+    if stderr:
+        lines.append("stderr:\n" + stderr)
+    if outcome.truncated:
+        lines.append(
+            f"[output truncated: stdout {outcome.stdout.total} bytes, stderr "
+            f"{outcome.stderr.total} bytes; kept the head and tail of each]"
+        )
+    data = {
+        "exit_code": outcome.exit_code,
+        "stdout": stdout,
+        "stderr": stderr,
+        "timed_out": outcome.timed_out,
+        "killed": outcome.killed,
+        "stdout_bytes": outcome.stdout.total,
+        "stderr_bytes": outcome.stderr.total,
+        "stdout_truncated": outcome.stdout.truncated,
+        "stderr_truncated": outcome.stderr.truncated,
+    }
+    return ToolResult(
+        ok=True,
+        output="\n".join(lines),
+        data=data,
+        exit_code=outcome.exit_code,
+        duration_ms=outcome.duration_ms,
+        truncated=outcome.truncated,
+    )

@@ -1,0 +1,1 @@
+"""Sandbox backends that run a shell command in isolation: bwrap, docker, none."""

@@ -1,0 +1,136 @@
+"""What every sandbox backend offers: run a command with limits, close a session, describe."""
+
+from __future__ import annotations
+
+import abc
+import posixpath
+import shutil
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from tool_runner.textcap import HeadTail
+
+ChunkSink = Callable[[str, bytes], Awaitable[None]]
+SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class SandboxUnavailable(RuntimeError):
+    """The configured backend cannot run here; the service must not start."""
+
+
+@dataclass
+class Limits:
+    timeout: float = 60.0
+    cpu_seconds: int = 300
+    memory_mb: int = 1024
+    max_processes: int = 256
+    max_file_mb: int = 256
+    output_limit: int = 40_000
+    output_kill_bytes: int = 64 * 1024 * 1024
+
+
+@dataclass
+class ExecSpec:
+    command: str
+    # Relative to the workspace root ("." for the root itself).
+    workdir: str = "."
+    env: dict[str, str] = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)
+    session_id: str = ""
+
+
+@dataclass
+class ExecOutcome:
+    exit_code: int
+    stdout: HeadTail
+    stderr: HeadTail
+    duration_ms: float
+    timed_out: bool = False
+    # Why the sandbox killed the command, if it did ("timeout", "output limit", "cancelled").
+    killed: str = ""
+
+    @property
+    def truncated(self) -> bool:
+        return self.stdout.truncated or self.stderr.truncated
+
+
+class Sandbox(abc.ABC):
+    """A backend; start() raises SandboxUnavailable when it cannot isolate commands."""
+
+    name = "base"
+    insecure = False
+
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+        self.available_bins: list[str] = []
+
+    @abc.abstractmethod
+    async def start(self) -> None: ...
+
+    @abc.abstractmethod
+    async def run(self, spec: ExecSpec, sink: ChunkSink | None = None) -> ExecOutcome: ...
+
+    async def close_session(self, session_id: str) -> None:
+        """Releases what a session holds; idempotent."""
+        return None
+
+    async def stop(self) -> None:
+        """Releases everything at shutdown."""
+        return None
+
+
+def limit_args(limits: Limits) -> list[str]:
+    """prlimit(1) options: hard = soft, so a command cannot raise them."""
+    mib = 1024 * 1024
+    return [
+        f"--cpu={limits.cpu_seconds}",
+        f"--as={limits.memory_mb * mib}",
+        f"--nproc={limits.max_processes}",
+        f"--fsize={limits.max_file_mb * mib}",
+        "--core=0",
+        "--nofile=1024",
+    ]
+
+
+def sandbox_env(extra: dict[str, str]) -> dict[str, str]:
+    """The whole environment a command sees: nothing of the service's own."""
+    env = {
+        "PATH": SANDBOX_PATH,
+        "HOME": "/tmp",
+        "LANG": "C.UTF-8",
+        "TMPDIR": "/tmp",
+        "USER": "sandbox",
+        "TERM": "dumb",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    env.update(extra)
+    return env
+
+
+def sandbox_workdir(workdir: str, root: str = "/workspace") -> str:
+    """The absolute working folder inside the sandbox for a workspace-relative one."""
+    path = posixpath.normpath(posixpath.join(root, workdir or "."))
+    return path if path == root or path.startswith(root + "/") else root
+
+
+def drop_privileges(uid: int | None, gid: int | None) -> list[str]:
+    """An argv prefix that switches root to uid/gid with no groups and no capabilities.
+
+    setpriv(1) rather than create_subprocess_exec(user=...): in CPython 3.11 user/group force
+    fork() instead of vfork(), and fork() in the threaded gRPC server crashes children (SIGSEGV
+    in gRPC's fork handlers). It costs one exec.
+    """
+    if uid is None:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        raise SandboxUnavailable("setpriv (util-linux) is needed to drop root to the sandbox uid")
+    return [
+        setpriv,
+        f"--reuid={uid}",
+        f"--regid={gid if gid is not None else uid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--",
+    ]

@@ -1,0 +1,160 @@
+"""Runs a host process with capped, optionally streamed output and a tree-killing timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tool_runner.sandbox.base import ChunkSink, ExecOutcome, Limits
+from tool_runner.textcap import HeadTail
+
+READ_SIZE = 65536
+# After the main process exits, how long stray holders of its pipes may keep them open.
+DRAIN_GRACE = 0.5
+
+
+class Chunker:
+    """Batches output for streaming: a chunk is sent when big enough or old enough."""
+
+    def __init__(self, sink: ChunkSink, size: int, interval: float):
+        self.sink, self.size, self.interval = sink, size, interval
+        self.buffers: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+        self.born: dict[str, float] = {}
+
+    async def feed(self, stream: str, data: bytes) -> None:
+        buf = self.buffers[stream]
+        if not buf:
+            self.born[stream] = time.monotonic()
+        buf += data
+        if len(buf) >= self.size or time.monotonic() - self.born[stream] >= self.interval:
+            await self.flush(stream)
+
+    async def flush(self, stream: str) -> None:
+        buf = self.buffers[stream]
+        while buf:
+            piece = bytes(buf[: self.size])
+            del buf[: self.size]
+            await self.sink(stream, piece)
+
+    async def ticker(self) -> None:
+        """Flushes buffers that aged past the interval while the command is quiet."""
+        while True:
+            await asyncio.sleep(self.interval)
+            for stream, buf in self.buffers.items():
+                if buf and time.monotonic() - self.born[stream] >= self.interval:
+                    await self.flush(stream)
+
+
+class _Run:
+    """State of one running command."""
+
+    def __init__(self, limits: Limits, chunker: Chunker | None):
+        self.limits = limits
+        self.chunker = chunker
+        self.stdout = HeadTail(limits.output_limit)
+        self.stderr = HeadTail(limits.output_limit)
+        self.killed = ""
+        self.over_output = asyncio.Event()
+
+    async def pump(self, reader: asyncio.StreamReader, name: str, keep: HeadTail) -> None:
+        while data := await reader.read(READ_SIZE):
+            keep.feed(data)
+            if self.chunker is not None and not self.over_output.is_set():
+                await self.chunker.feed(name, data)
+            if self.stdout.total + self.stderr.total > self.limits.output_kill_bytes:
+                self.over_output.set()
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group led by pid (bwrap then takes its whole namespace down)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+async def run_process(
+    argv: list[str],
+    limits: Limits,
+    sink: ChunkSink | None = None,
+    chunk: tuple[int, float] = (4096, 0.1),
+    kill: Callable[[int], None] = kill_group,
+    **spawn: Any,
+) -> ExecOutcome:
+    """Runs argv to completion, the timeout or the output cap, whichever comes first."""
+    chunker = Chunker(sink, *chunk) if sink is not None else None
+    state = _Run(limits, chunker)
+    started = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+        **spawn,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    pumps = asyncio.gather(
+        state.pump(proc.stdout, "stdout", state.stdout),
+        state.pump(proc.stderr, "stderr", state.stderr),
+    )
+    ticker = asyncio.ensure_future(chunker.ticker()) if chunker else None
+    try:
+        state.killed = await _supervise(proc, pumps, state, limits.timeout, kill)
+    except BaseException:
+        kill(proc.pid)
+        state.killed = "cancelled"
+        raise
+    finally:
+        if ticker is not None:
+            ticker.cancel()
+        pumps.cancel()
+        with contextlib.suppress(BaseException):
+            await pumps
+        if proc.returncode is None:
+            kill(proc.pid)
+            with contextlib.suppress(ProcessLookupError):
+                await proc.wait()
+    if chunker is not None:
+        await chunker.flush("stdout")
+        await chunker.flush("stderr")
+    return ExecOutcome(
+        exit_code=proc.returncode if proc.returncode is not None else -1,
+        stdout=state.stdout,
+        stderr=state.stderr,
+        duration_ms=(time.monotonic() - started) * 1000,
+        timed_out=state.killed == "timeout",
+        killed=state.killed,
+    )
+
+
+async def _supervise(
+    proc: asyncio.subprocess.Process,
+    pumps: asyncio.Future[Any],
+    state: _Run,
+    wall: float,
+    kill: Callable[[int], None],
+) -> str:
+    """Waits for exit; returns why the command was killed ('' if it was not)."""
+    waiter = asyncio.ensure_future(proc.wait())
+    over = asyncio.ensure_future(state.over_output.wait())
+    try:
+        done, _ = await asyncio.wait(
+            {waiter, over}, timeout=wall, return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:
+        over.cancel()
+    reason = ""
+    if waiter not in done:
+        reason = "output limit" if over in done else "timeout"
+        kill(proc.pid)
+        await waiter
+    # The command is gone; give its pipes a moment to reach EOF, then stop reading.
+    try:
+        await asyncio.wait_for(asyncio.shield(pumps), DRAIN_GRACE)
+    except TimeoutError:
+        kill(proc.pid)  # strays of its group still hold the pipes
+    return reason

@@ -1,0 +1,84 @@
+"""Fixtures: a workspace the sandbox uid can reach and a real tool-runner on a free port."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from crayfish.common.v1 import tools_pb2
+from crayfish.tool_runner.v1 import tool_runner_pb2_grpc
+from crayfish_common.channels import aio_channel
+from tool_runner.config import ToolRunnerSettings
+from tool_runner.server import start_service
+
+
+@pytest.fixture
+def workspace() -> Iterator[Path]:
+    """A fresh folder under /tmp (pytest's tmp_path is 0700: the sandbox uid cannot enter it)."""
+    path = Path(tempfile.mkdtemp(prefix="crayfish-ws-", dir="/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="crayfish-trdata-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def make_settings(workspace: Path, data_dir: Path, **overrides: Any) -> ToolRunnerSettings:
+    return ToolRunnerSettings(
+        host="127.0.0.1", port=0, workspace=workspace, data_dir=data_dir, **overrides
+    )
+
+
+class Runner:
+    """A client of a running tool-runner."""
+
+    def __init__(self, channel: grpc.aio.Channel, workspace: Path, toolbox: Any):
+        self.channel = channel
+        self.stub = tool_runner_pb2_grpc.ToolRunnerServiceStub(channel)
+        self.workspace = workspace
+        self.toolbox = toolbox
+
+    async def run(self, name: str, session: str = "s1", **args: Any) -> tools_pb2.RunToolResponse:
+        request = tools_pb2.RunToolRequest(
+            name=name, arguments_json=json.dumps(args), session_id=session, call_id="c1"
+        )
+        return await self.stub.RunTool(request, timeout=120)
+
+    async def sh(self, command: str, **args: Any) -> tools_pb2.RunToolResponse:
+        return await self.run("exec", command=command, **args)
+
+    def data(self, reply: tools_pb2.RunToolResponse) -> dict[str, Any]:
+        return json.loads(reply.result_json)
+
+
+async def start_runner(workspace: Path, data_dir: Path, **overrides: Any):  # type: ignore[no-untyped-def]
+    settings = make_settings(workspace, data_dir, **overrides)
+    service, toolbox = await start_service(settings)
+    channel = aio_channel(f"127.0.0.1:{service.port}")
+    return service, channel, Runner(channel, workspace, toolbox)
+
+
+@pytest.fixture
+async def runner(workspace: Path, data_dir: Path) -> AsyncIterator[Runner]:
+    """The default (bwrap) tool-runner serving over gRPC on a free loopback port."""
+    service, channel, client = await start_runner(workspace, data_dir)
+    yield client
+    await channel.close()
+    await service.stop(0)
+    await client.toolbox.sandbox.stop()
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0

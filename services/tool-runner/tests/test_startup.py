@@ -1,0 +1,73 @@
+"""Start-up: `python -m tool_runner` serves, refuses a missing sandbox, `none` only when asked."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from crayfish.tool_runner.v1 import tool_runner_pb2
+from crayfish_common.healthcheck import check
+from crayfish_common.launcher import free_port
+from tool_runner.servicer import SERVICE_NAME
+
+from .conftest import start_runner
+
+
+def _env(workspace: Path, data_dir: Path, port: int, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "TOOL_RUNNER_WORKSPACE": str(workspace),
+            "TOOL_RUNNER_DATA_DIR": str(data_dir),
+            "TOOL_RUNNER_PORT": str(port),
+            "TOOL_RUNNER_HOST": "127.0.0.1",
+            **extra,
+        }
+    )
+    return env
+
+
+def test_module_serves_and_reports_health(workspace, data_dir):
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tool_runner"],
+        env=_env(workspace, data_dir, port),
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not check(f"127.0.0.1:{port}", SERVICE_NAME, timeout=0.5):
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            assert time.monotonic() < deadline, "tool-runner never became healthy"
+            time.sleep(0.1)
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=15) == 0
+
+
+def test_refuses_to_start_without_bubblewrap(workspace, data_dir, tmp_path):
+    # A PATH without bwrap: the service must not fall back to anything weaker.
+    empty_path = tmp_path / "bin"
+    empty_path.mkdir()
+    env = _env(workspace, data_dir, free_port(), PATH=str(empty_path))
+    done = subprocess.run(
+        [sys.executable, "-m", "tool_runner"], env=env, capture_output=True, timeout=30
+    )
+    assert done.returncode == 2
+    assert b"refusing to start" in done.stderr and b"bubblewrap" in done.stderr
+
+
+async def test_none_backend_is_explicit_and_reported_insecure(workspace, data_dir):
+    service, channel, runner = await start_runner(workspace, data_dir, sandbox="none")
+    try:
+        info = await runner.stub.DescribeSandbox(tool_runner_pb2.DescribeSandboxRequest())
+        assert info.backend == "none" and info.insecure
+        assert any("ON THE HOST" in w for w in info.warnings)
+        reply = await runner.sh("echo plain > made.txt && cat made.txt")
+        assert reply.ok and "plain" in reply.output
+    finally:
+        await channel.close()
+        await service.stop(0)
