@@ -1,0 +1,131 @@
+"""A full chat turn across all four services: REST in, LLM, gRPC tools, answer out."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import httpx
+
+from tests.fakes import FakeLLM, Reply
+
+
+def wait_task(api: httpx.Client, task_id: str, timeout: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = api.get(f"/api/tasks/{task_id}").json()
+        if body["status"] in ("completed", "failed", "cancelled"):
+            return body
+        time.sleep(0.05)
+    raise AssertionError(f"task {task_id} did not finish")
+
+
+def last_tool_output(body: dict[str, Any]) -> str:
+    return [m for m in body["messages"] if m["role"] == "tool"][-1]["content"]
+
+
+def test_exec_runs_in_the_sandbox_and_the_answer_quotes_it(api: httpx.Client, fake_llm: FakeLLM):
+    fake_llm.reply_tool_calls(("exec", {"command": "echo crayfish-$((6*7)) && id -u"}))
+    fake_llm.reply_with(lambda body: Reply(text=f"The command said: {last_tool_output(body)}"))
+    accepted = api.post("/api/chat", json={"message": "run the magic command"})
+    assert accepted.status_code == 202
+    task = wait_task(api, accepted.json()["task_id"])
+    assert task["status"] == "completed", task
+    assert "crayfish-42" in task["result"]
+    tools = json.dumps(fake_llm.requests[0]["tools"])
+    for name in ("exec", "read_file", "write_file", "list_dir", "memory_search", "read_skill"):
+        assert f'"{name}"' in tools
+
+
+def test_the_system_prompt_lists_real_tools_and_skills(api: httpx.Client, fake_llm: FakeLLM):
+    fake_llm.reply_text("hi")
+    task = wait_task(api, api.post("/api/chat", json={"message": "hello"}).json()["task_id"])
+    assert task["status"] == "completed"
+    system = fake_llm.last_request["messages"][0]["content"]
+    assert "- exec: " in system and "- memory_search: " in system
+    assert "weather-report" in system and "<available_skills>" in system
+    assert "Ada is the user's sister" in system  # MEMORY.md is project context
+
+
+def test_memory_search_returns_a_citation(api: httpx.Client, fake_llm: FakeLLM):
+    fake_llm.reply_tool_calls(("memory_search", {"query": "database chosen for billing"}))
+    fake_llm.reply_with(lambda body: Reply(text=last_tool_output(body)))
+    task = wait_task(api, api.post("/api/chat", json={"message": "db?"}).json()["task_id"])
+    assert task["status"] == "completed", task
+    assert "MEMORY.md#L" in task["result"]
+    assert "PostgreSQL" in task["result"]
+
+
+def test_session_continues_with_history(api: httpx.Client, fake_llm: FakeLLM):
+    fake_llm.reply_text("Nice to meet you, Sam.")
+    fake_llm.reply_with(
+        lambda body: Reply(text=f"I have {len(body['messages'])} messages of context.")
+    )
+    first = api.post("/api/chat", json={"message": "I am Sam"}).json()
+    wait_task(api, first["task_id"])
+    second = api.post(
+        "/api/chat", json={"message": "who am I?", "session_id": first["session_id"]}
+    ).json()
+    assert second["session_id"] == first["session_id"]
+    result = wait_task(api, second["task_id"])["result"]
+    assert result == "I have 4 messages of context."  # system, user, assistant, user
+
+
+def test_event_stream_tells_the_story(api: httpx.Client, fake_llm: FakeLLM):
+    fake_llm.reply_tool_calls(("exec", {"command": "echo streamed"}))
+    fake_llm.reply_text("all done")
+    task_id = api.post("/api/chat", json={"message": "go"}).json()["task_id"]
+    types = []
+    with api.stream("GET", f"/api/tasks/{task_id}/events") as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                types.append(line.removeprefix("event: "))
+    for expected in ("task.started", "llm.request", "tool.started", "tool.finished"):
+        assert expected in types
+    assert types[-1] == "task.completed"
+    assert types.index("tool.finished") < types.index("assistant.message")
+
+
+def test_openai_compatible_completion(api: httpx.Client, fake_llm: FakeLLM):
+    fake_llm.reply_text("pong")
+    reply = api.post(
+        "/v1/chat/completions",
+        json={"model": "crayfish", "messages": [{"role": "user", "content": "ping"}]},
+    )
+    assert reply.status_code == 200, reply.text
+    body = reply.json()
+    assert body["object"] == "chat.completion"
+    assert body["choices"][0]["message"]["content"] == "pong"
+
+
+def test_llm_failure_fails_the_task_with_a_reason(api: httpx.Client, fake_llm: FakeLLM):
+    fake_llm.reply_error(400, "model `nope` does not exist", type="invalid_request_error")
+    task = wait_task(api, api.post("/api/chat", json={"message": "hi"}).json()["task_id"])
+    assert task["status"] == "failed"
+    assert "does not exist" in task["error"]
+
+
+def test_bad_requests_get_clear_json_errors(api: httpx.Client):
+    bad_json = api.post(
+        "/api/chat", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert bad_json.status_code == 400 and "error" in bad_json.json()
+    empty = api.post("/api/chat", json={"message": ""})
+    assert empty.status_code == 400 and "message" in empty.json()["error"]["message"]
+    missing = api.get("/api/tasks/does-not-exist")
+    assert missing.status_code == 404
+    assert missing.json()["error"]["type"] == "not_found_error"
+    bad_session = api.post("/api/chat", json={"message": "x", "session_id": "../etc"})
+    assert bad_session.status_code == 400
+
+
+def test_health_and_readiness(api: httpx.Client):
+    assert api.get("/healthz").json() == {"status": "ok"}
+    ready = api.get("/readyz")
+    assert ready.status_code == 200, ready.text
+    body = ready.json()
+    assert body["ready"] is True
+    assert {d["name"] for d in body["dependencies"]} == {"tool-runner", "memory", "skills"}
+    assert body["sandbox"]["backend"] == "bwrap"
