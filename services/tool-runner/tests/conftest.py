@@ -82,3 +82,40 @@ async def runner(workspace: Path, data_dir: Path) -> AsyncIterator[Runner]:
 
 def is_root() -> bool:
     return os.geteuid() == 0
+
+
+TIGHT_LIMITS = {
+    "default_timeout": 10.0,
+    "cpu_seconds": 2,
+    "memory_mb": 512,
+    "max_processes": 64,
+    "max_file_mb": 4,
+    "tmp_size_mb": 8,
+    "output_limit": 10_000,
+    "output_kill_bytes": 4 * 1024 * 1024,
+}
+
+
+@pytest.fixture
+async def tight(workspace: Path, data_dir: Path) -> AsyncIterator[Runner]:
+    """A bwrap tool-runner with small limits, so limit tests finish quickly."""
+    service, channel, client = await start_runner(workspace, data_dir, **TIGHT_LIMITS)
+    yield client
+    await channel.close()
+    await service.stop(0)
+    await client.toolbox.sandbox.stop()
+
+
+def host_processes(marker: str) -> list[int]:
+    """Pids of host processes whose command line contains marker."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                if marker.encode() in handle.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found

@@ -175,6 +175,8 @@ class BwrapSandbox(Sandbox):
                 sink,
                 self.chunk,
                 pass_fds=tuple(fds.values()),
+                # bwrap's own environment is readable in /proc/1/environ inside the sandbox.
+                env={},
             )
         finally:
             for fd in fds.values():

@@ -1,0 +1,148 @@
+"""Limits through the real service: timeouts kill the whole tree; CPU, memory, file, output caps."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+from crayfish.common.v1 import tools_pb2
+
+from .conftest import host_processes
+
+
+def marker() -> str:
+    """A unique sleep length to find a process by its command line."""
+    return f"{uuid.uuid4().int % 900 + 100}.{uuid.uuid4().int % 10**6:06d}"
+
+
+async def test_timeout_kills_a_double_forked_setsid_child(tight):
+    mark = marker()
+    # The grandchild leaves the process group and session, and keeps writing a heartbeat.
+    command = (
+        f"(setsid sh -c 'while true; do echo x >> beat; sleep 0.05; done & "
+        f"exec sleep {mark}' &) ; sleep {mark}"
+    )
+    reply = await tight.sh(command, timeout=1)
+    assert reply.ok and json.loads(reply.result_json)["timed_out"]
+    assert "timed out" in reply.output and "process tree was killed" in reply.output
+    assert host_processes(mark) == []
+    beat = tight.workspace / "beat"
+    size = beat.stat().st_size
+    await asyncio.sleep(0.3)
+    assert beat.stat().st_size == size, "a background writer survived the timeout"
+
+
+async def test_background_processes_do_not_outlive_a_finished_command(tight):
+    mark = marker()
+    reply = await tight.sh(
+        f"(setsid sleep {mark} &); nohup sleep {mark} >/dev/null 2>&1 & echo started"
+    )
+    assert reply.exit_code == 0 and "started" in reply.output
+    await asyncio.sleep(0.1)
+    assert host_processes(mark) == []
+
+
+async def test_cpu_loop_is_stopped_by_the_cpu_limit(tight):
+    reply = await tight.sh("python3 -c 'while True: pass'", timeout=30)
+    assert reply.exit_code != 0 and not json.loads(reply.result_json)["timed_out"]
+    assert "signal" in reply.output
+
+
+async def test_memory_hog_gets_memory_error(tight):
+    reply = await tight.sh("python3 -c 'x = bytearray(2 * 1024**3); print(len(x))'")
+    assert reply.exit_code != 0 and "MemoryError" in reply.output
+
+
+async def test_file_size_limit(tight):
+    reply = await tight.sh("head -c 20000000 /dev/zero > big.bin")
+    assert reply.exit_code != 0
+    assert (tight.workspace / "big.bin").stat().st_size <= 4 * 1024 * 1024
+
+
+async def test_tmp_is_small_and_private(tight):
+    fill = "for i in 1 2 3 4; do head -c 3000000 /dev/zero > /tmp/f$i || exit 1; done"
+    reply = await tight.sh(fill)
+    assert reply.exit_code != 0 and "No space left" in reply.output
+
+
+async def test_fork_bomb_is_contained(tight):
+    mark = marker()
+    bomb = f"b() {{ sleep {mark} & b & b; }}; b"
+    reply = await tight.sh(bomb, timeout=3)
+    assert reply.ok
+    assert host_processes(mark) == []
+    after = await tight.sh("echo still fine")
+    assert "still fine" in after.output
+
+
+async def test_classic_fork_bomb_is_refused_by_policy(tight):
+    reply = await tight.sh(":(){ :|:& };:")
+    assert not reply.ok and "deny pattern" in reply.output
+
+
+async def test_giant_output_keeps_head_and_tail_with_a_marker(tight):
+    reply = await tight.sh("echo FIRST; seq 1 200000; echo LAST")
+    data = json.loads(reply.result_json)
+    assert reply.truncated and data["stdout_truncated"] and data["stdout_bytes"] > 1_000_000
+    assert (
+        reply.output.index("FIRST")
+        < reply.output.index("bytes omitted")
+        < reply.output.index("LAST")
+    )
+    assert len(reply.output) < 12_000
+
+
+async def test_endless_output_is_killed(tight):
+    reply = await tight.sh("yes crayfish", timeout=30)
+    data = json.loads(reply.result_json)
+    assert data["killed"] == "output limit" and not data["timed_out"]
+    assert "output passed" in reply.output
+
+
+async def test_stream_sends_chunks_before_the_result(runner):
+    request = tools_pb2.RunToolRequest(
+        name="exec",
+        arguments_json=json.dumps({"command": "for i in 1 2 3; do echo line$i; sleep 0.3; done"}),
+    )
+    events = [event async for event in runner.stub.RunToolStream(request)]
+    chunks = [e.chunk for e in events if e.WhichOneof("event") == "chunk"]
+    assert events[-1].WhichOneof("event") == "result"
+    assert len(chunks) >= 2, "output was not streamed while the command ran"
+    assert b"".join(c.data for c in chunks) == b"line1\nline2\nline3\n"
+    assert events[-1].result.exit_code == 0
+
+
+async def test_stream_batches_by_size_not_by_line(runner):
+    request = tools_pb2.RunToolRequest(
+        name="exec", arguments_json=json.dumps({"command": "seq 1 20000"})
+    )
+    chunks = [
+        e.chunk
+        async for e in runner.stub.RunToolStream(request)
+        if e.WhichOneof("event") == "chunk"
+    ]
+    data = b"".join(c.data for c in chunks)
+    assert data.count(b"\n") == 20000
+    assert len(chunks) < 200 and max(len(c.data) for c in chunks) <= 4096
+
+
+async def test_cancelled_stream_kills_the_command(runner):
+    mark = marker()
+    request = tools_pb2.RunToolRequest(
+        name="exec",
+        arguments_json=json.dumps(
+            {"command": f"echo go; (setsid sleep {mark} &); sleep {mark}", "timeout": 60}
+        ),
+    )
+    call = runner.stub.RunToolStream(request)
+    async for event in call:
+        assert event.chunk.data == b"go\n"
+        break
+    assert host_processes(mark), "the command should be running"
+    call.cancel()
+    for _ in range(50):
+        if not host_processes(mark):
+            break
+        await asyncio.sleep(0.1)
+    assert host_processes(mark) == []
