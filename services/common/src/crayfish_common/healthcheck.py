@@ -1,4 +1,4 @@
-"""Health-check command: `python -m crayfish_common.healthcheck HOST:PORT [SERVICE]`; exit 0 if SERVING."""
+"""Health-check command: `python -m crayfish_common.healthcheck HOST:PORT [SERVICE]`."""
 
 from __future__ import annotations
 
