@@ -156,6 +156,9 @@ class BwrapSandbox(Sandbox):
             "--bind",
             str(self.workspace),
             "/workspace",
+            # The root bwrap builds (with /etc etc.) becomes read-only too.
+            "--remount-ro",
+            "/",
             "--chdir",
             sandbox_workdir(spec.workdir),
             "--clearenv",
