@@ -32,22 +32,29 @@ def skill_folders(root: Path) -> Iterator[Path]:
             yield Path(entry.path)
 
 
+def _install_record(folder: Path) -> dict | None:
+    try:
+        record = json.loads((folder / RECORD_FILE).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def load_doc(source: str, skill_file: Path, max_bytes: int) -> SkillDoc:
     """Parses one SKILL.md into a SkillDoc; SkillFileError with the reason when broken."""
     front, body, text = read_skill_file(skill_file, max_bytes)
     meta = read_meta(front, skill_file.parent.name)
-    record = None
-    if source == "managed":
-        try:
-            record = json.loads((skill_file.parent / RECORD_FILE).read_text("utf-8"))
-        except (OSError, ValueError):
-            record = None
+    record = _install_record(skill_file.parent) if source == "managed" else None
+    warnings = risk.scan(text)
+    if record is not None and isinstance(record.get("warnings"), list):
+        # Every file was scanned at install time; the SKILL.md may have changed since.
+        warnings = list(dict.fromkeys([str(w) for w in record["warnings"]] + warnings))
     return SkillDoc(
         meta=meta,
         path=skill_file,
         source=source,
         body=body,
-        warnings=risk.scan(text),
+        warnings=warnings,
         record=record,
         digest=hashlib.sha256(text.encode()).hexdigest(),
     )

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+from pathlib import Path
 
+from skills.archive import Limits
 from skills.catalog import Catalog
 from skills.config import SkillsSettings
-from skills.model import Snapshot
+from skills.gating import missing_requirements
+from skills.install import Installed, Installer
+from skills.model import Entry, Snapshot
 from skills.sandbox_bins import SandboxBins
 from skills.watcher import SkillsWatcher
 
@@ -29,6 +34,17 @@ class SkillsHub:
         )
         self.bins = SandboxBins(
             settings.tool_runner_addr, settings.bins_cache_seconds, settings.bins_retry_seconds
+        )
+        self.installer = Installer(
+            settings.managed_dir,
+            settings.data_dir,
+            Limits(
+                max_archive_bytes=settings.max_archive_bytes,
+                max_total_bytes=settings.max_install_bytes,
+                max_file_bytes=settings.max_install_file_bytes,
+                max_files=settings.max_install_files,
+            ),
+            settings.max_skill_file_bytes,
         )
         self.watcher: SkillsWatcher | None = None
         if settings.watch:
@@ -77,3 +93,33 @@ class SkillsHub:
         if self.watcher is None or view.key != self._bins_key:
             return await self.reload()
         return self.catalog.snapshot
+
+    async def install_archive(
+        self, data: bytes, filename: str, replace: bool
+    ) -> tuple[Entry, list[str]]:
+        installed = await asyncio.to_thread(self.installer.install_archive, data, filename, replace)
+        return await self._installed_entry(installed)
+
+    async def install_folder(self, folder: Path, replace: bool) -> tuple[Entry, list[str]]:
+        installed = await asyncio.to_thread(self.installer.install_folder, folder, replace)
+        return await self._installed_entry(installed)
+
+    async def _installed_entry(self, installed: Installed) -> tuple[Entry, list[str]]:
+        """The managed copy, gated, and the install warnings (plus any shadowing)."""
+        snapshot = await self.reload()
+        doc = installed.doc
+        for copy in snapshot.copies.get(doc.name, []):
+            if copy.source == "managed":
+                doc = copy
+        missing = missing_requirements(doc.meta, await self.bins.view(), os.environ)
+        warnings = list(installed.warnings)
+        winner = snapshot.get(doc.name)
+        if winner is not None and winner.doc.source != "managed":
+            warnings.append(f"a {winner.doc.source} skill shadows it: {winner.doc.path}")
+        log.info("installed skill %s (%s)", doc.name, installed.digest)
+        return Entry(doc, not missing, missing), warnings
+
+    async def uninstall(self, name: str) -> None:
+        await asyncio.to_thread(self.installer.uninstall, name)
+        await self.reload()
+        log.info("uninstalled skill %s", name)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import grpc
 from crayfish.common.v1 import tools_pb2
 from crayfish.skills.v1 import skills_pb2, skills_pb2_grpc
 
 from skills.hub import SkillsHub
+from skills.install import InstallError
 from skills.model import Entry
 from skills.prompt import always_bodies, build_xml
 from skills.resources import ResourceError, list_resources, read_resource
@@ -46,6 +48,13 @@ def skill_proto(entry: Entry) -> skills_pb2.Skill:
         install=record_proto(entry.doc.record),
         model_invocable=meta.model_invocable,
     )
+
+
+INSTALL_CODES = {
+    "invalid": grpc.StatusCode.INVALID_ARGUMENT,
+    "exists": grpc.StatusCode.ALREADY_EXISTS,
+    "not_found": grpc.StatusCode.NOT_FOUND,
+}
 
 
 class SkillsServicer(skills_pb2_grpc.SkillsServiceServicer):
@@ -133,3 +142,38 @@ class SkillsServicer(skills_pb2_grpc.SkillsServiceServicer):
                 code = grpc.StatusCode.NOT_FOUND
             await context.abort(code, str(exc))
         return skills_pb2.ReadSkillResourceResponse(content=text)
+
+    async def InstallSkill(self, request, context):
+        source = request.WhichOneof("source")
+        try:
+            if source == "archive":
+                entry, warnings = await self.hub.install_archive(
+                    request.archive, request.archive_name, request.replace
+                )
+            elif source == "folder_path":
+                folder = Path(request.folder_path)
+                entry, warnings = await self.hub.install_folder(folder, request.replace)
+            else:
+                raise InstallError("invalid", "give either folder_path or archive")
+        except InstallError as exc:
+            await context.abort(INSTALL_CODES[exc.kind], str(exc))
+        record = entry.doc.record or {}
+        return skills_pb2.InstallSkillResponse(
+            skill=skill_proto(entry),
+            digest=str(record.get("digest", "")),
+            warnings=warnings,
+            record=record_proto(record),
+        )
+
+    async def UninstallSkill(self, request, context):
+        try:
+            await self.hub.uninstall(request.name)
+        except InstallError as exc:
+            code = INSTALL_CODES[exc.kind]
+            snapshot = await self.hub.snapshot()
+            entry = snapshot.get(request.name)
+            if exc.kind == "not_found" and entry is not None:
+                reason = f"{exc}; '{request.name}' is a {entry.doc.source} skill ({entry.doc.path})"
+                await context.abort(code, reason)
+            await context.abort(code, str(exc))
+        return skills_pb2.UninstallSkillResponse()

@@ -47,8 +47,13 @@ class SkillsWatcher:
             await self._task
 
     async def _run(self) -> None:
+        watched = self.existing()
         while not self._stop.is_set():
             roots = self.existing()
+            if roots != watched:
+                # A root appeared or vanished while nobody watched it: catch up first.
+                watched = roots
+                await self.on_change()
             if not roots:
                 await self._sleep(self.rescan_ms / 1000)
                 continue
@@ -73,7 +78,6 @@ class SkillsWatcher:
                 log.debug("%d changes under the skills folders", len(changes))
                 await self.on_change()
             if self.existing() != roots:
-                await self.on_change()
                 return
 
     async def _sleep(self, seconds: float) -> None:
