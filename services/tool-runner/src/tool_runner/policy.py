@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 import shlex
 
-# Splits a shell line into pipeline/list elements; good enough to find each first word.
-_SEPARATORS = re.compile(r"\|\||&&|[;|&\n()`]|\$\(")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
@@ -33,14 +31,28 @@ class CommandPolicy:
 
 
 def first_words(command: str) -> list[str]:
-    """The program name of each simple command in a shell line (after VAR=value prefixes)."""
-    words = []
-    for part in _SEPARATORS.split(command):
-        try:
-            tokens = shlex.split(part, comments=True)
-        except ValueError:
-            tokens = part.split()
-        tokens = [t for t in tokens if not _ASSIGNMENT.match(t)]
-        if tokens:
-            words.append(tokens[0].rsplit("/", 1)[-1])
+    """The program name of each simple command in a shell line (after VAR=value prefixes).
+
+    Command substitutions count as commands too; when the line cannot be tokenized, every
+    whitespace-separated word counts, so allowlist mode errs on the strict side.
+    """
+    line = command.replace("$(", " ; ").replace("`", " ; ").replace("\n", " ; ")
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|()<>")
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    try:
+        tokens = list(lexer)
+    except ValueError:
+        return [w.rsplit("/", 1)[-1] for w in line.split()]
+    words, expect, skip = [], True, False
+    for token in tokens:
+        if skip:
+            skip = False
+        elif token and set(token) <= set(";&|()"):
+            expect = True
+        elif token and set(token) <= set("<>&"):
+            skip = True
+        elif expect and not _ASSIGNMENT.match(token):
+            words.append(token.rsplit("/", 1)[-1])
+            expect = False
     return words
