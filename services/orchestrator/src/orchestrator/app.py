@@ -8,8 +8,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from orchestrator.api import health, openai_compat, tasks
-from orchestrator.api.auth import BearerAuth, BodyLimit
+from orchestrator.api import health, memory, openai_compat, ops, sessions, skills, tasks
+from orchestrator.api.auth import BearerAuth, BodyLimit, RequestMetrics
 from orchestrator.api.errors import install_error_handlers
 from orchestrator.config import Settings
 from orchestrator.runtime import Runtime
@@ -23,6 +23,7 @@ def create_app(settings: Settings) -> FastAPI:
         runtime = Runtime(settings)
         app.state.runtime = runtime
         runtime.resume_pending()
+        runtime.start_heartbeats()
         try:
             yield
         finally:
@@ -35,9 +36,16 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    for router in (health.router, tasks.router, openai_compat.router):
-        app.include_router(router)
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    routers = [health, tasks, sessions, memory, skills, ops, openai_compat]
+    for module in routers:
+        app.include_router(module.router)
+    app.add_middleware(RequestMetrics, runtime_of=lambda: app.state.runtime)
+    app.add_middleware(
+        BodyLimit,
+        max_bytes=settings.max_body_bytes,
+        upload_paths={"/api/skills/install"},
+        max_upload=settings.max_upload_bytes,
+    )
     if settings.api_token:
         app.add_middleware(BearerAuth, token=settings.api_token)
     return app

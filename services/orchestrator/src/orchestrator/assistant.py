@@ -17,6 +17,7 @@ from orchestrator.agent.prompt import SILENT_TOKEN, PromptInputs, PromptMode, bu
 from orchestrator.agent.tools import ToolRegistry
 from orchestrator.clients import ServiceClients
 from orchestrator.config import Settings
+from orchestrator.heartbeat import is_acknowledgement
 from orchestrator.sessions.store import SessionStore
 from orchestrator.tasks import Emit, Task
 
@@ -71,13 +72,34 @@ class Assistant:
             lambda group: self.store.append(task.session_id, group),
             task.usage,
         )
+        return await self._deliver(outcome.text, outcome.rounds, task, emit)
+
+    async def run_heartbeat(self, task: Task, emit: Emit) -> str:
+        """A light turn: the standing tasks and no history; an acknowledgement is dropped."""
+        await self.registry.refresh()
+        system = await self.system_prompt("full")
+        user = {"role": "user", "content": task.message}
+        self.store.append(task.session_id, [user])
+        messages = [{"role": "system", "content": system}, user]
+        outcome = await self.loop.run(
+            messages,
+            task.session_id,
+            emit,
+            lambda group: self.store.append(task.session_id, group),
+            task.usage,
+        )
         text = outcome.text
+        if is_acknowledgement(text):
+            task.delivered = False
+            text = ""
+        return await self._deliver(text, outcome.rounds, task, emit)
+
+    async def _deliver(self, text: str, rounds: int, task: Task, emit: Emit) -> str:
         if text.strip() == SILENT_TOKEN:
             task.delivered = False
             text = ""
         await emit(
-            "assistant.message",
-            {"text": text, "delivered": task.delivered, "rounds": outcome.rounds},
+            "assistant.message", {"text": text, "delivered": task.delivered, "rounds": rounds}
         )
         return text
 

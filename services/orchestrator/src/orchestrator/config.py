@@ -36,6 +36,7 @@ class Settings(BaseSettings):
     http_port: int = Field(8080, validation_alias="CRAYFISH_HTTP_PORT")
     api_token: str = Field("", validation_alias="CRAYFISH_API_TOKEN", repr=False)
     max_body_bytes: int = Field(1_000_000, validation_alias="CRAYFISH_MAX_BODY_BYTES")
+    max_upload_bytes: int = Field(25_000_000, validation_alias="CRAYFISH_MAX_UPLOAD_BYTES")
 
     # Files.
     workspace: Path = Field(Path("./workspace"), validation_alias="CRAYFISH_WORKSPACE")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from orchestrator.agent.llm import LLMClient
 from orchestrator.assistant import Assistant
 from orchestrator.clients import ServiceClients
 from orchestrator.config import Settings
+from orchestrator.heartbeat import HEARTBEAT_SESSION, heartbeat_message, heartbeat_tasks
+from orchestrator.metrics import Metrics
 from orchestrator.sessions.store import Inbox, SessionStore
 from orchestrator.tasks import Emit, Task, TaskManager
 
@@ -25,6 +28,9 @@ class Runtime:
         self.inbox = Inbox(settings.data_dir)
         self.assistant = Assistant(settings, self.clients, self.llm, self.store)
         self.tasks = TaskManager(self._run_turn)
+        self.metrics = Metrics()
+        self.tasks.on_event.append(self.metrics.observe_event)
+        self._heartbeats: asyncio.Task[None] | None = None
 
     def submit(self, session_id: str, message: str, kind: str = "chat") -> Task:
         """Acknowledges a message durably, then queues its turn behind the session's others."""
@@ -44,9 +50,35 @@ class Runtime:
         return len(pending)
 
     async def _run_turn(self, task: Task, emit: Emit) -> str:
+        if task.kind == "heartbeat":
+            self.inbox.remove(task.id)
+            return await self.assistant.run_heartbeat(task, emit)
         return await self.assistant.run_chat(task, emit, on_accepted=self.inbox.remove)
 
+    def trigger_heartbeat(self) -> Task | None:
+        """Queues a heartbeat turn, or None when HEARTBEAT.md lists nothing (no LLM call)."""
+        tasks = heartbeat_tasks(self.settings.workspace)
+        if not tasks:
+            return None
+        if any(t.kind == "heartbeat" for t in self.tasks.active()):
+            return None  # one at a time is plenty
+        return self.submit(HEARTBEAT_SESSION, heartbeat_message(tasks), kind="heartbeat")
+
+    def start_heartbeats(self) -> None:
+        if self.settings.heartbeat_interval > 0:
+            self._heartbeats = asyncio.create_task(self._heartbeat_loop(), name="heartbeats")
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.heartbeat_interval)
+            try:
+                self.trigger_heartbeat()
+            except Exception:  # a bad HEARTBEAT.md must not end the schedule
+                log.exception("heartbeat failed")
+
     async def close(self) -> None:
+        if self._heartbeats is not None:
+            self._heartbeats.cancel()
         await self.tasks.shutdown()
         await self.llm.close()
         await self.clients.close()

@@ -53,7 +53,7 @@ class TaskManager:
         self.tasks: OrderedDict[str, Task] = OrderedDict()
         self.session_locks: dict[str, asyncio.Lock] = {}
         self.global_events = EventLog()
-        self.on_finished: list[Callable[[Task], None]] = []
+        self.on_event: list[Callable[[str, dict[str, Any]], None]] = []
 
     def create(self, session_id: str, message: str, kind: str = "chat") -> Task:
         task = Task(id=uuid.uuid4().hex, session_id=session_id, message=message, kind=kind)
@@ -89,6 +89,8 @@ class TaskManager:
 
     async def emit(self, task: Task, type_: str, data: dict[str, Any]) -> None:
         data = {"session_id": task.session_id, **data}
+        for observe in self.on_event:
+            observe(type_, data)
         await task.events.add(task.id, type_, data)
         await self.global_events.add(task.id, type_, data)
 
@@ -112,12 +114,11 @@ class TaskManager:
         finally:
             task.finished_at = time.time()
             await task.events.close()
-            for callback in self.on_finished:
-                callback(task)
 
     def _summary(self, task: Task) -> dict[str, Any]:
         elapsed = (time.time() - task.started_at) if task.started_at else 0.0
         return {
+            "kind": task.kind,
             "status": task.status,
             "result": task.result,
             "error": task.error,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
+from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from orchestrator.api.errors import error_response
+from orchestrator.api.errors import BodyTooLarge, error_response
 
 OPEN_PATHS = {"/healthz"}
 
@@ -32,19 +34,22 @@ class BearerAuth:
 
 
 class BodyLimit:
-    """Refuses request bodies larger than max_bytes with 413, before the route reads them."""
+    """Refuses request bodies over the limit with 413 (uploads have their own, larger one)."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int):
+    def __init__(self, app: ASGIApp, max_bytes: int, upload_paths: set[str], max_upload: int):
         self.app = app
         self.max_bytes = max_bytes
+        self.upload_paths = upload_paths
+        self.max_upload = max_upload
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.max_upload if scope["path"] in self.upload_paths else self.max_bytes
         length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            message = f"request body over {self.max_bytes} bytes"
+        if length is not None and length.isdigit() and int(length) > limit:
+            message = f"request body over {limit} bytes"
             await error_response(413, message, "body_too_large")(scope, receive, send)
             return
         seen = 0
@@ -53,8 +58,35 @@ class BodyLimit:
             nonlocal seen
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > self.max_bytes:
-                raise ValueError(f"request body over {self.max_bytes} bytes")
+            if seen > limit:
+                raise BodyTooLarge(f"request body over {limit} bytes")
             return message
 
         await self.app(scope, limited_receive, send)
+
+
+class RequestMetrics:
+    """Counts requests by method, route template and status for /metrics."""
+
+    def __init__(self, app: ASGIApp, runtime_of: Callable[[], Any]):
+        self.app = app
+        self.runtime_of = runtime_of
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+
+        async def capture(message: dict) -> None:  # type: ignore[type-arg]
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, capture)
+        finally:
+            route = scope.get("route")
+            path = getattr(route, "path", None) or "unmatched"
+            self.runtime_of().metrics.observe_request(scope["method"], path, status)

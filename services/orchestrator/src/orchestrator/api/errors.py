@@ -36,6 +36,10 @@ class ApiError(Exception):
         self.code = code
 
 
+class BodyTooLarge(Exception):
+    """A streamed body went over the limit (no Content-Length to refuse it up front)."""
+
+
 def error_body(status: int, message: str, code: str | None = None) -> dict[str, object]:
     return {
         "error": {
@@ -67,6 +71,10 @@ def install_error_handlers(app: FastAPI) -> None:
             problems.append(f"{where}: {err.get('msg', 'invalid')}")
         message = "invalid request: " + "; ".join(problems)
         return error_response(400, message, "invalid_request")
+
+    @app.exception_handler(BodyTooLarge)
+    async def _too_large(_: Request, exc: BodyTooLarge) -> JSONResponse:
+        return error_response(413, str(exc), "body_too_large")
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

@@ -1,0 +1,7 @@
+"""Runs the CLI: `python -m orchestrator.cli`."""
+
+import sys
+
+from orchestrator.cli.main import main
+
+sys.exit(main())

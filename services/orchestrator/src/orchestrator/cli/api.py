@@ -1,0 +1,167 @@
+"""A small REST client of the orchestrator (httpx), with an SSE reader that resumes by event id."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+TERMINAL = {"task.completed", "task.failed", "task.cancelled"}
+
+
+class ApiError(Exception):
+    """The orchestrator answered with an error (its JSON `error.message` is the text)."""
+
+    def __init__(self, status: int, message: str, code: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+
+
+class Unreachable(Exception):
+    """No connection to the orchestrator (refused, DNS, timeout)."""
+
+
+@dataclass
+class SseEvent:
+    id: int
+    type: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_sse(lines: Iterator[str]) -> Iterator[SseEvent]:
+    """Turns SSE lines into events; comments (keepalives, progress notes) are skipped."""
+    event_id, event_type, data = 0, "message", []
+    for line in lines:
+        if not line:
+            if data:
+                payload = json.loads("\n".join(data))
+                yield SseEvent(event_id, event_type, payload if isinstance(payload, dict) else {})
+            event_type, data = "message", []
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "id" and value.isdigit():
+            event_id = int(value)
+        elif name == "event":
+            event_type = value
+        elif name == "data":
+            data.append(value)
+
+
+def _error_of(response: httpx.Response) -> ApiError:
+    try:
+        error = response.json().get("error", {})
+        return ApiError(response.status_code, str(error.get("message")), error.get("code"))
+    except (ValueError, AttributeError):
+        text = response.text.strip()[:200] or response.reason_phrase
+        return ApiError(response.status_code, text)
+
+
+class CrayfishClient:
+    """The REST calls the CLI makes; raises ApiError or Unreachable, never httpx errors."""
+
+    def __init__(self, base_url: str = DEFAULT_URL, token: str = "", timeout: float = 30.0):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.base_url = base_url.rstrip("/")
+        self.http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self.http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise Unreachable(self._why(exc)) from exc
+        if response.status_code >= 400:
+            raise _error_of(response)
+        return response.json() if response.content else {}
+
+    def _why(self, exc: httpx.TransportError) -> str:
+        reason = "connection refused" if isinstance(exc, httpx.ConnectError) else str(exc)
+        return f"cannot reach the orchestrator at {self.base_url} ({reason or type(exc).__name__})"
+
+    def chat(self, message: str, session_id: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"message": message}
+        if session_id:
+            body["session_id"] = session_id
+        result: dict[str, Any] = self.request("POST", "/api/chat", json=body)
+        return result
+
+    def task(self, task_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", f"/api/tasks/{task_id}")
+        return result
+
+    def cancel(self, task_id: str) -> None:
+        try:
+            self.request("POST", f"/api/tasks/{task_id}/cancel")
+        except ApiError as exc:
+            if exc.status != 409:  # 409: it finished meanwhile, which is fine
+                raise
+
+    def events(self, task_id: str, after: int = 0, retries: int = 5) -> Iterator[SseEvent]:
+        """The task's events after `after`, reconnecting with Last-Event-ID if the stream drops."""
+        failures = 0
+        while True:
+            headers = {"Last-Event-ID": str(after)} if after else {}
+            try:
+                with self.http.stream(
+                    "GET", f"/api/tasks/{task_id}/events", headers=headers, timeout=60.0
+                ) as response:
+                    if response.status_code >= 400:
+                        response.read()
+                        raise _error_of(response)
+                    for event in parse_sse(response.iter_lines()):
+                        failures = 0
+                        after = max(after, event.id)
+                        yield event
+                        if event.type in TERMINAL:
+                            return
+            except httpx.TransportError as exc:
+                failures += 1
+                if failures > retries:
+                    raise Unreachable(self._why(exc)) from exc
+                time.sleep(min(0.2 * 2**failures, 3.0))
+                continue
+            failures += 1  # the stream ended without a terminal event: resume from `after`
+            if failures > retries:
+                raise Unreachable(f"the event stream of task {task_id} keeps ending early")
+            time.sleep(0.2)
+
+    def sessions(self) -> list[dict[str, Any]]:
+        return list(self.request("GET", "/api/sessions").get("sessions", []))
+
+    def session(self, session_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", f"/api/sessions/{session_id}")
+        return result
+
+    def delete_session(self, session_id: str) -> None:
+        self.request("DELETE", f"/api/sessions/{session_id}")
+
+    def skills(self) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", "/api/skills")
+        return result
+
+    def memory_search(self, query: str, top_k: int | None = None) -> list[dict[str, Any]]:
+        body: dict[str, Any] = {"query": query}
+        if top_k:
+            body["top_k"] = top_k
+        return list(self.request("POST", "/api/memory/search", json=body).get("hits", []))
+
+    def memory_file(self, path: str, start: int | None, end: int | None) -> dict[str, Any]:
+        params: dict[str, Any] = {"path": path}
+        if start:
+            params["start_line"] = start
+        if end:
+            params["end_line"] = end
+        result: dict[str, Any] = self.request("GET", "/api/memory/file", params=params)
+        return result

@@ -1,0 +1,128 @@
+"""`crayfish sessions`, `crayfish skills` and `crayfish memory`: list, show, search."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from typing import Any
+
+from orchestrator.cli.api import CrayfishClient
+from orchestrator.cli.render import Style, short_args, shorten, use_colour
+
+CITATION = re.compile(r"^(?P<path>.+?)(?:#L(?P<start>\d+)(?:-L?(?P<end>\d+))?)?$")
+
+
+def _style() -> Style:
+    return Style(use_colour(sys.stdout))
+
+
+def _dump(value: Any) -> None:
+    print(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+def _when(value: Any) -> str:
+    if isinstance(value, int | float):
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(value))
+    return str(value or "")[:16].replace("T", " ")
+
+
+def list_sessions(client: CrayfishClient, as_json: bool) -> int:
+    sessions = client.sessions()
+    if as_json:
+        _dump(sessions)
+        return 0
+    if not sessions:
+        print("no sessions yet")
+        return 0
+    s = _style()
+    for item in sessions:
+        title = shorten(str(item.get("title") or ""), 50)
+        count = f"{item.get('messages', 0)} msgs"
+        when = s.dim(_when(item.get("updated_at")))
+        print(f"{s.bold(str(item['id']))}  {when}  {count:>8}  {title}")
+    return 0
+
+
+def show_session(client: CrayfishClient, session_id: str, as_json: bool) -> int:
+    session = client.session(session_id)
+    if as_json:
+        _dump(session)
+        return 0
+    s = _style()
+    for message in session.get("messages", []):
+        role, content = message.get("role"), message.get("content") or ""
+        if role == "user":
+            print(s.bold("you: ") + str(content))
+        elif role == "assistant":
+            if content:
+                print(s.cyan("crayfish: ") + str(content))
+            for call in message.get("tool_calls") or []:
+                function = call.get("function", {})
+                print(s.dim(f"  ⚙ {function.get('name')} {short_args(function.get('arguments'))}"))
+        elif role == "tool":
+            print(s.dim(f"  → {shorten(str(content), 90)}"))
+    return 0
+
+
+def delete_session(client: CrayfishClient, session_id: str) -> int:
+    client.delete_session(session_id)
+    print(f"deleted session {session_id}")
+    return 0
+
+
+def list_skills(client: CrayfishClient, as_json: bool) -> int:
+    catalog = client.skills()
+    if as_json:
+        _dump(catalog)
+        return 0
+    s = _style()
+    for skill in catalog.get("skills", []):
+        mark = s.green("✓") if skill.get("available") else s.red("✗")
+        emoji = f"{skill['emoji']} " if skill.get("emoji") else ""
+        source = s.dim(f"[{skill.get('source', '')}]")
+        name = s.bold(str(skill.get("name")))
+        print(f"{mark} {emoji}{name} {source}  {skill.get('description', '')}")
+        if skill.get("missing"):
+            print(s.dim(f"    missing: {', '.join(map(str, skill['missing']))}"))
+    for problem in catalog.get("diagnostics", []):
+        print(f"! {problem.get('path')}: {problem.get('reason')}", file=sys.stderr)
+    if not catalog.get("skills"):
+        print("no skills")
+    return 0
+
+
+def search_memory(client: CrayfishClient, query: str, top_k: int | None, as_json: bool) -> int:
+    hits = client.memory_search(query, top_k)
+    if as_json:
+        _dump(hits)
+        return 0
+    if not hits:
+        print("no matches")
+        return 0
+    s = _style()
+    for hit in hits:
+        citation = hit.get("citation") or f"{hit.get('path')}#L{hit.get('start_line')}"
+        score = f"{float(hit.get('score') or 0):.3f}"
+        print(f"{s.bold(str(citation))}  {s.dim(score)}")
+        for line in str(hit.get("snippet", "")).strip().splitlines()[:6]:
+            print(f"    {line}")
+    return 0
+
+
+def show_memory(client: CrayfishClient, citation: str, as_json: bool) -> int:
+    """Prints the lines a citation like `MEMORY.md#L3-L5` points at."""
+    match = CITATION.match(citation.strip())
+    if match is None:
+        raise ValueError(f"not a citation: {citation!r} (expected path#Lx-Ly)")
+    start = int(match["start"]) if match["start"] else None
+    end = int(match["end"]) if match["end"] else start
+    lines = client.memory_file(match["path"], start, end)
+    if as_json:
+        _dump(lines)
+        return 0
+    first = int(lines.get("start_line") or 1)
+    for offset, line in enumerate(str(lines.get("text", "")).splitlines()):
+        print(f"{_style().dim(f'{first + offset:>5}')}  {line}")
+    return 0

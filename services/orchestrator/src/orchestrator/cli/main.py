@@ -1,0 +1,115 @@
+"""`crayfish` command line: parses arguments, runs a command, maps failures to exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from orchestrator.cli import chat, listings
+from orchestrator.cli.api import DEFAULT_URL, ApiError, CrayfishClient, Unreachable
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="crayfish",
+        description="Talk to a Crayfish orchestrator over its REST API.",
+        epilog="The token comes from CRAYFISH_API_TOKEN (sent as a Bearer token).",
+    )
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("CRAYFISH_URL", DEFAULT_URL),
+        help="orchestrator base URL (default: $CRAYFISH_URL or %(default)s)",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    chat_cmd = commands.add_parser("chat", help="interactive chat with live progress")
+    chat_cmd.add_argument("--session", help="continue this session")
+    chat_cmd.add_argument("-v", "--verbose", action="store_true", help="show tool output too")
+
+    ask = commands.add_parser("ask", help="one question, the answer on stdout (for scripts)")
+    ask.add_argument("message", nargs="+", help="the message ('-' reads it from stdin)")
+    ask.add_argument("--session", help="continue this session")
+    ask.add_argument("--json", action="store_true", help="print the finished task as JSON")
+    ask.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    ask.add_argument("-v", "--verbose", action="store_true", help="show tool output too")
+
+    sessions = commands.add_parser("sessions", help="list, show or delete sessions")
+    which = sessions.add_mutually_exclusive_group()
+    which.add_argument("--show", metavar="ID", help="print a session's history")
+    which.add_argument("--delete", metavar="ID", help="delete a session")
+    sessions.add_argument("--json", action="store_true", help="print JSON")
+
+    skills = commands.add_parser("skills", help="list skills and their availability")
+    skills.add_argument("--json", action="store_true", help="print JSON")
+
+    memory = commands.add_parser("memory", help="search memory or show cited lines")
+    memory_commands = memory.add_subparsers(dest="memory_command", required=True, metavar="ACTION")
+    search = memory_commands.add_parser("search", help="hybrid search with citations")
+    search.add_argument("query", nargs="+")
+    search.add_argument("-k", "--top-k", type=int, default=None, help="number of hits")
+    search.add_argument("--json", action="store_true", help="print JSON")
+    show = memory_commands.add_parser("show", help="print the lines of a citation path#Lx-Ly")
+    show.add_argument("citation")
+    show.add_argument("--json", action="store_true", help="print JSON")
+    return parser
+
+
+def run(args: argparse.Namespace, client: CrayfishClient) -> int:
+    if args.command == "chat":
+        return chat.chat(client, args.session, verbose=args.verbose)
+    if args.command == "ask":
+        message = " ".join(args.message)
+        if message == "-":
+            message = sys.stdin.read()
+        if not message.strip():
+            raise ValueError("the message is empty")
+        return chat.ask(
+            client, message, args.session, as_json=args.json, quiet=args.quiet, verbose=args.verbose
+        )
+    if args.command == "sessions":
+        if args.show:
+            return listings.show_session(client, args.show, args.json)
+        if args.delete:
+            return listings.delete_session(client, args.delete)
+        return listings.list_sessions(client, args.json)
+    if args.command == "skills":
+        return listings.list_skills(client, args.json)
+    if args.memory_command == "search":
+        return listings.search_memory(client, " ".join(args.query), args.top_k, args.json)
+    return listings.show_memory(client, args.citation, args.json)
+
+
+def explain(exc: ApiError) -> str:
+    if exc.status == 401:
+        return f"the orchestrator wants a token (401): set CRAYFISH_API_TOKEN ({exc.message})"
+    return f"the orchestrator said {exc.status}: {exc.message}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    client = CrayfishClient(args.url, os.environ.get("CRAYFISH_API_TOKEN", ""))
+    try:
+        return run(args, client)
+    except Unreachable as exc:
+        print(
+            f"crayfish: {exc}; is it running? (`make run`, or set --url / CRAYFISH_URL)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    except ApiError as exc:
+        print(f"crayfish: {explain(exc)}", file=sys.stderr)
+        return EXIT_USAGE if exc.status < 500 else EXIT_FAILED
+    except ValueError as exc:
+        print(f"crayfish: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_FAILED
+    finally:
+        client.close()

@@ -1,0 +1,45 @@
+"""Heartbeats: periodic light turns driven by HEARTBEAT.md, skipped when it lists nothing."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from orchestrator.agent.prompt import HEARTBEAT_TOKEN
+
+HEARTBEAT_SESSION = "heartbeat"
+# A reply of HEARTBEAT_OK plus at most this much text is an acknowledgement, not a message.
+ACK_TAIL_CHARS = 300
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+
+
+def heartbeat_tasks(workspace: Path) -> str:
+    """HEARTBEAT.md without comments, headings and blank lines; empty means nothing to do."""
+    try:
+        text = (workspace / "HEARTBEAT.md").read_text(encoding="utf-8", errors="replace")
+    except (FileNotFoundError, IsADirectoryError):
+        return ""
+    lines = [line.rstrip() for line in _COMMENT.sub("", text).splitlines()]
+    meaningful = [
+        line
+        for line in lines
+        if line.strip() and not line.lstrip().startswith("#") and line.strip() not in ("-", "*")
+    ]
+    return "\n".join(meaningful)
+
+
+def heartbeat_message(tasks: str) -> str:
+    return (
+        "Heartbeat. These are the standing tasks from HEARTBEAT.md:\n"
+        f"{tasks}\n\n"
+        "Do what is due now. If nothing needs the user's attention, reply exactly "
+        f"{HEARTBEAT_TOKEN}."
+    )
+
+
+def is_acknowledgement(reply: str) -> bool:
+    """True for HEARTBEAT_OK alone or with a short tail: such replies are not delivered."""
+    text = reply.strip()
+    if not text.startswith(HEARTBEAT_TOKEN) and not text.endswith(HEARTBEAT_TOKEN):
+        return False
+    return len(text.replace(HEARTBEAT_TOKEN, "", 1).strip()) <= ACK_TAIL_CHARS

@@ -1,0 +1,214 @@
+"""The REST surface on the real stack: sessions, memory, skills, heartbeat, metrics, OpenAI SDK."""
+
+from __future__ import annotations
+
+import io
+import time
+import zipfile
+
+import httpx
+import openai
+import pytest
+from crayfish_common.launcher import LocalStack
+
+from tests.fakes import FakeLLM, Reply
+from tests.integration.test_chat_turn import wait_task
+
+
+def chat(api: httpx.Client, message: str, session_id: str | None = None) -> dict:
+    body = {"message": message, **({"session_id": session_id} if session_id else {})}
+    return wait_task(api, api.post("/api/chat", json=body).json()["task_id"])
+
+
+def test_sessions_can_be_listed_read_and_deleted(api: httpx.Client, fake_llm: FakeLLM):
+    fake_llm.reply_text("noted")
+    task = chat(api, "remember the milk", "groceries")
+    assert task["status"] == "completed"
+    listed = api.get("/api/sessions").json()["sessions"]
+    assert any(s["id"] == "groceries" and s["title"] == "remember the milk" for s in listed)
+    history = api.get("/api/sessions/groceries").json()["messages"]
+    assert [m["role"] for m in history] == ["user", "assistant"]
+    assert api.delete("/api/sessions/groceries").status_code == 204
+    assert api.get("/api/sessions/groceries").status_code == 404
+    assert api.delete("/api/sessions/groceries").status_code == 404
+
+
+def test_memory_write_then_search_and_open_the_cited_lines(api: httpx.Client):
+    written = api.post(
+        "/api/memory/notes", json={"text": "The spare house key is under the blue flowerpot."}
+    )
+    assert written.status_code == 201, written.text
+    note = written.json()
+    assert note["path"].startswith("memory/") and note["citation"].startswith(note["path"] + "#L")
+    hits = api.post("/api/memory/search", json={"query": "where is the spare key"}).json()["hits"]
+    assert (hits and hits[0]["citation"] == note["citation"]) or any(
+        "flowerpot" in h["snippet"] for h in hits
+    )
+    top = next(h for h in hits if "flowerpot" in h["snippet"])
+    lines = api.get(
+        "/api/memory/file",
+        params={"path": top["path"], "start_line": top["start_line"], "end_line": top["end_line"]},
+    ).json()
+    assert "blue flowerpot" in lines["text"]
+    synced = api.post("/api/memory/sync").json()
+    assert synced["files_unchanged"] >= 1
+
+
+def test_memory_errors_are_clear(api: httpx.Client):
+    assert api.post("/api/memory/search", json={"query": ""}).status_code == 400
+    outside = api.get("/api/memory/file", params={"path": "../../etc/passwd"})
+    assert outside.status_code in (400, 404) and "error" in outside.json()
+
+
+def _skill_zip(name: str, description: str) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr(
+            f"{name}/SKILL.md", f"---\nname: {name}\ndescription: {description}\n---\n# {name}\n"
+        )
+    return buffer.getvalue()
+
+
+def test_skills_catalog_install_and_uninstall(api: httpx.Client):
+    catalog = api.get("/api/skills").json()
+    assert set(catalog) >= {"skills", "diagnostics"}
+    names = {s["name"] for s in catalog["skills"]}
+    assert "weather-report" in names
+    first = catalog["skills"][0]
+    assert set(first) >= {"name", "description", "location", "source", "available", "missing"}
+    installed = api.post(
+        "/api/skills/install",
+        params={"filename": "haiku.zip"},
+        content=_skill_zip("haiku", "Write a haiku about anything."),
+        headers={"content-type": "application/zip"},
+    )
+    assert installed.status_code == 201, installed.text
+    assert installed.json()["skill"]["source"] == "managed"
+    assert "haiku" in {s["name"] for s in api.get("/api/skills").json()["skills"]}
+    assert api.delete("/api/skills/haiku").status_code == 204
+    assert "haiku" not in {s["name"] for s in api.get("/api/skills").json()["skills"]}
+    assert api.delete("/api/skills/haiku").status_code == 404
+
+
+def test_bad_skill_archives_are_refused(api: httpx.Client):
+    not_zip = api.post(
+        "/api/skills/install",
+        params={"filename": "x.zip"},
+        content=b"this is not a zip",
+        headers={"content-type": "application/zip"},
+    )
+    assert not_zip.status_code == 400 and not_zip.json()["error"]["message"]
+    wrong_type = api.post(
+        "/api/skills/install", content=b"x", headers={"content-type": "text/plain"}
+    )
+    assert wrong_type.status_code == 415
+
+
+def test_heartbeat_skips_the_llm_without_tasks_and_drops_ok(
+    api: httpx.Client, fake_llm: FakeLLM, stack: LocalStack
+):
+    heartbeat_md = stack.workspace / "HEARTBEAT.md"
+    heartbeat_md.write_text("# HEARTBEAT\n<!-- nothing yet -->\n")
+    before = len(fake_llm.requests)
+    assert api.post("/api/heartbeat").json()["status"] == "skipped"
+    assert len(fake_llm.requests) == before
+    heartbeat_md.write_text("# HEARTBEAT\n- Check whether notes.md mentions a deadline.\n")
+    fake_llm.reply_text("HEARTBEAT_OK")
+    queued = api.post("/api/heartbeat").json()
+    assert queued["status"] == "queued"
+    task = wait_task(api, queued["task_id"])
+    assert task["status"] == "completed" and task["delivered"] is False and task["result"] == ""
+    assert "deadline" in fake_llm.last_request["messages"][-1]["content"]
+    heartbeat_md.unlink()
+
+
+def test_metrics_count_requests_tasks_and_tools(api: httpx.Client, fake_llm: FakeLLM):
+    fake_llm.reply_tool_calls(("exec", {"command": "true"}))
+    fake_llm.reply_text("ok")
+    chat(api, "run true")
+    text = api.get("/metrics").text
+    assert 'crayfish_tool_calls_total{tool="exec",outcome="ok"}' in text
+    assert 'crayfish_tasks_total{kind="chat",outcome="completed"}' in text
+    assert 'crayfish_http_requests_total{method="POST",route="/api/chat",status="202"}' in text
+    assert 'crayfish_llm_tokens_total{kind="prompt"}' in text
+
+
+@pytest.fixture
+def sdk(stack: LocalStack) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0)
+
+
+def test_openai_sdk_non_streaming(sdk: openai.OpenAI, fake_llm: FakeLLM):
+    fake_llm.reply_tool_calls(("exec", {"command": "echo from-the-sandbox"}))
+    fake_llm.reply_with(
+        lambda body: Reply(
+            text="tool said " + [m for m in body["messages"] if m["role"] == "tool"][-1]["content"]
+        )
+    )
+    reply = sdk.chat.completions.create(
+        model="crayfish", messages=[{"role": "user", "content": "run it"}]
+    )
+    assert "from-the-sandbox" in (reply.choices[0].message.content or "")
+    assert reply.choices[0].finish_reason == "stop"
+    assert reply.usage is not None and reply.usage.total_tokens > 0
+
+
+def test_openai_sdk_streaming(sdk: openai.OpenAI, fake_llm: FakeLLM):
+    fake_llm.reply_text("one two three four five six")
+    stream = sdk.chat.completions.create(
+        model="crayfish",
+        messages=[{"role": "user", "content": "count"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    pieces, finish, usage = [], None, None
+    for chunk in stream:
+        if chunk.usage:
+            usage = chunk.usage
+        for choice in chunk.choices:
+            pieces.append(choice.delta.content or "")
+            finish = choice.finish_reason or finish
+    assert "".join(pieces) == "one two three four five six"
+    assert len([p for p in pieces if p]) > 1  # really streamed, not one blob
+    assert finish == "stop" and usage is not None
+
+
+def test_openai_errors_are_openai_shaped(sdk: openai.OpenAI, api: httpx.Client):
+    with pytest.raises(openai.BadRequestError) as caught:
+        sdk.chat.completions.create(model="crayfish", messages=[])
+    assert caught.value.status_code == 400
+    body = api.post("/v1/chat/completions", json={"model": "x"}).json()
+    assert set(body["error"]) == {"message", "type", "code"}
+    models = sdk.models.list()
+    assert [m.id for m in models.data] == ["crayfish"]
+
+
+def test_named_session_header_continues_a_conversation(stack: LocalStack, fake_llm: FakeLLM):
+    fake_llm.reply_text("first")
+    fake_llm.reply_with(lambda body: Reply(text=str(len(body["messages"]))))
+    client = openai.OpenAI(
+        base_url=f"{stack.url}/v1",
+        api_key="unused",
+        default_headers={"X-Crayfish-Session": "oai-named"},
+    )
+    client.chat.completions.create(model="crayfish", messages=[{"role": "user", "content": "a"}])
+    second = client.chat.completions.create(
+        model="crayfish", messages=[{"role": "user", "content": "b"}]
+    )
+    assert second.choices[0].message.content == "4"  # system, a, first, b
+
+
+def test_a_client_that_disconnects_does_not_lose_the_answer(api: httpx.Client, fake_llm: FakeLLM):
+    fake_llm.reply_text("slow answer", delay=1.0)
+    with api.stream(
+        "POST",
+        "/v1/chat/completions",
+        json={"model": "c", "messages": [{"role": "user", "content": "x"}], "stream": True},
+    ) as response:
+        task_id = response.headers["x-crayfish-task"]
+    # the client hung up before the answer; the task finishes anyway and keeps its result
+    deadline = time.monotonic() + 20
+    while api.get(f"/api/tasks/{task_id}").json()["status"] != "completed":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert api.get(f"/api/tasks/{task_id}").json()["result"] == "slow answer"
