@@ -88,3 +88,13 @@ def test_builtin_skills_parse_with_correct_requirements(tmp_path: Path) -> None:
     assert all(not e.doc.warnings for e in without_git.entries)
     with_git = catalog.refresh(BinsView("sandbox", frozenset({"sh", "git"})), env={})
     assert with_git.get("git").available
+
+
+def test_example_workspace_skills_in_the_repo_load_cleanly() -> None:
+    repo_skills = Path(__file__).resolve().parents[3] / "workspace" / "skills"
+    catalog = Catalog([("workspace", repo_skills), ("builtin", BUILTIN_DIR)], ALL)
+    snap = catalog.refresh(BinsView("sandbox", frozenset({"sh", "git", "python3"})), env={})
+    assert snap.diagnostics == []
+    csv = snap.get("csv-stats")
+    assert csv.available and csv.doc.meta.bins == ["python3"]
+    assert all(e.available and not e.doc.warnings for e in snap.entries)

@@ -11,7 +11,7 @@ import tarfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import IO
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 CHUNK = 64 * 1024
@@ -67,7 +67,7 @@ class StagingWriter:
                 f"entry '{rel}/': conflicts with another entry ({exc.strerror})"
             ) from None
 
-    def add_file(self, rel: PurePosixPath, stream: BinaryIO, size: int, executable: bool) -> None:
+    def add_file(self, rel: PurePosixPath, stream: IO[bytes], size: int, executable: bool) -> None:
         self._count(rel)
         if size > self.limits.max_file_bytes:
             raise Rejected(
@@ -82,7 +82,7 @@ class StagingWriter:
             raise Rejected(f"entry '{rel}': cannot be written ({exc.strerror})") from None
         target.chmod(0o755 if executable else 0o644)
 
-    def _copy(self, rel: PurePosixPath, stream: BinaryIO, out: BinaryIO) -> None:
+    def _copy(self, rel: PurePosixPath, stream: IO[bytes], out: IO[bytes]) -> None:
         written = 0
         while chunk := stream.read(CHUNK):
             written += len(chunk)

@@ -162,18 +162,19 @@ class Installer:
 
     def _stamp(self, root: Path, doc: SkillDoc, source: str) -> Installed:
         digest = tree_digest(root)
-        record = {
+        warnings = scan_tree(root)
+        record: dict[str, Any] = {
             "name": doc.name,
             "source": source,
             "digest": digest,
             "installed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "version": doc.meta.version,
-            "warnings": scan_tree(root),
+            "warnings": warnings,
         }
         (root / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         doc.record = record
-        doc.warnings = record["warnings"]
-        return Installed(doc, digest, record["warnings"], record)
+        doc.warnings = warnings
+        return Installed(doc, digest, warnings, record)
 
     def _move_in(self, root: Path, name: str, replace: bool) -> None:
         target = self.managed_dir / name

@@ -121,6 +121,7 @@ class SkillsServicer(skills_pb2_grpc.SkillsServiceServicer):
         if entry is None:
             known = ", ".join(snapshot.names()) or "none"
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no skill '{name}'; skills: {known}")
+        assert entry is not None  # abort raised otherwise
         return entry
 
     async def GetSkill(self, request, context):

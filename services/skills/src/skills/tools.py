@@ -81,7 +81,7 @@ def parse_arguments(arguments_json: str) -> dict[str, Any] | str:
     """The arguments object, or a readable error."""
     try:
         value = json.loads(arguments_json or "{}")
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return f"Arguments are not valid JSON ({exc.msg} at position {exc.pos})."
     if not isinstance(value, dict):
         return 'Arguments must be a JSON object, e.g. {"name": "git"}.'
