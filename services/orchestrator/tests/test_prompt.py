@@ -1,0 +1,100 @@
+"""The system prompt: section order, modes, bootstrap caps and missing-file markers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from orchestrator.agent.prompt import BOOTSTRAP_FILES, PromptInputs, build_system_prompt
+
+FULL_ORDER = [
+    "You are crayfish",
+    "## Tooling",
+    "## Tool Call Style",
+    "## Safety",
+    "## Skills",
+    "## Memory Recall",
+    "## Silent Replies",
+    "## Heartbeats",
+    "## Workspace",
+    "## Project Context",
+    "## Runtime",
+]
+
+
+def inputs(workspace: Path, **overrides: object) -> PromptInputs:
+    values: dict[str, object] = {
+        "agent_name": "crayfish",
+        "model": "test-model",
+        "workspace": workspace,
+        "tools": [("exec", "Runs a shell command in the sandbox."), ("read_file", "Reads a file.")],
+        "skills_xml": "<available_skills><skill><name>git</name></skill></available_skills>",
+        "now": datetime(2026, 11, 30, 9, 15, tzinfo=UTC),
+        **overrides,
+    }
+    return PromptInputs(**values)  # type: ignore[arg-type]
+
+
+def positions(prompt: str, markers: list[str]) -> list[int]:
+    return [prompt.index(m) for m in markers]
+
+
+def test_full_mode_has_every_section_in_order(tmp_path: Path) -> None:
+    prompt = build_system_prompt(inputs(tmp_path))
+    found = positions(prompt, FULL_ORDER)
+    assert found == sorted(found)
+    assert "- exec: Runs a shell command in the sandbox." in prompt
+    assert "NO_REPLY" in prompt and "HEARTBEAT_OK" in prompt
+    assert "model=test-model" in prompt and "date=2026-11-30 09:15" in prompt
+
+
+def test_runtime_is_last_so_the_prefix_is_stable(tmp_path: Path) -> None:
+    early = build_system_prompt(inputs(tmp_path, now=datetime(2026, 1, 1, tzinfo=UTC)))
+    later = build_system_prompt(inputs(tmp_path, now=datetime(2026, 1, 2, tzinfo=UTC)))
+    cut = early.index("## Runtime")
+    assert early[:cut] == later[:cut] and early != later
+
+
+def test_minimal_mode_drops_main_agent_sections(tmp_path: Path) -> None:
+    prompt = build_system_prompt(inputs(tmp_path, mode="minimal"))
+    for absent in ("## Memory Recall", "## Silent Replies", "## Heartbeats"):
+        assert absent not in prompt
+    for present in ("## Tooling", "## Safety", "## Project Context", "## Runtime"):
+        assert present in prompt
+
+
+def test_none_mode_is_identity_only(tmp_path: Path) -> None:
+    prompt = build_system_prompt(inputs(tmp_path, mode="none"))
+    assert prompt.startswith("You are crayfish") and "##" not in prompt
+
+
+def test_missing_bootstrap_files_are_marked(tmp_path: Path) -> None:
+    (tmp_path / "SOUL.md").write_text("Be kind.")
+    prompt = build_system_prompt(inputs(tmp_path))
+    assert "### SOUL.md\nBe kind." in prompt
+    assert "[missing: AGENTS.md is not in the workspace]" in prompt
+    found = positions(prompt, [f"### {name}" for name in BOOTSTRAP_FILES])
+    assert found == sorted(found)
+
+
+def test_a_long_file_keeps_head_and_tail_within_its_cap(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("FIRST-LINE\n" + "filler line\n" * 5000 + "LAST-LINE")
+    prompt = build_system_prompt(inputs(tmp_path, file_max_chars=2000))
+    section = prompt.split("### AGENTS.md\n")[1].split("\n\n### SOUL.md")[0]
+    assert len(section) <= 2000
+    assert section.startswith("FIRST-LINE") and section.endswith("LAST-LINE")
+    assert "chars cut here" in section
+
+
+def test_the_total_cap_holds_across_files(tmp_path: Path) -> None:
+    for name in BOOTSTRAP_FILES:
+        (tmp_path / name).write_text(f"{name} " + "x" * 5000)
+    prompt = build_system_prompt(inputs(tmp_path, file_max_chars=5000, total_max_chars=12_000))
+    context = prompt.split("## Project Context\n")[1].split("\n\n## Runtime")[0]
+    assert len(context) < 12_000 + 600  # headings and markers on top of the capped contents
+    assert "[omitted: the project context cap of 12000 chars is used]" in context
+
+
+def test_no_tools_says_so_instead_of_a_placeholder(tmp_path: Path) -> None:
+    prompt = build_system_prompt(inputs(tmp_path, tools=[]))
+    assert "No tools are available right now" in prompt
