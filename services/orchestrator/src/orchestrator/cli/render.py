@@ -121,9 +121,9 @@ class TurnPrinter:
         s = self.style
         took = format_duration(data.get("duration_ms"))
         name = str(data.get("tool"))
-        if data.get("ok"):
-            return s.green("✓ ") + f"{name} " + s.dim(took)
         exit_code = data.get("exit_code")
+        if data.get("ok") and exit_code in (None, 0):
+            return s.green("✓ ") + f"{name} " + s.dim(took)
         code = f"exit {exit_code} · " if exit_code not in (None, 0) else ""
         first = shorten(str(data.get("output", "")).strip(), 60)
         return s.red("✗ ") + f"{name} " + s.dim(f"{code}{took}") + (f"  {first}" if first else "")

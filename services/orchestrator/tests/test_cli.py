@@ -1,0 +1,274 @@
+"""The `crayfish` CLI as a user runs it: a subprocess talking REST to the real stack."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from crayfish_common.launcher import LocalStack, free_port
+
+from tests.fakes import FakeLLM, Reply
+
+MEMORY_MD = """# Memory
+
+## Decisions
+- 2026-03-02: we chose PostgreSQL over MySQL for the billing service because of JSONB.
+- The team's weekly sync moved to Thursdays at 10:00.
+"""
+
+SKILL_MD = """---
+name: weather-report
+description: Write a short weather report for a city from a forecast file.
+---
+# Weather report
+Read `forecast.json`, then write three sentences.
+"""
+
+
+def crayfish_command() -> list[str]:
+    """The installed console script when there is one, else the module."""
+    script = Path(sys.executable).parent / "crayfish"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "orchestrator.cli"]
+
+
+def crayfish(
+    url: str, *args: str, stdin: str = "", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*crayfish_command(), "--url", url, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "NO_COLOR": "1", **(env or {})},
+    )
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[FakeLLM]:
+    with FakeLLM() as fake:
+        yield fake
+
+
+@pytest.fixture(autouse=True)
+def _empty_script(llm: FakeLLM) -> Iterator[None]:
+    yield
+    while llm.pending:
+        llm._queue.popleft()
+
+
+@pytest.fixture(scope="module")
+def stack(llm: FakeLLM) -> Iterator[LocalStack]:
+    root = Path(tempfile.mkdtemp(prefix="crayfish-cli-"))
+    root.chmod(0o755)  # the sandbox uid must traverse it
+    workspace = root / "workspace"
+    (workspace / "memory").mkdir(parents=True)
+    (workspace / "MEMORY.md").write_text(MEMORY_MD)
+    (workspace / "skills" / "weather-report").mkdir(parents=True)
+    (workspace / "skills" / "weather-report" / "SKILL.md").write_text(SKILL_MD)
+    stack = LocalStack(
+        workspace=workspace,
+        data_dir=root / "data",
+        http_port=free_port(),
+        log_dir=root / "logs",
+        extra_env={
+            "OPENAI_BASE_URL": llm.base_url,
+            "OPENAI_API_KEY": "sk-cli-test",
+            "CRAYFISH_MODEL": "fake-model",
+            "CRAYFISH_LLM_RETRY_BASE_DELAY": "0.01",
+            "CRAYFISH_AUTO_RECALL": "false",
+        },
+    )
+    stack.start()
+    try:
+        stack.wait_healthy(timeout=180)
+        yield stack
+    finally:
+        stack.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def tool_output(body: dict) -> str:
+    return [m for m in body["messages"] if m["role"] == "tool"][-1]["content"]
+
+
+def test_ask_prints_the_answer_on_stdout_and_tool_progress_on_stderr(
+    stack: LocalStack, llm: FakeLLM
+):
+    llm.reply_tool_calls(("exec", {"command": "echo crayfish-$((6*7))"}))
+    llm.reply_with(lambda body: Reply(text=f"It printed {tool_output(body).split()[-1]}."))
+    done = crayfish(stack.url, "ask", "run", "the", "magic", "command")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "It printed crayfish-42.\n"
+    assert "⚙ exec echo crayfish-$((6*7))" in done.stderr
+    assert "✓ exec" in done.stderr and " ms" in done.stderr
+    assert llm.requests[-2]["messages"][-1]["content"] == "run the magic command"
+
+
+def test_ask_quiet_prints_no_progress(stack: LocalStack, llm: FakeLLM):
+    llm.reply_tool_calls(("exec", {"command": "true"}))
+    llm.reply_text("done")
+    done = crayfish(stack.url, "ask", "-q", "go")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "done\n", "")
+
+
+def test_a_failed_tool_shows_a_cross_and_the_exit_code(stack: LocalStack, llm: FakeLLM):
+    llm.reply_tool_calls(("exec", {"command": "echo nope >&2; exit 3"}))
+    llm.reply_text("The command failed.")
+    done = crayfish(stack.url, "ask", "try it")
+    assert done.returncode == 0  # the turn itself completed
+    assert "✗ exec exit 3" in done.stderr
+
+
+def test_a_failed_turn_exits_1_with_the_reason(stack: LocalStack, llm: FakeLLM):
+    llm.reply_error(400, "model `nope` does not exist", type="invalid_request_error")
+    done = crayfish(stack.url, "ask", "hello")
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert "task failed" in done.stderr and "does not exist" in done.stderr
+
+
+def test_ask_json_and_continuing_a_session(stack: LocalStack, llm: FakeLLM):
+    llm.reply_text("Nice to meet you, Sam.")
+    llm.reply_with(lambda body: Reply(text=f"{len(body['messages'])} messages of context"))
+    first = crayfish(stack.url, "ask", "--json", "I am Sam")
+    assert first.returncode == 0, first.stderr
+    task = json.loads(first.stdout)
+    assert task["status"] == "completed" and task["result"] == "Nice to meet you, Sam."
+    second = crayfish(stack.url, "ask", "--session", task["session_id"], "who am I?")
+    assert second.stdout == "4 messages of context\n"  # system, user, assistant, user
+
+
+def test_chat_streams_answers_and_keeps_one_session(stack: LocalStack, llm: FakeLLM):
+    llm.reply_text("Hello there, streaming works.")
+    llm.reply_tool_calls(("exec", {"command": "echo from-chat"}))
+    llm.reply_with(
+        lambda body: Reply(text=f"{len(body['messages'])} messages; {tool_output(body)}")
+    )
+    done = crayfish(stack.url, "chat", stdin="hello\n\n/session\nrun it\n")
+    assert done.returncode == 0, done.stderr
+    assert "Hello there, streaming works." in done.stdout
+    assert "6 messages; " in done.stdout and "from-chat" in done.stdout
+    assert "⚙ exec echo from-chat" in done.stderr and "✓ exec" in done.stderr
+    assert "(session " in done.stderr
+
+
+def test_ctrl_c_cancels_the_running_turn(stack: LocalStack, llm: FakeLLM):
+    llm.reply_tool_calls(("exec", {"command": "sleep 30"}))
+    llm.reply_text("should never be asked for")
+    proc = subprocess.Popen(
+        [*crayfish_command(), "--url", stack.url, "ask", "sleep a while"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    assert "⚙ exec sleep 30" in line
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    assert out == ""
+    assert "cancelling" in err and "task cancelled" in err
+    assert llm.pending == 1  # the model was never asked to answer after the tool
+
+
+def test_sessions_list_show_and_delete(stack: LocalStack, llm: FakeLLM):
+    llm.reply_text("Noted: the boat is blue.")
+    task = json.loads(crayfish(stack.url, "ask", "--json", "my boat is blue").stdout)
+    session_id = task["session_id"]
+    listed = crayfish(stack.url, "sessions")
+    assert listed.returncode == 0, listed.stderr
+    assert session_id in listed.stdout and "my boat is blue" in listed.stdout
+    shown = crayfish(stack.url, "sessions", "--show", session_id)
+    assert "you: my boat is blue" in shown.stdout
+    assert "crayfish: Noted: the boat is blue." in shown.stdout
+    assert crayfish(stack.url, "sessions", "--delete", session_id).returncode == 0
+    assert session_id not in crayfish(stack.url, "sessions").stdout
+    missing = crayfish(stack.url, "sessions", "--show", session_id)
+    assert missing.returncode == 2 and "404" in missing.stderr
+
+
+def test_skills_lists_the_workspace_skill(stack: LocalStack):
+    done = crayfish(stack.url, "skills")
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if "weather-report" in x)
+    assert "Write a short weather report" in line
+
+
+def test_memory_search_cites_and_show_prints_the_lines(stack: LocalStack):
+    found = crayfish(stack.url, "memory", "search", "database chosen for billing", "-k", "2")
+    assert found.returncode == 0, found.stderr
+    assert "MEMORY.md#L" in found.stdout and "PostgreSQL" in found.stdout
+    citation = next(w for w in found.stdout.split() if w.startswith("MEMORY.md#L"))
+    shown = crayfish(stack.url, "memory", "show", citation)
+    assert shown.returncode == 0, shown.stderr
+    assert "PostgreSQL over MySQL" in shown.stdout
+
+
+def test_unreachable_orchestrator_is_exit_2_with_a_hint():
+    url = f"http://127.0.0.1:{free_port()}"
+    done = crayfish(url, "ask", "hello")
+    assert done.returncode == 2
+    assert f"cannot reach the orchestrator at {url} (connection refused)" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_usage_errors_are_exit_2(stack: LocalStack):
+    assert crayfish(stack.url, "ask").returncode == 2  # argparse: no message
+    bad = crayfish(stack.url, "ask", "--session", "../etc", "hi")
+    assert bad.returncode == 2 and "session" in bad.stderr
+
+
+def test_a_token_protected_orchestrator(tmp_path: Path):
+    """Without CRAYFISH_API_TOKEN the CLI says what to set; with it, requests go through."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "CRAYFISH_API_TOKEN": "s3cret-token",
+        "CRAYFISH_HTTP_PORT": str(port),
+        "CRAYFISH_DATA_DIR": str(tmp_path / "data"),
+        "CRAYFISH_WORKSPACE": str(tmp_path / "ws"),
+        "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_http(url + "/healthz")
+        refused = crayfish(url, "sessions", env={"CRAYFISH_API_TOKEN": ""})
+        assert refused.returncode == 2 and "CRAYFISH_API_TOKEN" in refused.stderr
+        allowed = crayfish(url, "sessions", env={"CRAYFISH_API_TOKEN": "s3cret-token"})
+        assert allowed.returncode == 0, allowed.stderr
+        assert allowed.stdout == "no sessions yet\n"
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=15)
+
+
+def _wait_http(url: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"{url} did not answer")
