@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from skills.catalog import Catalog
@@ -107,6 +108,13 @@ def test_every_variant_loads_or_is_diagnosed(tmp_path: Path) -> None:
         target = root / folder / "SKILL.md"
         target.write_bytes(content if isinstance(content, bytes) else content.encode())
     (root / "no-skill-file").mkdir()
+    (root / "fifo").mkdir()
+    os.mkfifo(root / "fifo" / "SKILL.md")  # reading it would block forever
+    (root / "link-out").mkdir()
+    outside = tmp_path / "elsewhere.md"
+    outside.write_text(FM.format("description: not in the folder"))
+    (root / "link-out" / "SKILL.md").symlink_to(outside)
+    (root / "skill-as-dir" / "SKILL.md").mkdir(parents=True)
     (root / "lowercase-file").mkdir()
     (root / "lowercase-file" / "skill.md").write_text(FM.format("description: d"))
 
@@ -132,10 +140,14 @@ def test_every_variant_loads_or_is_diagnosed(tmp_path: Path) -> None:
     assert reasons["no-skill-file"] == "folder has no SKILL.md"
     assert "upper case" in reasons["lowercase-file"]
     assert len(snap.entries) == counts["ok"] + counts["missing"]
-    assert len(snap.diagnostics) == counts["diag"] + 2
+    assert "not a regular file" in reasons["fifo"]
+    assert "not a regular file" in reasons["skill-as-dir"]
+    assert "outside its skill folder" in reasons["link-out"]
+    assert len(snap.diagnostics) == counts["diag"] + 5
     print(
         f"\nSKILL.md variants: {len(VARIANTS)} total, {counts['ok']} available, "
         f"{counts['missing']} unavailable with reasons, {counts['diag']} diagnostics"
+        " (+5 folder cases: no SKILL.md, skill.md, FIFO, folder, link outside)"
     )
 
 

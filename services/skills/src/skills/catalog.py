@@ -42,6 +42,8 @@ def _install_record(folder: Path) -> dict | None:
 
 def load_doc(source: str, skill_file: Path, max_bytes: int) -> SkillDoc:
     """Parses one SKILL.md into a SkillDoc; SkillFileError with the reason when broken."""
+    if not skill_file.resolve().is_relative_to(skill_file.parent.resolve()):
+        raise SkillFileError("SKILL.md is a link to a file outside its skill folder")
     front, body, text = read_skill_file(skill_file, max_bytes)
     meta = read_meta(front, skill_file.parent.name)
     record = _install_record(skill_file.parent) if source == "managed" else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,10 @@ def parse_yaml(source: str) -> dict[str, Any]:
 def read_skill_file(path: Path, max_bytes: int) -> tuple[dict[str, Any], str, str]:
     """(frontmatter, body, whole text) of a SKILL.md, or SkillFileError with the reason."""
     try:
-        size = path.stat().st_size
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise SkillFileError("not a regular file (FIFO, device or folder)")
+        size = info.st_size
         if size > max_bytes:
             raise SkillFileError(f"file too large: {size} bytes (limit {max_bytes})")
         data = path.read_bytes()

@@ -13,6 +13,7 @@ from skills.config import SkillsSettings
 from skills.gating import missing_requirements
 from skills.install import Installed, Installer
 from skills.model import Entry, Snapshot
+from skills.prompt import PromptSection, always_bodies, build_xml
 from skills.sandbox_bins import SandboxBins
 from skills.watcher import SkillsWatcher
 
@@ -55,6 +56,7 @@ class SkillsHub:
                 debounce_ms=settings.watch_debounce_ms,
             )
         self._bins_key: object = None
+        self._prompts: dict[tuple[str, int], tuple[PromptSection, str]] = {}
         self.reloads = 0
 
     async def start(self) -> None:
@@ -93,6 +95,18 @@ class SkillsHub:
         if self.watcher is None or view.key != self._bins_key:
             return await self.reload()
         return self.catalog.snapshot
+
+    def prompt(self, snapshot: Snapshot, max_chars: int) -> tuple[PromptSection, str]:
+        """(XML section, always bodies), cached per catalog version and budget."""
+        key = (snapshot.version, max_chars)
+        if key not in self._prompts:
+            if len(self._prompts) > 16:
+                self._prompts.clear()
+            self._prompts[key] = (
+                build_xml(snapshot.entries, max_chars),
+                always_bodies(snapshot.entries),
+            )
+        return self._prompts[key]
 
     async def install_archive(
         self, data: bytes, filename: str, replace: bool

@@ -13,7 +13,6 @@ from crayfish.skills.v1 import skills_pb2, skills_pb2_grpc
 from skills.hub import SkillsHub
 from skills.install import InstallError
 from skills.model import Entry
-from skills.prompt import always_bodies, build_xml
 from skills.resources import ResourceError, list_resources, read_resource
 from skills.tools import TOOLS, parse_arguments, run_tool
 
@@ -107,10 +106,10 @@ class SkillsServicer(skills_pb2_grpc.SkillsServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "max_chars must be >= 0")
         snapshot = await self.hub.snapshot()
         budget = request.max_chars or self.hub.settings.prompt_max_chars
-        section = build_xml(snapshot.entries, budget)
+        section, bodies = self.hub.prompt(snapshot, budget)
         return skills_pb2.GetSkillsPromptResponse(
             xml=section.xml,
-            always_bodies=always_bodies(snapshot.entries),
+            always_bodies=bodies,
             version=snapshot.version,
             omitted=section.omitted,
         )

@@ -69,7 +69,11 @@ def run_tool(
         known = ", ".join(snapshot.names()) or "none"
         return ToolResult(False, f"Unknown skill '{skill}'. Skills: {known}")
     if not path or path.strip() in ("SKILL.md", "./SKILL.md"):
-        return ToolResult(True, skill_text(entry), {"name": entry.name, "path": "SKILL.md"})
+        text = skill_text(entry)
+        cut = len(text) > max_chars
+        if cut:
+            text = text[:max_chars] + f"\n[... truncated at {max_chars} characters]"
+        return ToolResult(True, text, {"name": entry.name, "path": "SKILL.md"}, cut)
     try:
         text, truncated = read_resource(entry.doc.folder, path, max_chars)
     except ResourceError as exc:
