@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +37,7 @@ class SseEvent:
 
 def parse_sse(lines: Iterator[str]) -> Iterator[SseEvent]:
     """Turns SSE lines into events; comments (keepalives, progress notes) are skipped."""
-    event_id, event_type, data = 0, "message", []
+    event_id, event_type, data = 0, "message", list[str]()
     for line in lines:
         if not line:
             if data:
@@ -108,7 +108,9 @@ class CrayfishClient:
             if exc.status != 409:  # 409: it finished meanwhile, which is fine
                 raise
 
-    def events(self, task_id: str, after: int = 0, retries: int = 5) -> Iterator[SseEvent]:
+    def events(
+        self, task_id: str, after: int = 0, retries: int = 5
+    ) -> Generator[SseEvent, None, None]:
         """The task's events after `after`, reconnecting with Last-Event-ID if the stream drops."""
         failures = 0
         while True:
