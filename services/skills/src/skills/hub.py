@@ -92,7 +92,8 @@ class SkillsHub:
     async def snapshot(self) -> Snapshot:
         """The current catalog; rebuilt first when unwatched or when the bins source changed."""
         view = await self.bins.view()
-        if self.watcher is None or view.key != self._bins_key:
+        unwatched = self.watcher is None or not self.watcher.healthy
+        if unwatched or view.key != self._bins_key:
             return await self.reload()
         return self.catalog.snapshot
 

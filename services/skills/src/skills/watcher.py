@@ -32,6 +32,8 @@ class SkillsWatcher:
         self.step_ms = step_ms
         self.debounce_ms = debounce_ms
         self.rescan_ms = rescan_ms
+        # False while the watch is failing: callers then rescan on their own.
+        self.healthy = True
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -60,7 +62,9 @@ class SkillsWatcher:
             try:
                 await self._watch(roots)
             except Exception:  # the watch must never take the service down
-                log.exception("skills watcher failed; restarting")
+                if self.healthy:
+                    log.exception("skills watcher failed; rescanning per request until it works")
+                self.healthy = False
                 await self._sleep(1.0)
 
     async def _watch(self, roots: list[Path]) -> None:
@@ -74,6 +78,7 @@ class SkillsWatcher:
             yield_on_timeout=True,
             watch_filter=None,
         ):
+            self.healthy = True
             if changes:
                 log.debug("%d changes under the skills folders", len(changes))
                 await self.on_change()
