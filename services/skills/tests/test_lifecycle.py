@@ -109,6 +109,7 @@ async def test_install_warns_about_risk_and_shadowing(stub, settings, write_skil
 
 async def test_hot_reload_sees_new_changed_and_removed_skills(stub, settings, write_skill) -> None:
     first = await stub.ListSkills(skills_pb2.ListSkillsRequest())
+    await stub.GetSkillsPrompt(skills_pb2.GetSkillsPromptRequest())  # warms the prompt cache
     path = write_skill(settings.workspace_skills_dir, "fresh", description="Brand new.")
     added = await eventually(stub, lambda r: any(s.name == "fresh" for s in r.skills))
     assert any(s.name == "fresh" for s in added.skills)
@@ -117,6 +118,9 @@ async def test_hot_reload_sees_new_changed_and_removed_skills(stub, settings, wr
     path.write_text(SKILL.format(name="fresh", description="Edited."))
     edited = await eventually(stub, lambda r: any(s.description == "Edited." for s in r.skills))
     assert {s.name: s for s in edited.skills}["fresh"].description == "Edited."
+    prompt = await stub.GetSkillsPrompt(skills_pb2.GetSkillsPromptRequest())
+    assert "<description>Edited.</description>" in prompt.xml
+    assert prompt.version == edited.version
 
     path.write_text("---\ndescription: [broken\n---\n")
     broken = await eventually(stub, lambda r: bool(r.diagnostics))
