@@ -72,20 +72,32 @@ class LocalStack:
     def start(self) -> None:
         self.workspace.mkdir(parents=True, exist_ok=True)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        env = self.service_env()
-        modules = {**GRPC_SERVICES, "orchestrator": "orchestrator"}
-        for name, module in modules.items():
-            output = None
-            if self.log_dir is not None:
-                self.log_dir.mkdir(parents=True, exist_ok=True)
-                output = (self.log_dir / f"{name}.log").open("ab")
-            self.processes[name] = subprocess.Popen(
-                [sys.executable, "-m", module],
-                env=env,
-                stdout=output,
-                stderr=subprocess.STDOUT if output else None,
-                start_new_session=True,
-            )
+        for name in [*GRPC_SERVICES, "orchestrator"]:
+            self.start_one(name)
+
+    def start_one(self, name: str) -> None:
+        """Starts (or restarts) one service as a child in its own process group."""
+        module = GRPC_SERVICES.get(name, name)
+        output = None
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            output = (self.log_dir / f"{name}.log").open("ab")
+        self.processes[name] = subprocess.Popen(
+            [sys.executable, "-m", module],
+            env=self.service_env(),
+            stdout=output,
+            stderr=subprocess.STDOUT if output else None,
+            start_new_session=True,
+        )
+        if output is not None:
+            output.close()  # the child holds its own copy
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Signals one service's whole process group and waits for it to exit."""
+        proc = self.processes[name]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        proc.wait(timeout=30)
 
     def unhealthy(self) -> list[str]:
         """Names of services not (yet) answering their health check."""
