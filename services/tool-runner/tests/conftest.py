@@ -119,3 +119,34 @@ def host_processes(marker: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> Iterator[Any]:
+    """A private dockerd with the test sandbox image; skipped, with the reason, where none runs."""
+    from .dockerd import LocalDockerd
+
+    engine = LocalDockerd.start_or_none()
+    if engine is None:
+        pytest.skip(f"no local Docker engine could start: {LocalDockerd.last_reason}")
+    yield engine
+    engine.stop()
+
+
+@pytest.fixture
+async def docker_tight(
+    workspace: Path, data_dir: Path, docker_engine: Any
+) -> AsyncIterator[Runner]:
+    """A docker-backend tool-runner with small limits on the test engine."""
+    service, channel, client = await start_runner(
+        workspace,
+        data_dir,
+        sandbox="docker",
+        docker_host=docker_engine.host,
+        docker_image=docker_engine.image,
+        **TIGHT_LIMITS,
+    )
+    yield client
+    await channel.close()
+    await service.stop(0)
+    await client.toolbox.sandbox.stop()

@@ -65,6 +65,9 @@ class ToolRunnerSettings(ServiceSettings):
     docker_host: str = ""
     docker_image: str = "crayfish-sandbox:latest"
     docker_idle_seconds: float = 900.0
+    # The workspace's path as the Docker engine sees it (when the tool-runner itself runs in a
+    # container, the host path of the workspace volume); default: the workspace path.
+    docker_workspace_source: str = ""
 
     @property
     def is_root(self) -> bool:

@@ -1,0 +1,303 @@
+"""The docker backend: one hardened long-lived container per session, `docker exec` per command."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tool_runner.config import ToolRunnerSettings
+from tool_runner.sandbox.base import (
+    SANDBOX_PATH,
+    ChunkSink,
+    ExecOutcome,
+    ExecSpec,
+    Sandbox,
+    SandboxUnavailable,
+    sandbox_env,
+    sandbox_workdir,
+)
+from tool_runner.sandbox.process import Chunker
+from tool_runner.textcap import HeadTail
+
+log = logging.getLogger(__name__)
+
+# pid 1 of each container: a shell that kill(-1) cannot reach and that reaps orphans.
+KEEPER = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
+# Each command: run it, then kill everything it left behind (kill(-1) spares pid 1 and itself).
+WRAPPER = '/bin/sh -c "$1"; rc=$?; kill -9 -1 2>/dev/null; exit $rc'
+KILL_ALL = "kill -9 -1"
+LIST_BINS = 'IFS=:; for d in $PATH; do ls -1 "$d" 2>/dev/null; done'
+_BINS_CACHE: dict[tuple[str, str], list[str]] = {}
+
+
+@dataclass
+class _Session:
+    container_id: str
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    last_used: float = field(default_factory=time.monotonic)
+
+
+class DockerSandbox(Sandbox):
+    """network none, read-only root, caps dropped, no-new-privileges, non-root, pids/mem limits."""
+
+    name = "docker"
+
+    def __init__(
+        self, settings: ToolRunnerSettings, workspace: Path, chunk: tuple[int, float] = (4096, 0.1)
+    ):
+        super().__init__()
+        self.settings = settings
+        self.workspace = workspace
+        self.chunk = chunk
+        self.uid = settings.sandbox_uid if settings.is_root else os.getuid()
+        self.gid = settings.sandbox_gid if settings.is_root else os.getgid()
+        self.owner = hashlib.sha256(f"{workspace}|{settings.data_dir}".encode()).hexdigest()[:12]
+        self.sessions: dict[str, _Session] = {}
+        self.creating = asyncio.Lock()
+        self.pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="docker")
+        self.client: Any = None
+        self.reaper: asyncio.Task[None] | None = None
+
+    async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, lambda: fn(*args, **kwargs))
+
+    async def start(self) -> None:
+        import docker
+
+        host = self.settings.docker_host or os.environ.get("DOCKER_HOST", "")
+        try:
+            self.client = docker.DockerClient(base_url=host or None, timeout=60)
+            await self._call(self.client.ping)
+        except Exception as exc:
+            raise SandboxUnavailable(
+                f"cannot reach a Docker engine at {host or 'default'}: {exc}"
+            ) from exc
+        try:
+            await self._call(self.client.images.get, self.settings.docker_image)
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxUnavailable(
+                f"sandbox image {self.settings.docker_image} not found on the engine; build it "
+                "(services/tool-runner/README.md) or set TOOL_RUNNER_DOCKER_IMAGE"
+            ) from exc
+        await self._remove_labelled({"crayfish.tool-runner": self.owner})
+        self.available_bins = await self._list_bins()
+        self.reaper = asyncio.ensure_future(self._reap_idle())
+        log.info("docker sandbox ready (image %s)", self.settings.docker_image)
+
+    async def _list_bins(self) -> list[str]:
+        """Executables on the image's PATH (one throwaway container per engine and image)."""
+        key = (self.settings.docker_host, self.settings.docker_image)
+        if key not in _BINS_CACHE:
+            output = await self._call(
+                self.client.containers.run,
+                self.settings.docker_image,
+                ["/bin/sh", "-c", LIST_BINS],
+                remove=True,
+                **self._hardening(),
+            )
+            _BINS_CACHE[key] = sorted(set(output.decode(errors="replace").split()))
+        return _BINS_CACHE[key]
+
+    def _hardening(self) -> dict[str, Any]:
+        from docker.types import Mount, Ulimit
+
+        s = self.settings
+        mib = 1024 * 1024
+        return {
+            "user": f"{self.uid}:{self.gid}",
+            "network_mode": "none",
+            "read_only": True,
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"],
+            "pids_limit": s.max_processes,
+            "mem_limit": f"{s.memory_mb}m",
+            "memswap_limit": f"{s.memory_mb}m",
+            "ulimits": [
+                Ulimit(name="cpu", soft=s.cpu_seconds, hard=s.cpu_seconds),
+                Ulimit(name="fsize", soft=s.max_file_mb * mib, hard=s.max_file_mb * mib),
+                Ulimit(name="core", soft=0, hard=0),
+                Ulimit(name="nofile", soft=1024, hard=1024),
+            ],
+            "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={s.tmp_size_mb}m,mode=1777"},
+            "mounts": [
+                Mount("/workspace", s.docker_workspace_source or str(self.workspace), type="bind")
+            ],
+            "working_dir": "/workspace",
+            "environment": {"PATH": SANDBOX_PATH, "HOME": "/tmp"},
+            "hostname": "sandbox",
+        }
+
+    async def _session(self, session_id: str) -> _Session:
+        async with self.creating:
+            session = self.sessions.get(session_id)
+            if session is not None:
+                return session
+            digest = hashlib.sha256(session_id.encode()).hexdigest()[:12]
+            container = await self._call(
+                self.client.containers.run,
+                self.settings.docker_image,
+                ["/bin/sh", "-c", KEEPER],
+                detach=True,
+                name=f"crayfish-{self.owner}-{digest}",
+                labels={"crayfish.tool-runner": self.owner, "crayfish.session": session_id},
+                **self._hardening(),
+            )
+            session = self.sessions[session_id] = _Session(container.id)
+            log.info("session %s: container %s", session_id, container.id[:12])
+            return session
+
+    async def run(self, spec: ExecSpec, sink: ChunkSink | None = None) -> ExecOutcome:
+        session = await self._session(spec.session_id or "default")
+        # Commands of one session run one at a time: each cleans up all it left behind.
+        async with session.lock:
+            session.last_used = time.monotonic()
+            try:
+                return await self._exec(session.container_id, spec, sink)
+            finally:
+                session.last_used = time.monotonic()
+
+    async def _exec(self, cid: str, spec: ExecSpec, sink: ChunkSink | None) -> ExecOutcome:
+        api = self.client.api
+        started = time.monotonic()
+        created = await self._call(
+            api.exec_create,
+            cid,
+            ["/bin/sh", "-c", WRAPPER, "sh", spec.command],
+            user=f"{self.uid}:{self.gid}",
+            workdir=sandbox_workdir(spec.workdir),
+            environment=sandbox_env(spec.env),
+        )
+        exec_id = created["Id"]
+        stream = await self._call(api.exec_start, exec_id, stream=True, demux=True)
+        reader = _StreamReader(spec, sink, self.chunk)
+        loop = asyncio.get_running_loop()
+        pump = loop.run_in_executor(self.pool, reader.drain_thread, stream, loop)
+        try:
+            killed = await reader.consume(spec.limits.timeout)
+        except BaseException:
+            await self._kill_all(cid)
+            raise
+        if killed:
+            await self._kill_all(cid)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(reader.finish(), 10)
+        await asyncio.wait_for(pump, 10)
+        info = await self._call(api.exec_inspect, exec_id)
+        code = info.get("ExitCode")
+        return ExecOutcome(
+            exit_code=code if code is not None else -1,
+            stdout=reader.stdout,
+            stderr=reader.stderr,
+            duration_ms=(time.monotonic() - started) * 1000,
+            timed_out=killed == "timeout",
+            killed=killed,
+        )
+
+    async def _kill_all(self, cid: str) -> None:
+        with contextlib.suppress(Exception):
+            created = await self._call(
+                self.client.api.exec_create,
+                cid,
+                ["/bin/sh", "-c", KILL_ALL],
+                user=f"{self.uid}:{self.gid}",
+            )
+            await self._call(self.client.api.exec_start, created["Id"])
+
+    async def close_session(self, session_id: str) -> None:
+        session = self.sessions.pop(session_id, None)
+        if session is not None:
+            await self._remove(session.container_id)
+
+    async def _remove(self, cid: str) -> None:
+        with contextlib.suppress(Exception):
+            container = await self._call(self.client.containers.get, cid)
+            await self._call(container.remove, force=True)
+
+    async def _remove_labelled(self, labels: dict[str, str]) -> None:
+        wanted = [f"{k}={v}" for k, v in labels.items()]
+        for container in await self._call(
+            self.client.containers.list, all=True, filters={"label": wanted}
+        ):
+            with contextlib.suppress(Exception):
+                await self._call(container.remove, force=True)
+
+    async def _reap_idle(self) -> None:
+        idle = self.settings.docker_idle_seconds
+        while True:
+            await asyncio.sleep(max(0.2, min(30.0, idle / 4)))
+            now = time.monotonic()
+            for sid, session in list(self.sessions.items()):
+                if now - session.last_used > idle and not session.lock.locked():
+                    log.info("session %s idle for %.0fs: removing its container", sid, idle)
+                    await self.close_session(sid)
+
+    async def stop(self) -> None:
+        if self.reaper is not None:
+            self.reaper.cancel()
+        for sid in list(self.sessions):
+            await self.close_session(sid)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+class _StreamReader:
+    """Moves demuxed exec output from the SDK's blocking iterator into capped buffers."""
+
+    def __init__(self, spec: ExecSpec, sink: ChunkSink | None, chunk: tuple[int, float]):
+        self.limits = spec.limits
+        self.stdout = HeadTail(spec.limits.output_limit)
+        self.stderr = HeadTail(spec.limits.output_limit)
+        self.chunker = Chunker(sink, *chunk) if sink is not None else None
+        self.queue: asyncio.Queue[tuple[bytes | None, bytes | None] | None] = asyncio.Queue()
+
+    def drain_thread(self, stream: Any, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            for item in stream:
+                loop.call_soon_threadsafe(self.queue.put_nowait, item)
+        finally:
+            loop.call_soon_threadsafe(self.queue.put_nowait, None)
+
+    async def consume(self, wall: float) -> str:
+        """Reads until the stream ends; returns why the command must be killed, if it must."""
+        deadline = time.monotonic() + wall
+        ticker = asyncio.ensure_future(self.chunker.ticker()) if self.chunker else None
+        try:
+            while True:
+                try:
+                    item = await asyncio.wait_for(self.queue.get(), deadline - time.monotonic())
+                except TimeoutError:
+                    return "timeout"
+                if item is None:
+                    return ""
+                await self._feed(item)
+                if self.stdout.total + self.stderr.total > self.limits.output_kill_bytes:
+                    return "output limit"
+        finally:
+            if ticker is not None:
+                ticker.cancel()
+            if self.chunker is not None:
+                await self.chunker.flush("stdout")
+                await self.chunker.flush("stderr")
+
+    async def _feed(self, item: tuple[bytes | None, bytes | None]) -> None:
+        for name, data, keep in (
+            ("stdout", item[0], self.stdout),
+            ("stderr", item[1], self.stderr),
+        ):
+            if data:
+                keep.feed(data)
+                if self.chunker is not None:
+                    await self.chunker.feed(name, data)
+
+    async def finish(self) -> None:
+        """Discards what is still queued until the stream's end marker."""
+        while await self.queue.get() is not None:
+            pass

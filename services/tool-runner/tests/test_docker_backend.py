@@ -1,0 +1,98 @@
+"""The docker backend's own behaviour: one container per session, hardening, cleanup."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import docker
+import pytest
+from crayfish.common.v1 import tools_pb2
+from crayfish.tool_runner.v1 import tool_runner_pb2
+
+from .conftest import start_runner
+
+pytestmark = pytest.mark.docker
+
+
+def containers(engine) -> list:
+    return docker.DockerClient(base_url=engine.host).containers.list(all=True)
+
+
+async def test_one_hardened_container_per_session_removed_on_close(docker_tight, docker_engine):
+    first = await docker_tight.run("exec", session="alpha", command="echo $$ > /tmp/mark; id -u")
+    again = await docker_tight.run("exec", session="alpha", command="cat /tmp/mark")
+    other = await docker_tight.run("exec", session="beta", command="cat /tmp/mark")
+    assert first.ok and "65534" in first.output, first.output
+    assert again.exit_code == 0 and other.exit_code != 0  # /tmp lives as long as the session
+    running = containers(docker_engine)
+    assert len(running) == 2
+    config = running[0].attrs["HostConfig"]
+    assert config["NetworkMode"] == "none" and config["ReadonlyRootfs"]
+    assert config["CapDrop"] == ["ALL"] and "no-new-privileges" in config["SecurityOpt"]
+    assert config["PidsLimit"] == 64 and config["Memory"] == 512 * 1024 * 1024
+    assert running[0].attrs["Config"]["User"] == "65534:65534"
+    for session in ("alpha", "beta", "alpha"):
+        await docker_tight.stub.CloseSession(
+            tool_runner_pb2.CloseSessionRequest(session_id=session)
+        )
+    assert containers(docker_engine) == []
+
+
+async def test_idle_sessions_are_removed(workspace, data_dir, docker_engine):
+    service, channel, runner = await start_runner(
+        workspace,
+        data_dir,
+        sandbox="docker",
+        docker_host=docker_engine.host,
+        docker_image=docker_engine.image,
+        docker_idle_seconds=0.5,
+    )
+    try:
+        assert (await runner.sh("true")).ok
+        assert len(containers(docker_engine)) == 1
+        for _ in range(50):
+            if not containers(docker_engine):
+                break
+            await asyncio.sleep(0.1)
+        assert containers(docker_engine) == []
+        assert (await runner.sh("echo back")).ok  # a new container on demand
+    finally:
+        await channel.close()
+        await service.stop(0)
+        await runner.toolbox.sandbox.stop()
+    assert containers(docker_engine) == []
+
+
+async def test_describe_and_stream_and_files_written_are_shared(docker_tight):
+    info = await docker_tight.stub.DescribeSandbox(tool_runner_pb2.DescribeSandboxRequest())
+    assert info.backend == "docker" and not info.insecure and "python3" in info.available_bins
+    request = tools_pb2.RunToolRequest(
+        name="exec",
+        session_id="s",
+        arguments_json=json.dumps({"command": "for i in 1 2 3; do echo $i; sleep 0.3; done"}),
+    )
+    events = [e async for e in docker_tight.stub.RunToolStream(request)]
+    chunks = [e.chunk.data for e in events if e.WhichOneof("event") == "chunk"]
+    assert len(chunks) >= 2 and b"".join(chunks) == b"1\n2\n3\n"
+    await docker_tight.sh("echo from-container > made.txt")
+    read = await docker_tight.run("read_file", path="made.txt")
+    assert read.output == "from-container\n"
+    assert (docker_tight.workspace / "made.txt").stat().st_uid == 65534
+
+
+async def test_refuses_to_start_without_an_engine_or_image(workspace, data_dir, docker_engine):
+    from tool_runner.sandbox.base import SandboxUnavailable
+
+    with pytest.raises(SandboxUnavailable, match="cannot reach a Docker engine"):
+        await start_runner(
+            workspace, data_dir, sandbox="docker", docker_host=f"unix://{data_dir}/nothing.sock"
+        )
+    with pytest.raises(SandboxUnavailable, match="image nope:1 not found"):
+        await start_runner(
+            workspace,
+            data_dir,
+            sandbox="docker",
+            docker_host=docker_engine.host,
+            docker_image="nope:1",
+        )
