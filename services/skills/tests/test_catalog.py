@@ -98,3 +98,13 @@ def test_example_workspace_skills_in_the_repo_load_cleanly() -> None:
     csv = snap.get("csv-stats")
     assert csv.available and csv.doc.meta.bins == ["python3"]
     assert all(e.available and not e.doc.warnings for e in snap.entries)
+
+
+def test_a_skills_path_that_is_a_file_is_a_diagnostic(tmp_path: Path, write_skill) -> None:
+    (tmp_path / "workspace").write_text("not a folder")
+    write_skill(tmp_path / "builtin", "git")
+    snap = Catalog(roots(tmp_path), ALL).refresh(BinsView("local PATH"))
+    assert snap.names() == ["git"]
+    assert [(d.path, d.reason) for d in snap.diagnostics] == [
+        (str(tmp_path / "workspace"), "cannot list the workspace skills folder: Not a directory")
+    ]

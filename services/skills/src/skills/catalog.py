@@ -22,10 +22,13 @@ StatKey = tuple[int, int, int, int]
 
 
 def skill_folders(root: Path) -> Iterator[Path]:
-    """Sub-folders of a skills root in name order; hidden ones (.staging, .git) skipped."""
+    """Sub-folders of a skills root in name order; hidden ones (.staging, .git) skipped.
+
+    A missing root yields nothing; one that cannot be listed raises OSError.
+    """
     try:
         entries = sorted(os.scandir(root), key=lambda e: e.name)
-    except (FileNotFoundError, NotADirectoryError):
+    except FileNotFoundError:
         return
     for entry in entries:
         if not entry.name.startswith(".") and entry.is_dir():
@@ -93,7 +96,13 @@ class Catalog:
         diagnostics: list[Diagnostic] = []
         parsed: dict[Path, tuple[StatKey, SkillDoc | Diagnostic]] = {}
         for source, root in self.roots:
-            for folder in skill_folders(root):
+            try:
+                folders = list(skill_folders(root))
+            except OSError as exc:
+                reason = f"cannot list the {source} skills folder: {exc.strerror or exc}"
+                diagnostics.append(Diagnostic(str(root), reason))
+                continue
+            for folder in folders:
                 skill_file = folder / "SKILL.md"
                 try:
                     st = skill_file.stat()
