@@ -1,0 +1,85 @@
+"""The web page in headless Chromium: streamed answer, folded tool call, citations, sessions."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from crayfish_common.launcher import LocalStack
+from playwright.sync_api import expect
+
+from tests.fakes import FakeLLM, Reply
+
+SCREENSHOT = os.environ.get("CRAYFISH_E2E_SCREENSHOT")  # a path, to look at the page by hand
+
+
+def _tool_output(body: dict[str, Any]) -> str:
+    return [m for m in body["messages"] if m["role"] == "tool"][-1]["content"]
+
+
+def test_chat_turn_with_a_tool_call_and_a_citation(page: Any, stack: LocalStack, fake_llm: FakeLLM):
+    fake_llm.reply_tool_calls(("exec", {"command": "echo crayfish-$((6*7))"}))
+    fake_llm.reply_with(
+        lambda body: Reply(
+            text=(
+                f"The command printed {_tool_output(body).split()[-1]}. We chose PostgreSQL "
+                "(Source: MEMORY.md#L4-L5). <b>not bold</b>"
+            ),
+            delay=0.4,
+        )
+    )
+    page.goto(stack.url)
+    page.fill("#input", "run the magic command")
+    page.press("#input", "Enter")
+
+    user = page.locator(".msg.user .text")
+    expect(user).to_have_text("run the magic command")
+    tool = page.locator("details.tool")
+    expect(tool).to_have_count(1)
+    expect(tool.locator(".tool-name")).to_have_text("exec")
+    expect(tool.locator(".tool-args")).to_have_text("echo crayfish-$((6*7))")
+    expect(tool).to_have_class("tool ok", timeout=15_000)
+    assert tool.get_attribute("open") is None  # folded until clicked
+    tool.locator("summary").click()
+    expect(tool.locator(".tool-output")).to_contain_text("crayfish-42")
+
+    answer = page.locator(".msg.assistant .text").last
+    expect(answer).to_contain_text("The command printed crayfish-42.", timeout=15_000)
+    expect(answer).to_contain_text("<b>not bold</b>")  # model text is text, never markup
+    assert page.locator(".msg.assistant b").count() == 0
+    expect(page.locator("#send")).to_be_visible()  # the turn is over
+
+    citation = answer.locator("a.citation")
+    expect(citation).to_have_text("MEMORY.md#L4-L5")
+    citation.click()
+    viewer = page.locator("#viewer")
+    expect(viewer).to_be_visible()
+    expect(page.locator("#viewer-title")).to_have_text("MEMORY.md#L4-L5")
+    expect(viewer.locator(".line").first).to_contain_text("PostgreSQL over MySQL", timeout=30_000)
+    expect(viewer.locator(".line-no").first).to_have_text("4")
+    if SCREENSHOT:
+        page.screenshot(path=SCREENSHOT, full_page=True)
+
+
+def test_sessions_are_listed_and_reopened(page: Any, stack: LocalStack, fake_llm: FakeLLM):
+    fake_llm.reply_text("Noted: your boat is blue.")
+    page.goto(stack.url)
+    page.fill("#input", "remember my boat is blue")
+    page.click("#send")
+    expect(page.locator(".msg.assistant .text")).to_have_text("Noted: your boat is blue.")
+    entry = page.locator("#sessions li", has_text="remember my boat is blue")
+    expect(entry).to_have_count(1)
+    expect(entry).to_have_class("active")
+
+    page.click("#new-session")
+    expect(page.locator(".msg")).to_have_count(0)
+    expect(page.locator("#empty")).to_be_visible()
+
+    entry.locator(".session-open").click()
+    expect(page.locator(".msg.user .text")).to_have_text("remember my boat is blue")
+    expect(page.locator(".msg.assistant .text")).to_have_text("Noted: your boat is blue.")
+
+    fake_llm.reply_with(lambda body: Reply(text=f"{len(body['messages'])} messages of context"))
+    page.fill("#input", "what colour is my boat?")
+    page.press("#input", "Enter")
+    expect(page.locator(".msg.assistant .text").last).to_have_text("4 messages of context")
