@@ -83,3 +83,32 @@ def test_sessions_are_listed_and_reopened(page: Any, stack: LocalStack, fake_llm
     page.fill("#input", "what colour is my boat?")
     page.press("#input", "Enter")
     expect(page.locator(".msg.assistant .text").last).to_have_text("4 messages of context")
+
+
+def test_stop_cancels_a_running_turn(page: Any, stack: LocalStack, fake_llm: FakeLLM):
+    fake_llm.reply_tool_calls(("exec", {"command": "sleep 30"}))
+    fake_llm.reply_text("should never be asked for")
+    page.goto(stack.url)
+    page.fill("#input", "sleep a while")
+    page.press("#input", "Enter")
+    expect(page.locator("details.tool.running .tool-args")).to_have_text("sleep 30")
+    page.click("#stop")
+    expect(page.locator(".msg.assistant .error")).to_have_text("stopped", timeout=15_000)
+    expect(page.locator("#send")).to_be_visible()
+    assert fake_llm.pending == 1  # the model was never asked to go on
+    while fake_llm.pending:
+        fake_llm._queue.popleft()
+
+
+def test_a_session_link_reopens_the_conversation(page: Any, stack: LocalStack, fake_llm: FakeLLM):
+    fake_llm.reply_text("Paris it is.")
+    page.goto(stack.url)
+    page.fill("#input", "capital of France?")
+    page.press("#input", "Enter")
+    expect(page.locator(".msg.assistant .text")).to_have_text("Paris it is.")
+    link = page.url
+    assert "#session=" in link
+    page.goto("about:blank")
+    page.goto(link)
+    expect(page.locator(".msg.user .text")).to_have_text("capital of France?")
+    expect(page.locator(".msg.assistant .text")).to_have_text("Paris it is.")
