@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from orchestrator.api import health, memory, openai_compat, ops, sessions, skills, tasks
+from orchestrator.api import health, memory, openai_compat, ops, sessions, skills, tasks, web
 from orchestrator.api.auth import BearerAuth, BodyLimit, RequestMetrics
 from orchestrator.api.errors import install_error_handlers
 from orchestrator.config import Settings
@@ -36,7 +36,7 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    routers = [health, tasks, sessions, memory, skills, ops, openai_compat]
+    routers = [health, tasks, sessions, memory, skills, ops, openai_compat, web]
     for module in routers:
         app.include_router(module.router)
     app.add_middleware(RequestMetrics, runtime_of=lambda: app.state.runtime)
