@@ -7,12 +7,14 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from crayfish_common.launcher import LocalStack, free_port
 
 from tests.fakes import FakeLLM
 
+TOKEN = "e2e-token-7f3a"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
     "--headless",
@@ -60,6 +62,7 @@ def stack(fake_llm: FakeLLM) -> Iterator[LocalStack]:
             "CRAYFISH_MODEL": "fake-model",
             "CRAYFISH_LLM_RETRY_BASE_DELAY": "0.01",
             "CRAYFISH_AUTO_RECALL": "false",
+            "CRAYFISH_API_TOKEN": TOKEN,
         },
     )
     stack.start()
@@ -71,31 +74,52 @@ def stack(fake_llm: FakeLLM) -> Iterator[LocalStack]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _page_assets_with_token(route: Any, request: Any) -> None:
+    """Sends the token with the page and its assets only; the page's own API calls must add it.
+
+    BearerAuth guards `/` and `/static/` too (until they are opened: they hold no data), and a
+    browser cannot send a Bearer header when it loads a page.
+    """
+    path = urlsplit(request.url).path
+    headers = dict(request.headers)
+    if path == "/" or path.startswith("/static/"):
+        headers["authorization"] = f"Bearer {TOKEN}"
+    route.continue_(headers=headers)
+
+
 @pytest.fixture(scope="module")
-def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A fresh Chromium profile; never a downloaded browser build."""
+def browser() -> Iterator[Any]:
+    """Debian's Chromium (Playwright keeps each context in a fresh profile); never a download."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
     with sync_api.sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=CHROMIUM_FLAGS,
-            viewport={"width": 1280, "height": 800},
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
         )
         try:
-            yield context
+            yield browser
         finally:
-            context.close()
+            browser.close()
 
 
 @pytest.fixture
-def page(browser_context: Any) -> Iterator[Any]:
-    page = browser_context.new_page()
+def fresh_page(browser: Any) -> Iterator[Any]:
+    """A page in a new context with nothing in localStorage, failing the test on a JS error."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.route("**/*", _page_assets_with_token)
+    page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     yield page
-    page.close()
+    context.close()
     assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+@pytest.fixture
+def page(fresh_page: Any) -> Any:
+    """A page whose user typed the API token in before (it is in localStorage)."""
+    fresh_page.add_init_script(  # about:blank has no localStorage, hence the try
+        f"try {{ localStorage.setItem('crayfish.token', {TOKEN!r}); }} catch (e) {{}}"
+    )
+    return fresh_page

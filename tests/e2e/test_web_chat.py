@@ -8,6 +8,7 @@ from typing import Any
 from crayfish_common.launcher import LocalStack
 from playwright.sync_api import expect
 
+from tests.e2e.conftest import TOKEN
 from tests.fakes import FakeLLM, Reply
 
 SCREENSHOT = os.environ.get("CRAYFISH_E2E_SCREENSHOT")  # a path, to look at the page by hand
@@ -112,3 +113,22 @@ def test_a_session_link_reopens_the_conversation(page: Any, stack: LocalStack, f
     page.goto(link)
     expect(page.locator(".msg.user .text")).to_have_text("capital of France?")
     expect(page.locator(".msg.assistant .text")).to_have_text("Paris it is.")
+
+
+def test_the_token_is_asked_for_once_and_kept(
+    fresh_page: Any, stack: LocalStack, fake_llm: FakeLLM
+):
+    page = fresh_page
+    page.goto(stack.url)
+    expect(page.locator("#banner")).to_contain_text("API token")
+    expect(page.locator("#token")).to_be_visible()  # the settings fold opened by itself
+    page.fill("#token", TOKEN)
+    page.click("#save-token")
+    expect(page.locator("#banner")).to_be_hidden()
+    fake_llm.reply_text("Authenticated hello.")
+    page.fill("#input", "hi")
+    page.press("#input", "Enter")
+    expect(page.locator(".msg.assistant .text")).to_have_text("Authenticated hello.")
+    page.reload()
+    expect(page.locator("#sessions li")).not_to_have_count(0)
+    expect(page.locator("#banner")).to_be_hidden()
