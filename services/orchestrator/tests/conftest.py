@@ -22,6 +22,7 @@ TOY_TOOLS = {
     "echo": ("Repeats the text back.", {"text": {"type": "string"}}, ["text"]),
     "sleep": ("Sleeps for some seconds, then says so.", {"seconds": {"type": "number"}}, []),
     "fail": ("Always fails.", {}, []),
+    "memory_write": ("Saves a note to memory.", {"text": {"type": "string"}}, ["text"]),
 }
 
 
@@ -51,6 +52,8 @@ class ScriptedToolService(tool_runner_pb2_grpc.ToolRunnerServiceServicer):
         if request.name == "sleep":
             await asyncio.sleep(float(args.get("seconds", 0)))
             output, ok = f"slept {args.get('seconds', 0)}s", True
+        elif request.name == "memory_write":
+            output, ok = "saved to memory/today.md#L1-L1", True
         elif request.name == "echo":
             output, ok = f"echo: {args['text']}", True
         else:

@@ -11,6 +11,7 @@ import grpc
 from crayfish.memory.v1 import memory_pb2
 from crayfish.skills.v1 import skills_pb2
 
+from orchestrator.agent.compaction import Compactor
 from orchestrator.agent.llm import LLMClient
 from orchestrator.agent.loop import AgentLoop, LoopLimits
 from orchestrator.agent.prompt import SILENT_TOKEN, PromptInputs, PromptMode, build_system_prompt
@@ -49,6 +50,7 @@ class Assistant:
                 empty_content=settings.llm_empty_content,
             ),
         )
+        self.compactor = Compactor(llm, self.loop, store, settings.context_tokens)
 
     async def run_chat(
         self, task: Task, emit: Emit, on_accepted: Callable[[str], None] | None = None
@@ -64,6 +66,7 @@ class Assistant:
         recall = await self.recall(task.message, emit)
         if recall:
             outgoing["content"] = f"{task.message}\n\n{recall}"
+        history = await self.compactor.fit(task.session_id, system, history, user, emit, task.usage)
         messages = [{"role": "system", "content": system}, *history, outgoing]
         outcome = await self.loop.run(
             messages,

@@ -16,7 +16,7 @@ from orchestrator.agent.guard import RepeatGuard
 from orchestrator.agent.llm import LLMClient, LLMReply, ToolCall
 from orchestrator.agent.prompt import HEARTBEAT_TOKEN, SILENT_TOKEN
 from orchestrator.agent.pseudo_calls import CallSniffer, find_pseudo_calls, strip_call_syntax
-from orchestrator.agent.tools import ToolOutcome, ToolRegistry
+from orchestrator.agent.tools import Tool, ToolOutcome, ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -67,14 +67,17 @@ class AgentLoop:
         emit: Emit,
         persist: Persist,
         usage: dict[str, int],
+        only: set[str] | None = None,
     ) -> TurnOutcome:
+        """Runs rounds until a final answer; `only` restricts the tools offered and run."""
         guard = RepeatGuard(exact_limit=self.limits.repeat_limit)
+        tools = {n: t for n, t in self.registry.tools.items() if only is None or n in only}
         reasked = False
         for round_no in range(1, self.limits.max_rounds + 1):
-            reply, streamed = await self._ask(messages, round_no, emit, usage)
+            reply, streamed = await self._ask(messages, round_no, emit, usage, tools)
             calls, content = reply.tool_calls, reply.content
             if not calls:
-                calls, content, looks_like_call = self._recover_calls(reply.content)
+                calls, content, looks_like_call = self._recover_calls(reply.content, set(tools))
                 if looks_like_call and not reasked:
                     reasked = True
                     await emit("llm.reask", {"round": round_no, "reason": "call written as text"})
@@ -92,7 +95,9 @@ class AgentLoop:
                 messages.append(final)
                 persist([final])
                 return TurnOutcome(content, round_no, usage=usage)
-            group, stop_reason = await self._run_calls(calls, content, session_id, guard, emit)
+            group, stop_reason = await self._run_calls(
+                calls, content, session_id, guard, emit, set(tools)
+            )
             messages.extend(group)
             persist(group)
             if stop_reason:
@@ -101,7 +106,12 @@ class AgentLoop:
         return self._stop(messages, persist, self.limits.max_rounds, usage, reason)
 
     async def _ask(
-        self, messages: list[dict[str, Any]], round_no: int, emit: Emit, usage: dict[str, int]
+        self,
+        messages: list[dict[str, Any]],
+        round_no: int,
+        emit: Emit,
+        usage: dict[str, int],
+        tools: dict[str, Tool],
     ) -> tuple[LLMReply, str]:
         """The reply, and the text already streamed to the user as deltas."""
         await emit("llm.request", {"round": round_no, "messages": len(messages)})
@@ -113,7 +123,8 @@ class AgentLoop:
                 await emit("assistant.delta", {"round": round_no, "text": visible})
 
         started = time.perf_counter()
-        reply = await self.llm.complete(messages, self.registry.openai_tools() or None, on_delta)
+        offered = [t.as_openai() for t in tools.values()]
+        reply = await self.llm.complete(messages, offered or None, on_delta)
         usage["prompt_tokens"] = usage.get("prompt_tokens", 0) + reply.prompt_tokens
         usage["completion_tokens"] = usage.get("completion_tokens", 0) + reply.completion_tokens
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
@@ -130,9 +141,9 @@ class AgentLoop:
         )
         return reply, sniffer.seen
 
-    def _recover_calls(self, content: str) -> tuple[list[ToolCall], str, bool]:
+    def _recover_calls(self, content: str, known: set[str]) -> tuple[list[ToolCall], str, bool]:
         """(calls recovered from text, remaining prose, whether call syntax went unrecovered)."""
-        found, looks_like_call = find_pseudo_calls(content, set(self.registry.tools))
+        found, looks_like_call = find_pseudo_calls(content, known)
         if found:
             calls = [
                 ToolCall(f"call_{uuid.uuid4().hex[:12]}", c.name, json.dumps(c.arguments))
@@ -148,11 +159,14 @@ class AgentLoop:
         session_id: str,
         guard: RepeatGuard,
         emit: Emit,
+        allowed: set[str],
     ) -> tuple[list[dict[str, Any]], str]:
         stop_reason = ""
         for call in calls:
             stop_reason = stop_reason or (guard.check(call.name, call.arguments) or "")
-        outcomes = await asyncio.gather(*(self._run_one(c, session_id, emit) for c in calls))
+        outcomes = await asyncio.gather(
+            *(self._run_one(c, session_id, emit, allowed) for c in calls)
+        )
         assistant = {
             "role": "assistant",
             "content": content or (None if self.limits.empty_content == "null" else ""),
@@ -171,12 +185,19 @@ class AgentLoop:
         ]
         return [assistant, *results], stop_reason
 
-    async def _run_one(self, call: ToolCall, session_id: str, emit: Emit) -> ToolOutcome:
+    async def _run_one(
+        self, call: ToolCall, session_id: str, emit: Emit, allowed: set[str]
+    ) -> ToolOutcome:
         await emit(
             "tool.started", {"call_id": call.id, "tool": call.name, "arguments": call.arguments}
         )
         started = time.perf_counter()
-        outcome = await self.registry.run(call.name, call.arguments, session_id, call.id)
+        if call.name in self.registry.tools and call.name not in allowed:
+            offered = ", ".join(sorted(allowed)) or "none"
+            message = f"Error: `{call.name}` is not available now; offered tools: {offered}."
+            outcome = ToolOutcome(False, message)
+        else:
+            outcome = await self.registry.run(call.name, call.arguments, session_id, call.id)
         capped = cap_text(outcome.output, self.limits.result_max_chars)
         truncated = outcome.truncated or capped != outcome.output
         outcome.output = capped

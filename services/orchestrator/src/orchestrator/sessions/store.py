@@ -70,8 +70,25 @@ class SessionStore:
         finally:
             os.close(fd)
 
+    def append_compaction(self, session_id: str, summary: str, replaced: int) -> None:
+        """Records that the first `replaced` messages of the history are now this summary."""
+        with self._lock:
+            self._next_group += 1
+            group = self._next_group
+        record = {"g": group, "n": 1, "ts": time.time(), "compaction": {"summary": summary}}
+        record["compaction"]["replaced"] = replaced
+        fd = os.open(self.path(session_id), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
     def load(self, session_id: str) -> list[dict[str, Any]]:
-        """Every complete group's messages; a torn tail is cut off the file and logged."""
+        """The effective history: complete groups, with compactions applied.
+
+        A torn tail (a crash mid-write) is cut off the file and logged.
+        """
         path = self.path(session_id)
         try:
             raw = path.read_bytes()
@@ -82,7 +99,15 @@ class SessionStore:
             log.warning("session %s: dropping %d torn bytes", session_id, len(raw) - good_bytes)
             with path.open("r+b") as handle:
                 handle.truncate(good_bytes)
-        return [r["message"] for r in records]
+        messages: list[dict[str, Any]] = []
+        for record in records:
+            if "compaction" in record:
+                info = record["compaction"]
+                summary = {"role": "user", "content": summary_message(info["summary"])}
+                messages = [summary, *messages[int(info["replaced"]) :]]
+            else:
+                messages.append(record["message"])
+        return messages
 
     def delete(self, session_id: str) -> bool:
         try:
@@ -101,6 +126,13 @@ class SessionStore:
             )
             infos.append(SessionInfo(path.stem, len(messages), path.stat().st_mtime, title))
         return sorted(infos, key=lambda s: s.updated_at, reverse=True)
+
+
+def summary_message(summary: str) -> str:
+    return (
+        "[Summary of the earlier conversation, written when it was compacted. The rules of the "
+        "system prompt still apply.]\n" + summary.strip()
+    )
 
 
 def _complete_records(raw: bytes) -> tuple[list[dict[str, Any]], int]:

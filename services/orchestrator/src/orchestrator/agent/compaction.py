@@ -1,0 +1,134 @@
+"""Keeps a session within its token budget: prune, flush memory, then summarise old turns."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from orchestrator.agent.context import (
+    compaction_split,
+    estimate_text,
+    estimate_tokens,
+    prune_tool_results,
+)
+from orchestrator.agent.llm import LLMClient
+from orchestrator.agent.loop import AgentLoop, Emit
+from orchestrator.sessions.store import SessionStore
+
+log = logging.getLogger(__name__)
+
+# Room left for the model's answer and the turn's own tool results.
+BUDGET_SHARE = 0.7
+KEEP_TURNS = 3
+FLUSH_TOOLS = {"memory_write", "memory_search"}
+FLUSH_PROMPT = (
+    "[Crayfish] The conversation above is about to be compacted into a short summary. Before "
+    "that happens, save any durable facts worth keeping (decisions, preferences, people, dates, "
+    "todos) with `memory_write`, one short note per fact. Do not repeat what memory already "
+    "has. When done, or if there is nothing to save, reply exactly NO_REPLY."
+)
+SUMMARY_PROMPT = (
+    "Summarise the conversation below for the assistant's own later use. Keep every decision, "
+    "fact about the user, open task, file path and command result that may matter later; drop "
+    "chit-chat. Write plain prose and short lists, at most 300 words."
+)
+VISIBLE_DURING_FLUSH = {"tool.started", "tool.finished"}
+
+
+class Compactor:
+    """Fits history into the budget; persists a compaction so it is done once, not per turn."""
+
+    def __init__(
+        self, llm: LLMClient, loop: AgentLoop, store: SessionStore, context_tokens: int
+    ) -> None:
+        self.llm = llm
+        self.loop = loop
+        self.store = store
+        self.context_tokens = context_tokens
+
+    def budget(self, system: str) -> int:
+        return int(self.context_tokens * BUDGET_SHARE) - estimate_text(system)
+
+    async def fit(
+        self,
+        session_id: str,
+        system: str,
+        history: list[dict[str, Any]],
+        incoming: dict[str, Any],
+        emit: Emit,
+        usage: dict[str, int],
+    ) -> list[dict[str, Any]]:
+        """History to send with `incoming`: as is, pruned, or compacted (and persisted)."""
+        budget = self.budget(system)
+        if estimate_tokens([*history, incoming]) <= budget:
+            return history
+        pruned, count = prune_tool_results(history, KEEP_TURNS)
+        if count:
+            await emit("context.pruned", {"tool_results": count})
+        if estimate_tokens([*pruned, incoming]) <= budget:
+            return pruned
+        # Compact down to half the budget, so the next turns do not compact again at once.
+        cut = compaction_split([*pruned, incoming], budget // 2)
+        if cut <= 0:
+            return pruned
+        old = history[:cut]
+        await self._flush_memory(session_id, system, pruned[:cut], emit, usage)
+        summary = await self._summarise(old, usage)
+        self.store.append_compaction(session_id, summary, cut)
+        compacted = self.store.load(session_id)
+        # The current user message was persisted before this ran; it is sent separately.
+        if compacted and compacted[-1] == incoming:
+            compacted = compacted[:-1]
+        await emit(
+            "context.compacted",
+            {"replaced_messages": cut, "tokens_before": estimate_tokens(history)},
+        )
+        return prune_tool_results(compacted, KEEP_TURNS)[0]
+
+    async def _flush_memory(
+        self,
+        session_id: str,
+        system: str,
+        old: list[dict[str, Any]],
+        emit: Emit,
+        usage: dict[str, int],
+    ) -> None:
+        """A silent turn in which the model may save durable facts before they are summarised."""
+        if not FLUSH_TOOLS & set(self.loop.registry.tools):
+            return
+        messages = [{"role": "system", "content": system}, *old]
+        messages.append({"role": "user", "content": FLUSH_PROMPT})
+
+        async def quiet(type_: str, data: dict[str, Any]) -> None:
+            if type_ in VISIBLE_DURING_FLUSH:
+                await emit(type_, {**data, "phase": "memory_flush"})
+
+        await emit("memory.flush", {"messages": len(old)})
+        try:
+            await self.loop.run(messages, session_id, quiet, lambda _: None, usage, FLUSH_TOOLS)
+        except Exception as exc:  # a failed flush must not lose the user's turn
+            log.warning("memory flush failed: %s", exc)
+
+    async def _summarise(self, old: list[dict[str, Any]], usage: dict[str, int]) -> str:
+        request = [
+            {"role": "system", "content": SUMMARY_PROMPT},
+            {"role": "user", "content": transcript(old)},
+        ]
+        reply = await self.llm.complete(request)
+        usage["prompt_tokens"] = usage.get("prompt_tokens", 0) + reply.prompt_tokens
+        usage["completion_tokens"] = usage.get("completion_tokens", 0) + reply.completion_tokens
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        return reply.content.strip() or "(the earlier conversation had nothing worth keeping)"
+
+
+def transcript(messages: list[dict[str, Any]], max_chars_each: int = 2000) -> str:
+    """Plain-text rendering of messages, so summarising never sends tool groups."""
+    lines = []
+    for message in messages:
+        role = message.get("role", "?")
+        content = str(message.get("content") or "")[:max_chars_each]
+        if message.get("tool_calls"):
+            calls = ", ".join(c["function"]["name"] for c in message["tool_calls"])
+            content = f"{content} [called: {calls}]".strip()
+        lines.append(f"{role}: {content}")
+    return "\n".join(lines)

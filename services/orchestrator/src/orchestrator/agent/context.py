@@ -1,0 +1,68 @@
+"""Context budget: estimate tokens, prune old tool results, pick what compaction replaces."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+# No tokenizer of an arbitrary provider's model installs offline, so tokens are estimated:
+# ~4 characters per token for Latin text, 1 per CJK character, +4 per message for framing.
+# The estimate errs high for English and is close for Chinese, so budgets stay safe.
+MESSAGE_OVERHEAD = 4
+PRUNED_MARKER = "[older tool result pruned to save context; {chars} chars]"
+
+
+def _is_wide(char: str) -> bool:
+    code = ord(char)
+    return 0x2E80 <= code <= 0x9FFF or 0xAC00 <= code <= 0xD7AF or 0xF900 <= code <= 0xFAFF
+
+
+def estimate_text(text: str) -> int:
+    wide = sum(1 for c in text if _is_wide(c))
+    return wide + (len(text) - wide + 3) // 4
+
+
+def estimate_tokens(messages: list[dict[str, Any]]) -> int:
+    total = 0
+    for message in messages:
+        total += MESSAGE_OVERHEAD + estimate_text(str(message.get("content") or ""))
+        if message.get("tool_calls"):
+            total += estimate_text(json.dumps(message["tool_calls"], ensure_ascii=False))
+    return total
+
+
+def turn_starts(messages: list[dict[str, Any]]) -> list[int]:
+    """Indexes of user messages: the only places history may be cut (groups stay whole)."""
+    return [i for i, m in enumerate(messages) if m.get("role") == "user"]
+
+
+def prune_tool_results(
+    messages: list[dict[str, Any]], keep_turns: int, keep_chars: int = 300
+) -> tuple[list[dict[str, Any]], int]:
+    """Copies messages with tool results before the last keep_turns turns shortened."""
+    starts = turn_starts(messages)
+    boundary = starts[-keep_turns] if len(starts) >= keep_turns > 0 else 0
+    pruned, count = [], 0
+    for index, message in enumerate(messages):
+        content = str(message.get("content") or "")
+        if index < boundary and message.get("role") == "tool" and len(content) > keep_chars:
+            marker = PRUNED_MARKER.format(chars=len(content))
+            message = {**message, "content": content[:keep_chars] + "\n" + marker}
+            count += 1
+        pruned.append(message)
+    return pruned, count
+
+
+def compaction_split(messages: list[dict[str, Any]], target: int) -> int:
+    """How many leading messages to summarise so the rest fits target (0 = nothing to cut).
+
+    The cut is always at a user message, so a tool-call group is never split; the latest
+    turn is always kept verbatim, even when it alone is over the target.
+    """
+    starts = turn_starts(messages)
+    if len(starts) < 2:
+        return 0
+    for cut in starts[1:]:
+        if estimate_tokens(messages[cut:]) <= target:
+            return cut
+    return starts[-1]
