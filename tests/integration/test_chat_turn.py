@@ -72,20 +72,42 @@ def test_session_continues_with_history(api: httpx.Client, fake_llm: FakeLLM):
     assert result == "I have 4 messages of context."  # system, user, assistant, user
 
 
-def test_event_stream_tells_the_story(api: httpx.Client, fake_llm: FakeLLM):
-    fake_llm.reply_tool_calls(("exec", {"command": "echo streamed"}))
-    fake_llm.reply_text("all done")
-    task_id = api.post("/api/chat", json={"message": "go"}).json()["task_id"]
-    types = []
-    with api.stream("GET", f"/api/tasks/{task_id}/events") as response:
+def read_events(api: httpx.Client, task_id: str, last_id: int = 0) -> list[dict[str, Any]]:
+    headers = {"Last-Event-ID": str(last_id)} if last_id else {}
+    events = []
+    with api.stream("GET", f"/api/tasks/{task_id}/events", headers=headers) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         for line in response.iter_lines():
-            if line.startswith("event: "):
-                types.append(line.removeprefix("event: "))
-    for expected in ("task.started", "llm.request", "tool.started", "tool.finished"):
+            if line.startswith("data: "):
+                events.append(json.loads(line.removeprefix("data: ")))
+    return events
+
+
+def test_event_stream_tells_the_story(api: httpx.Client, fake_llm: FakeLLM):
+    fake_llm.reply_tool_calls(("exec", {"command": "echo streamed-$((40+2))"}))
+    fake_llm.reply_text("all done")
+    task_id = api.post("/api/chat", json={"message": "go"}).json()["task_id"]
+    events = read_events(api, task_id)
+    types = [e["type"] for e in events]
+    for expected in ("task.started", "llm.request", "llm.response", "tool.started"):
         assert expected in types
     assert types[-1] == "task.completed"
     assert types.index("tool.finished") < types.index("assistant.message")
+    output = "".join(e["text"] for e in events if e["type"] == "tool.output")
+    assert "streamed-42" in output  # the command's output streamed as it ran
+    finished = next(e for e in events if e["type"] == "tool.finished")
+    assert finished["exit_code"] == 0 and finished["duration_ms"] > 0
+    ids = [e["id"] for e in events]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+
+
+def test_reconnecting_with_last_event_id_misses_nothing(api: httpx.Client, fake_llm: FakeLLM):
+    fake_llm.reply_text("one two three")
+    task_id = api.post("/api/chat", json={"message": "go"}).json()["task_id"]
+    everything = read_events(api, task_id)
+    middle = everything[len(everything) // 2]["id"]
+    rest = read_events(api, task_id, last_id=middle)
+    assert [e["id"] for e in rest] == [e["id"] for e in everything if e["id"] > middle]
 
 
 def test_openai_compatible_completion(api: httpx.Client, fake_llm: FakeLLM):

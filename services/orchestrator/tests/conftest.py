@@ -61,6 +61,12 @@ class ScriptedToolService(tool_runner_pb2_grpc.ToolRunnerServiceServicer):
         self.calls.append((request.name, args, started, time.monotonic()))
         return tools_pb2.RunToolResponse(ok=ok, output=output)
 
+    async def RunToolStream(self, request, context):
+        result = await self.RunTool(request, context)
+        chunk = tool_runner_pb2.OutputChunk(stream="stdout", data=result.output.encode())
+        yield tool_runner_pb2.RunToolEvent(chunk=chunk)
+        yield tool_runner_pb2.RunToolEvent(result=result)
+
     async def DescribeSandbox(self, request, context):
         return tool_runner_pb2.DescribeSandboxResponse(backend="scripted")
 

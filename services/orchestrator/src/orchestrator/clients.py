@@ -65,6 +65,12 @@ class ServiceClients:
     ) -> tools_pb2.RunToolResponse:
         return await self.tool_stubs[service].RunTool(request, timeout=deadline)
 
+    def run_tool_stream(
+        self, request: tools_pb2.RunToolRequest, deadline: float
+    ) -> grpc.aio.UnaryStreamCall:
+        """Streams a tool-runner call: output chunks, then the result."""
+        return self.tool_runner.RunToolStream(request, timeout=deadline)
+
     async def describe_sandbox(self) -> tool_runner_pb2.DescribeSandboxResponse:
         return await self.tool_runner.DescribeSandbox(
             tool_runner_pb2.DescribeSandboxRequest(), timeout=self.settings.rpc_timeout

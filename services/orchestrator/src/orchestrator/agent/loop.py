@@ -197,7 +197,14 @@ class AgentLoop:
             message = f"Error: `{call.name}` is not available now; offered tools: {offered}."
             outcome = ToolOutcome(False, message)
         else:
-            outcome = await self.registry.run(call.name, call.arguments, session_id, call.id)
+
+            async def on_output(stream: str, text: str) -> None:
+                data = {"call_id": call.id, "tool": call.name, "stream": stream, "text": text}
+                await emit("tool.output", data)
+
+            outcome = await self.registry.run(
+                call.name, call.arguments, session_id, call.id, on_output
+            )
         capped = cap_text(outcome.output, self.limits.result_max_chars)
         truncated = outcome.truncated or capped != outcome.output
         outcome.output = capped

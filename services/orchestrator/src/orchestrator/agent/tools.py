@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,7 @@ from orchestrator.clients import ServiceClients
 log = logging.getLogger(__name__)
 
 TOOL_SERVICES = ("tool-runner", "memory", "skills")
+OutputCallback = Callable[[str, str], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,14 @@ class ToolRegistry:
         return [t.as_openai() for t in self.tools.values()]
 
     async def run(
-        self, name: str, raw_arguments: str, session_id: str, call_id: str
+        self,
+        name: str,
+        raw_arguments: str,
+        session_id: str,
+        call_id: str,
+        on_output: OutputCallback | None = None,
     ) -> ToolOutcome:
+        """Runs a call; tool-runner output is streamed to on_output as it arrives."""
         tool = self.tools.get(name)
         if tool is None:
             known = ", ".join(sorted(self.tools)) or "none"
@@ -97,7 +105,10 @@ class ToolRegistry:
             call_id=call_id,
         )
         try:
-            reply = await self.clients.run_tool(tool.service, request, self.tool_timeout)
+            if on_output is not None and tool.service == "tool-runner":
+                reply = await self._stream(request, on_output)
+            else:
+                reply = await self.clients.run_tool(tool.service, request, self.tool_timeout)
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                 return ToolOutcome(False, f"Error: `{name}` timed out after {self.tool_timeout}s.")
@@ -106,6 +117,20 @@ class ToolRegistry:
             )
         output = reply.output if reply.ok else (reply.output or f"Error: {reply.error}")
         return ToolOutcome(reply.ok, output, reply.exit_code, reply.duration_ms, reply.truncated)
+
+    async def _stream(
+        self, request: tools_pb2.RunToolRequest, on_output: OutputCallback
+    ) -> tools_pb2.RunToolResponse:
+        result = None
+        async for event in self.clients.run_tool_stream(request, self.tool_timeout):
+            if event.HasField("chunk"):
+                text = event.chunk.data.decode("utf-8", errors="replace")
+                await on_output(event.chunk.stream, text)
+            elif event.HasField("result"):
+                result = event.result
+        if result is None:
+            return tools_pb2.RunToolResponse(ok=False, output="Error: the tool gave no result.")
+        return result
 
 
 def parse_arguments(raw: str, schema: dict[str, Any]) -> tuple[dict[str, Any], str]:
