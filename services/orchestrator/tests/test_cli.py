@@ -127,7 +127,8 @@ def test_a_failed_tool_shows_a_cross_and_the_exit_code(stack: LocalStack, llm: F
     llm.reply_text("The command failed.")
     done = crayfish(stack.url, "ask", "try it")
     assert done.returncode == 0  # the turn itself completed
-    assert "✗ exec exit 3" in done.stderr
+    failed = next(line for line in done.stderr.splitlines() if line.startswith("✗"))
+    assert failed.startswith("✗ exec exit 3 · ") and failed.endswith("nope")
 
 
 def test_a_failed_turn_exits_1_with_the_reason(stack: LocalStack, llm: FakeLLM):

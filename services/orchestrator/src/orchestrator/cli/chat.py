@@ -48,7 +48,7 @@ def chat(client: CrayfishClient, session_id: str | None, *, verbose: bool) -> in
         import readline  # noqa: F401  (line editing and history for input())
     except ImportError:
         pass
-    sys.stderr.write(style.dim(f"Crayfish at {client.base_url}. {CHAT_HELP}\n"))
+    sys.stderr.write(style.dim(f"Crayfish at {client.base_url}. {CHAT_HELP}") + "\n")
     while True:
         try:
             line = input(style.bold("you› ") if sys.stdin.isatty() else "")
@@ -65,7 +65,7 @@ def chat(client: CrayfishClient, session_id: str | None, *, verbose: bool) -> in
             return 0
         if message == "/new":
             session_id = None
-            sys.stderr.write(style.dim("new session\n"))
+            sys.stderr.write(style.dim("new session") + "\n")
             continue
         if message == "/session":
             sys.stderr.write(f"{session_id or '(new; created by the next message)'}\n")
@@ -73,7 +73,7 @@ def chat(client: CrayfishClient, session_id: str | None, *, verbose: bool) -> in
         printer = TurnPrinter(sys.stdout, sys.stderr, live=True, quiet=False, verbose=verbose)
         outcome = Turn(client, printer).run(message, session_id)
         if session_id is None:
-            sys.stderr.write(style.dim(f"(session {outcome.session_id})\n"))
+            sys.stderr.write(style.dim(f"(session {outcome.session_id})") + "\n")
         session_id = outcome.session_id
         if not outcome.ok:
             report_failure(outcome, sys.stderr)

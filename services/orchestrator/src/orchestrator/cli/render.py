@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any, TextIO
 
 ARG_KEYS = ("command", "path", "query", "name", "pattern", "url", "content")
@@ -56,6 +57,15 @@ def short_args(arguments: Any) -> str:
                 return shorten(arguments[key])
         return shorten(json.dumps(arguments, ensure_ascii=False))
     return shorten(str(arguments))
+
+
+NOISE = re.compile(r"^(exit code: -?\d+|stdout:|stderr:|\(empty\))$")
+
+
+def gist(output: str) -> str:
+    """The line of a failed tool's output most worth a glance: its last meaningful one."""
+    lines = [x.strip() for x in output.splitlines() if x.strip() and not NOISE.match(x.strip())]
+    return lines[-1] if lines else ""
 
 
 def format_duration(ms: Any) -> str:
@@ -125,7 +135,7 @@ class TurnPrinter:
         if data.get("ok") and exit_code in (None, 0):
             return s.green("✓ ") + f"{name} " + s.dim(took)
         code = f"exit {exit_code} · " if exit_code not in (None, 0) else ""
-        first = shorten(str(data.get("output", "")).strip(), 60)
+        first = shorten(gist(str(data.get("output", ""))), 60)
         return s.red("✗ ") + f"{name} " + s.dim(f"{code}{took}") + (f"  {first}" if first else "")
 
     def end_answer(self) -> None:
