@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import pytest
 from crayfish_common.launcher import LocalStack
 from playwright.sync_api import expect
 
 from tests.e2e.conftest import TOKEN
 from tests.fakes import FakeLLM, Reply
+
+pytestmark = pytest.mark.slow  # starts the whole stack
 
 SCREENSHOT = os.environ.get("CRAYFISH_E2E_SCREENSHOT")  # a path, to look at the page by hand
 
@@ -24,7 +27,7 @@ def test_chat_turn_with_a_tool_call_and_a_citation(page: Any, stack: LocalStack,
         lambda body: Reply(
             text=(
                 f"The command printed {_tool_output(body).split()[-1]}. We chose PostgreSQL "
-                "(Source: MEMORY.md#L4-L5). <b>not bold</b>"
+                "(Source: MEMORY.md#L4-L5). <b>not bold</b> **bold**\n```sh\necho hi\n```\nend"
             ),
             delay=0.4,
         )
@@ -48,6 +51,8 @@ def test_chat_turn_with_a_tool_call_and_a_citation(page: Any, stack: LocalStack,
     expect(answer).to_contain_text("The command printed crayfish-42.", timeout=15_000)
     expect(answer).to_contain_text("<b>not bold</b>")  # model text is text, never markup
     assert page.locator(".msg.assistant b").count() == 0
+    expect(answer.locator("strong")).to_have_text("bold")
+    expect(answer.locator("pre.code")).to_have_text("echo hi")
     expect(page.locator("#send")).to_be_visible()  # the turn is over
 
     citation = answer.locator("a.citation")

@@ -19,6 +19,8 @@ from crayfish_common.launcher import LocalStack, free_port
 
 from tests.fakes import FakeLLM, Reply
 
+pytestmark = pytest.mark.slow  # starts the whole stack
+
 MEMORY_MD = """# Memory
 
 ## Decisions

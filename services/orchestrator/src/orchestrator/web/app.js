@@ -4,6 +4,7 @@
 const TOKEN_KEY = "crayfish.token";
 const TERMINAL = new Set(["task.completed", "task.failed", "task.cancelled"]);
 const CITATION = /([A-Za-z0-9_][A-Za-z0-9_.\/-]*)#L(\d+)(?:-L?(\d+))?/g;
+const FENCE = /```[^\n]*\n([\s\S]*?)```/g;
 const ARG_KEYS = ["command", "path", "query", "name", "pattern", "url"];
 
 const $ = (id) => document.getElementById(id);
@@ -114,9 +115,8 @@ async function followTask(taskId, onEvent) {
 
 // ---- rendering ---------------------------------------------------------------------------
 
-// Text with `path#Lx-Ly` citations turned into links that open those lines.
-function renderText(node, text) {
-  node.replaceChildren();
+// Citations `path#Lx-Ly` become links that open those lines.
+function appendCitations(node, text) {
   let at = 0;
   for (const match of text.matchAll(CITATION)) {
     node.append(document.createTextNode(text.slice(at, match.index)));
@@ -129,6 +129,38 @@ function renderText(node, text) {
     at = match.index + match[0].length;
   }
   node.append(document.createTextNode(text.slice(at)));
+}
+
+// The little Markdown answers lean on: `code`, **bold**; built as nodes, never as HTML.
+function appendInline(node, text) {
+  for (const part of text.split(/(`[^`\n]+`|\*\*[^*\n]+\*\*)/)) {
+    if (part.length > 2 && part.startsWith("`") && part.endsWith("`")) {
+      const code = el("code");
+      appendCitations(code, part.slice(1, -1));
+      node.append(code);
+    } else if (part.length > 4 && part.startsWith("**") && part.endsWith("**")) {
+      const strong = el("strong");
+      appendCitations(strong, part.slice(2, -2));
+      node.append(strong);
+    } else {
+      appendCitations(node, part);
+    }
+  }
+}
+
+// Renders answer text: fenced code blocks, inline code, bold and citation links.
+function renderText(node, text) {
+  node.replaceChildren();
+  let at = 0;
+  for (const match of text.matchAll(FENCE)) {
+    appendInline(node, text.slice(at, match.index).replace(/\n$/, ""));
+    const pre = el("pre", "code");
+    pre.append(el("code", "", match[1].replace(/\n$/, "")));
+    node.append(pre);
+    at = match.index + match[0].length;
+    if (text[at] === "\n") at += 1; // the block already ends the line
+  }
+  appendInline(node, text.slice(at));
 }
 
 function shortArgs(raw) {
@@ -164,8 +196,10 @@ class TurnView {
   text(chunk) {
     if (!this.textBlock) {
       this.textBlock = el("div", "text");
+      this.textBlock.raw = "";
       this.root.append(this.textBlock);
     }
+    this.textBlock.raw += chunk;
     this.textBlock.append(document.createTextNode(chunk));
     scrollDown();
   }
@@ -173,7 +207,7 @@ class TurnView {
   finalText(text) {
     if (!this.textBlock && text) this.text(text);
     // Streamed text is whole once the message arrives: re-render it with citation links.
-    for (const block of this.root.querySelectorAll(".text")) renderText(block, block.textContent);
+    for (const block of this.root.querySelectorAll(".text")) renderText(block, block.raw);
     if (!text && !this.root.querySelector(".text")) this.note("(no reply)");
   }
 
@@ -219,7 +253,7 @@ class TurnView {
   recall(citations) {
     if (!citations || !citations.length) return;
     const line = el("div", "note");
-    renderText(line, "recalled " + citations.join(", "));
+    appendCitations(line, "recalled " + citations.join(", "));
     this.root.append(line);
   }
 
