@@ -161,12 +161,13 @@ class AgentLoop:
         emit: Emit,
         allowed: set[str],
     ) -> tuple[list[dict[str, Any]], str]:
-        stop_reason = ""
-        for call in calls:
-            stop_reason = stop_reason or (guard.check(call.name, call.arguments) or "")
         outcomes = await asyncio.gather(
             *(self._run_one(c, session_id, emit, allowed) for c in calls)
         )
+        stop_reason = ""
+        for call, outcome in zip(calls, outcomes, strict=True):
+            reason = guard.check(call.name, call.arguments, outcome.output)
+            stop_reason = stop_reason or (reason or "")
         assistant = {
             "role": "assistant",
             "content": content or (None if self.limits.empty_content == "null" else ""),
