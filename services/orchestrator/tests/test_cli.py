@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 from crayfish_common.launcher import LocalStack, free_port
+from orchestrator.cli.api import CrayfishClient
 
 from tests.fakes import FakeLLM, Reply
 
@@ -275,3 +276,18 @@ def _wait_http(url: str, timeout: float = 30) -> None:
             pass
         time.sleep(0.1)
     raise TimeoutError(f"{url} did not answer")
+
+
+def test_the_client_resumes_a_stream_after_the_last_event_it_saw(stack: LocalStack, llm: FakeLLM):
+    llm.reply_tool_calls(("exec", {"command": "echo resumed"}))
+    llm.reply_text("ok")
+    client = CrayfishClient(stack.url)
+    try:
+        task_id = client.chat("go")["task_id"]
+        everything = list(client.events(task_id))
+        seen = everything[len(everything) // 2].id
+        resumed = list(client.events(task_id, after=seen))
+    finally:
+        client.close()
+    assert [e.id for e in resumed] == [e.id for e in everything if e.id > seen]
+    assert resumed[-1].type == "task.completed"
