@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 
+import grpc
 from crayfish.common.v1 import tools_pb2
 
 from .conftest import host_processes
@@ -146,3 +148,38 @@ async def test_cancelled_stream_kills_the_command(runner):
             break
         await asyncio.sleep(0.1)
     assert host_processes(mark) == []
+
+
+HOLD_ALL_PROCESSES = """
+import os, time
+n = 0
+while True:
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    n += 1
+open('forked', 'w').write(str(n))
+time.sleep(30)
+"""
+
+
+async def test_a_session_at_its_process_limit_does_not_block_another(tight):
+    await tight.run("write_file", path="hog.py", content=HOLD_ALL_PROCESSES)
+    hog = asyncio.ensure_future(
+        tight.run("exec", session="hog", command="python3 hog.py", timeout=8)
+    )
+    for _ in range(100):
+        await asyncio.sleep(0.1)
+        if count := await tight.run("read_file", path="forked"):
+            if count.ok and count.output:
+                break
+    assert 0 < int(count.output) < 64, "the hog should stop at its process limit"
+    other = await tight.run("exec", session="other", command="sh -c 'echo nested' | cat")
+    assert other.exit_code == 0 and "nested" in other.output
+    hog.cancel()
+    with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
+        await hog

@@ -25,18 +25,7 @@ from tool_runner.sandbox.process import run_process
 log = logging.getLogger(__name__)
 
 # Read-only pieces of the host's /etc a command needs (never shadow, never the service's files).
-ETC_FILES = [
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "alternatives",
-    "localtime",
-    "ssl",
-    "ca-certificates",
-    "mime.types",
-    "magic",
-    "nsswitch.conf",
-]
+ETC_FILES = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime"]
 ROOT_LINKS = ["bin", "lib", "lib32", "lib64", "libx32", "sbin"]
 
 

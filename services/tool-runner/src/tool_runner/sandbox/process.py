@@ -76,6 +76,13 @@ def kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+def _close_pipes(proc: asyncio.subprocess.Process) -> None:
+    """Closes pipes killed strays may still hold (asyncio has no public way to do this)."""
+    transport = getattr(proc, "_transport", None)
+    if transport is not None:
+        transport.close()
+
+
 async def run_process(
     argv: list[str],
     limits: Limits,
@@ -106,6 +113,7 @@ async def run_process(
         state.killed = await _supervise(proc, pumps, state, limits.timeout, kill)
     except BaseException:
         kill(proc.pid)
+        _close_pipes(proc)  # now: the awaits below may be cancelled too
         state.killed = "cancelled"
         raise
     finally:
@@ -118,6 +126,8 @@ async def run_process(
             kill(proc.pid)
             with contextlib.suppress(ProcessLookupError):
                 await proc.wait()
+        _close_pipes(proc)
+        await asyncio.sleep(0)  # let the pipe transports finish closing
     if chunker is not None:
         await chunker.flush("stdout")
         await chunker.flush("stderr")
