@@ -1,0 +1,101 @@
+"""The HTTP layer in-process: auth, body limits, content types, error shapes, OpenAPI."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from orchestrator.app import create_app
+from orchestrator.config import Settings
+
+from tests.fakes import FakeLLM
+
+from .conftest import make_settings
+
+
+@pytest.fixture
+def client(tmp_path: Path, fake_llm: FakeLLM) -> Iterator[TestClient]:
+    settings = make_settings(
+        tmp_path,
+        fake_llm.base_url,
+        1,
+        CRAYFISH_API_TOKEN="s3cret-token",
+        CRAYFISH_MAX_BODY_BYTES=2000,
+    )
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+AUTH = {"Authorization": "Bearer s3cret-token"}
+
+
+def test_healthz_is_open_everything_else_needs_the_token(client: TestClient) -> None:
+    assert client.get("/healthz").status_code == 200
+    for method, path in [("GET", "/api/sessions"), ("POST", "/api/chat"), ("GET", "/v1/models")]:
+        reply = client.request(method, path)
+        assert reply.status_code == 401, path
+        assert reply.json()["error"]["type"] == "authentication_error"
+    wrong = client.get("/api/sessions", headers={"Authorization": "Bearer s3cret-tokeX"})
+    assert wrong.status_code == 401
+    assert client.get("/api/sessions", headers=AUTH).status_code == 200
+
+
+def test_oversized_bodies_are_refused_before_reading(client: TestClient) -> None:
+    reply = client.post("/api/chat", headers=AUTH, json={"message": "x" * 5000})
+    assert reply.status_code == 413
+    assert "over 2000 bytes" in reply.json()["error"]["message"]
+
+
+def test_wrong_content_type_and_bad_json(client: TestClient) -> None:
+    as_text = client.post(
+        "/api/chat", headers={**AUTH, "content-type": "text/plain"}, content=b"hello"
+    )
+    assert as_text.status_code == 400 and "error" in as_text.json()
+    broken = client.post(
+        "/api/chat", headers={**AUTH, "content-type": "application/json"}, content=b'{"message":'
+    )
+    assert broken.status_code == 400
+    missing = client.post("/api/chat", headers=AUTH, json={"msg": "hi"})
+    assert missing.status_code == 400 and "message" in missing.json()["error"]["message"]
+
+
+def test_unknown_things_are_404_with_json(client: TestClient) -> None:
+    for path in ("/api/tasks/nope", "/api/sessions/nope", "/api/tasks/nope/events", "/nope"):
+        reply = client.get(path, headers=AUTH)
+        assert reply.status_code == 404, path
+        assert reply.json()["error"]["message"]
+
+
+def test_dead_dependencies_make_readyz_503_with_reasons(client: TestClient) -> None:
+    reply = client.get("/readyz", headers=AUTH)
+    assert reply.status_code == 503
+    body = reply.json()
+    assert body["ready"] is False
+    assert all(not d["ok"] and d["detail"] for d in body["dependencies"])
+    skills = client.get("/api/skills", headers=AUTH)
+    assert skills.status_code == 503 and "skills service" in skills.json()["error"]["message"]
+
+
+def test_openapi_documents_every_route_with_schemas(client: TestClient) -> None:
+    spec = client.get("/openapi.json", headers=AUTH).json()
+    paths = spec["paths"]
+    for path in (
+        "/api/chat",
+        "/api/tasks/{task_id}",
+        "/api/sessions",
+        "/api/memory/search",
+        "/api/skills",
+        "/v1/chat/completions",
+        "/v1/models",
+        "/metrics",
+    ):
+        assert path in paths, path
+    chat = paths["/api/chat"]["post"]
+    assert "ChatRequest" in str(chat["requestBody"]) and "ChatAccepted" in str(chat["responses"])
+
+
+def test_a_token_is_required_to_listen_beyond_loopback() -> None:
+    with pytest.raises(ValueError, match="CRAYFISH_API_TOKEN"):
+        Settings(CRAYFISH_HTTP_HOST="0.0.0.0")  # type: ignore[call-arg]
