@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
 from collections import deque
@@ -196,6 +197,12 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = 30
     fake: FakeLLM
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and chunks go out as separate small writes: without this, Nagle's algorithm
+        # and delayed ACKs add ~40 ms per request, which would swamp every latency we measure.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("fake LLM: " + format, *args)
