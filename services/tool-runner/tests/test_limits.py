@@ -183,3 +183,16 @@ async def test_a_session_at_its_process_limit_does_not_block_another(tight):
     hog.cancel()
     with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
         await hog
+
+
+async def test_streamed_chunks_never_split_a_utf8_character(runner):
+    # 3-byte characters against 4096-byte chunks: most cuts would land mid-character.
+    command = "python3 -c \"import sys; sys.stdout.write('龙虾' * 5000)\""
+    request = tools_pb2.RunToolRequest(name="exec", arguments_json=json.dumps({"command": command}))
+    chunks = [
+        e.chunk.data
+        async for e in runner.stub.RunToolStream(request)
+        if e.WhichOneof("event") == "chunk"
+    ]
+    assert len(chunks) > 2
+    assert "".join(c.decode("utf-8") for c in chunks) == "龙虾" * 5000

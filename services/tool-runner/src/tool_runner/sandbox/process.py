@@ -18,6 +18,16 @@ READ_SIZE = 65536
 DRAIN_GRACE = 0.5
 
 
+def utf8_boundary(buf: bytearray, end: int) -> int:
+    """The largest cut <= end that does not split a UTF-8 character (end for non-UTF-8 bytes)."""
+    for back in range(1, min(4, end) + 1):
+        byte = buf[end - back]
+        if byte & 0xC0 != 0x80:  # a lead byte or ASCII, not a continuation byte
+            width = 1 if byte < 0x80 else 4 if byte >= 0xF0 else 3 if byte >= 0xE0 else 2
+            return end if back >= width else end - back
+    return end
+
+
 class Chunker:
     """Batches output for streaming: a chunk is sent when big enough or old enough."""
 
@@ -32,13 +42,24 @@ class Chunker:
             self.born[stream] = time.monotonic()
         buf += data
         if len(buf) >= self.size or time.monotonic() - self.born[stream] >= self.interval:
-            await self.flush(stream)
+            await self.flush(stream, final=False)
 
-    async def flush(self, stream: str) -> None:
+    async def flush(self, stream: str, final: bool = True) -> None:
+        """Sends what is buffered in pieces that end on UTF-8 character boundaries.
+
+        Unless final, a character cut in half at the end stays buffered for the next read.
+        """
         buf = self.buffers[stream]
         while buf:
-            piece = bytes(buf[: self.size])
-            del buf[: self.size]
+            end = min(self.size, len(buf))
+            cut = utf8_boundary(buf, end)
+            if cut == 0 or (final and end == len(buf)):
+                if not final:
+                    self.born[stream] = time.monotonic()
+                    return
+                cut = end
+            piece = bytes(buf[:cut])
+            del buf[:cut]
             await self.sink(stream, piece)
 
     async def ticker(self) -> None:
@@ -47,7 +68,7 @@ class Chunker:
             await asyncio.sleep(self.interval)
             for stream, buf in self.buffers.items():
                 if buf and time.monotonic() - self.born[stream] >= self.interval:
-                    await self.flush(stream)
+                    await self.flush(stream, final=False)
 
 
 class _Run:
