@@ -177,3 +177,12 @@ async def test_messages_to_one_session_run_one_at_a_time(runtime_factory, fake_l
     roles = [(m["role"], m.get("content")) for m in runtime.store.load("s1")]
     assert roles[0] == ("user", "first") and ("user", "second") in roles
     assert roles.index(("user", "second")) > roles.index(("assistant", "first done"))
+
+
+async def test_first_round_can_force_a_tool(runtime_factory, fake_llm: FakeLLM):
+    fake_llm.reply_tool_calls(("echo", {"text": "forced"}))
+    fake_llm.reply_text("done")
+    await run(runtime_factory(CRAYFISH_LLM_FIRST_TOOL_CHOICE="echo"), "go")
+    first, second = fake_llm.requests[-2:]
+    assert first["tool_choice"] == {"type": "function", "function": {"name": "echo"}}
+    assert "tool_choice" not in second  # later rounds leave the choice to the model

@@ -48,6 +48,7 @@ class Assistant:
                 repeat_limit=settings.repeat_limit,
                 result_max_chars=settings.tool_result_max_chars,
                 empty_content=settings.llm_empty_content,
+                first_tool_choice=settings.llm_first_tool_choice,
             ),
         )
         self.compactor = Compactor(llm, self.loop, store, settings.context_tokens)

@@ -30,6 +30,9 @@ class Settings(BaseSettings):
         "empty", validation_alias="CRAYFISH_LLM_EMPTY_CONTENT"
     )
     context_tokens: int = Field(128_000, validation_alias="CRAYFISH_CONTEXT_TOKENS")
+    # `tool_choice` for the first round of a turn: "" (not sent), "auto", "required", or a
+    # tool name to force (tiny local models call tools far more reliably when forced).
+    llm_first_tool_choice: str = Field("", validation_alias="CRAYFISH_LLM_FIRST_TOOL_CHOICE")
 
     # HTTP server.
     http_host: str = Field("127.0.0.1", validation_alias="CRAYFISH_HTTP_HOST")

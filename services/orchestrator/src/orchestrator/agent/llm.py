@@ -72,11 +72,12 @@ class LLMClient:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None = None,
         on_delta: DeltaCallback | None = None,
+        tool_choice: str = "",
     ) -> LLMReply:
         attempt = 0
         while True:
             try:
-                return await self._stream(messages, tools, on_delta)
+                return await self._stream(messages, tools, on_delta, tool_choice)
             except (openai.APIConnectionError, openai.APITimeoutError) as exc:
                 reason = f"cannot reach the LLM at {self.settings.openai_base_url}: {exc}"
             except openai.APIStatusError as exc:
@@ -96,11 +97,16 @@ class LLMClient:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None,
         on_delta: DeltaCallback | None,
+        tool_choice: str,
     ) -> LLMReply:
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
         kwargs["stream_options"] = {"include_usage": True}
         if tools:
             kwargs["tools"] = tools
+            if tool_choice in ("auto", "required", "none"):
+                kwargs["tool_choice"] = tool_choice
+            elif tool_choice:
+                kwargs["tool_choice"] = {"type": "function", "function": {"name": tool_choice}}
         state = _StreamState()
         think = ThinkFilter()
         stream = await self.client.chat.completions.create(**kwargs)

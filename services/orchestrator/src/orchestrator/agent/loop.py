@@ -42,6 +42,7 @@ class LoopLimits:
     repeat_limit: int = 3
     result_max_chars: int = 40_000
     empty_content: str = "empty"
+    first_tool_choice: str = ""
 
 
 @dataclass
@@ -124,7 +125,10 @@ class AgentLoop:
 
         started = time.perf_counter()
         offered = [t.as_openai() for t in tools.values()]
-        reply = await self.llm.complete(messages, offered or None, on_delta)
+        choice = self.limits.first_tool_choice if round_no == 1 else ""
+        if choice not in ("", "auto", "required", "none") and choice not in tools:
+            choice = ""  # forcing a tool this turn does not offer would be rejected
+        reply = await self.llm.complete(messages, offered or None, on_delta, choice)
         usage["prompt_tokens"] = usage.get("prompt_tokens", 0) + reply.prompt_tokens
         usage["completion_tokens"] = usage.get("completion_tokens", 0) + reply.completion_tokens
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
