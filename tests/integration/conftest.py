@@ -72,7 +72,6 @@ def stack(fake_llm: FakeLLM) -> Iterator[LocalStack]:
             "OPENAI_API_KEY": "sk-integration",
             "CRAYFISH_MODEL": "fake-model",
             "CRAYFISH_LLM_RETRY_BASE_DELAY": "0.01",
-            "CRAYFISH_AUTO_RECALL": "false",
         },
     )
     stack.start()

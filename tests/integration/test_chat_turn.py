@@ -151,3 +151,25 @@ def test_health_and_readiness(api: httpx.Client):
     assert body["ready"] is True
     assert {d["name"] for d in body["dependencies"]} == {"tool-runner", "memory", "skills"}
     assert body["sandbox"]["backend"] == "bwrap"
+
+
+def test_auto_recall_puts_cited_memory_in_front_of_the_model(api: httpx.Client, fake_llm: FakeLLM):
+    fake_llm.reply_text("She lives in Lisbon.")
+    task_id = api.post("/api/chat", json={"message": "Where does my sister Ada live?"}).json()[
+        "task_id"
+    ]
+    task = wait_task(api, task_id)
+    assert task["status"] == "completed"
+    sent = fake_llm.last_request["messages"][-1]["content"]
+    assert sent.startswith("Where does my sister Ada live?")
+    assert "Source: MEMORY.md#L" in sent and "Lisbon" in sent
+    events = read_events(api, task_id)
+    recall = next(e for e in events if e["type"] == "memory.recall")
+    assert any(c.startswith("MEMORY.md#L") for c in recall["citations"])
+
+
+def test_auto_recall_adds_nothing_when_memory_has_nothing(api: httpx.Client, fake_llm: FakeLLM):
+    fake_llm.reply_text("ok")
+    question = "Compute the integral of x squared from zero to three."
+    wait_task(api, api.post("/api/chat", json={"message": question}).json()["task_id"])
+    assert fake_llm.last_request["messages"][-1]["content"] == question
