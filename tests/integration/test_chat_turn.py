@@ -173,3 +173,16 @@ def test_auto_recall_adds_nothing_when_memory_has_nothing(api: httpx.Client, fak
     question = "Compute the integral of x squared from zero to three."
     wait_task(api, api.post("/api/chat", json={"message": question}).json()["task_id"])
     assert fake_llm.last_request["messages"][-1]["content"] == question
+
+
+def test_secrets_stay_out_of_the_sandbox_and_the_other_services(
+    api: httpx.Client, fake_llm: FakeLLM, stack
+):
+    fake_llm.reply_tool_calls(("exec", {"command": "env; cat /proc/1/environ 2>&1; echo END"}))
+    fake_llm.reply_with(lambda body: Reply(text=last_tool_output(body)))
+    task = wait_task(api, api.post("/api/chat", json={"message": "env?"}).json()["task_id"])
+    assert "END" in task["result"]
+    assert "sk-integration" not in task["result"] and "OPENAI" not in task["result"]
+    for name in ("tool-runner", "memory", "skills"):
+        environ = open(f"/proc/{stack.processes[name].pid}/environ", "rb").read()
+        assert b"sk-integration" not in environ, name

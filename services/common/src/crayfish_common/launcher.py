@@ -20,6 +20,8 @@ log = logging.getLogger("crayfish.launcher")
 
 GRPC_SERVICES = {"tool-runner": "tool_runner", "memory": "memory", "skills": "skills"}
 ENV_PREFIX = {"tool-runner": "TOOL_RUNNER", "memory": "MEMORY", "skills": "SKILLS"}
+# Only the orchestrator needs these; the other services never see them.
+ORCHESTRATOR_SECRETS = ("OPENAI_API_KEY", "CRAYFISH_API_TOKEN")
 
 
 def free_port() -> int:
@@ -82,9 +84,13 @@ class LocalStack:
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             output = (self.log_dir / f"{name}.log").open("ab")
+        env = self.service_env()
+        if name != "orchestrator":
+            for secret in ORCHESTRATOR_SECRETS:
+                env.pop(secret, None)
         self.processes[name] = subprocess.Popen(
             [sys.executable, "-m", module],
-            env=self.service_env(),
+            env=env,
             stdout=output,
             stderr=subprocess.STDOUT if output else None,
             start_new_session=True,
