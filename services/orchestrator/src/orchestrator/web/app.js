@@ -365,7 +365,8 @@ function renderHistory(messages) {
         view.toolStarted(call.id, call.function.name, call.function.arguments);
       }
     } else if (message.role === "tool" && view) {
-      view.toolFinished({ call_id: message.tool_call_id, ok: true, output: content });
+      const exit = content.match(/^exit code: (-?\d+)/); // history keeps no ok/exit fields
+      view.toolFinished({ call_id: message.tool_call_id, ok: true, exit_code: exit ? Number(exit[1]) : 0, output: content });
       const tool = view.tools.get(message.tool_call_id);
       if (tool) tool.box.querySelector(".tool-state").textContent = "";
     }
