@@ -186,3 +186,20 @@ async def test_first_round_can_force_a_tool(runtime_factory, fake_llm: FakeLLM):
     first, second = fake_llm.requests[-2:]
     assert first["tool_choice"] == {"type": "function", "function": {"name": "echo"}}
     assert "tool_choice" not in second  # later rounds leave the choice to the model
+
+
+async def test_text_tool_mode_never_sends_tool_roles(runtime_factory, fake_llm: FakeLLM):
+    fake_llm.reply_text('<tool_call>{"name": "echo", "arguments": {"text": "hi"}}</tool_call>')
+    fake_llm.reply_text("The echo said hi.")
+    runtime = runtime_factory(CRAYFISH_LLM_TOOL_MODE="text")
+    task = await run(runtime, "use echo")
+    assert task.result == "The echo said hi."
+    first, second = fake_llm.requests[-2:]
+    assert "tools" not in first and "<tool_call>" in first["messages"][0]["content"]
+    assert '"text": {"type": "string"}' in first["messages"][0]["content"]
+    roles = [m["role"] for m in second["messages"]]
+    assert "tool" not in roles and not any(m.get("tool_calls") for m in second["messages"])
+    assert second["messages"][-1]["content"].startswith("[tool results]")
+    assert "echo: hi" in second["messages"][-1]["content"]
+    stored = runtime.store.load("s1")  # history keeps the native shape
+    assert [m["role"] for m in stored] == ["user", "assistant", "tool", "assistant"]

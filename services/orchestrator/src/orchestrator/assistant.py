@@ -49,6 +49,7 @@ class Assistant:
                 result_max_chars=settings.tool_result_max_chars,
                 empty_content=settings.llm_empty_content,
                 first_tool_choice=settings.llm_first_tool_choice,
+                tool_mode=settings.llm_tool_mode,
             ),
         )
         self.compactor = Compactor(llm, self.loop, store, settings.context_tokens)
@@ -115,6 +116,11 @@ class Assistant:
                 model=self.settings.model,
                 workspace=self.settings.workspace,
                 tools=[(t.name, t.description) for t in self.registry.tools.values()],
+                text_tools=[
+                    (t.name, t.description, t.parameters) for t in self.registry.tools.values()
+                ]
+                if self.settings.llm_tool_mode == "text"
+                else [],
                 skills_xml=skills_xml,
                 always_skills=always,
                 mode=mode,

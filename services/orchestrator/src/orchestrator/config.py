@@ -33,6 +33,11 @@ class Settings(BaseSettings):
     # `tool_choice` for the first round of a turn: "" (not sent), "auto", "required", or a
     # tool name to force (tiny local models call tools far more reliably when forced).
     llm_first_tool_choice: str = Field("", validation_alias="CRAYFISH_LLM_FIRST_TOOL_CHOICE")
+    # "native": OpenAI function calling. "text": no `tools` sent; calls are written as
+    # <tool_call> text and results come back as user messages (servers without tool support).
+    llm_tool_mode: Literal["native", "text"] = Field(
+        "native", validation_alias="CRAYFISH_LLM_TOOL_MODE"
+    )
 
     # HTTP server.
     http_host: str = Field("127.0.0.1", validation_alias="CRAYFISH_HTTP_HOST")

@@ -16,6 +16,7 @@ from orchestrator.agent.guard import RepeatGuard
 from orchestrator.agent.llm import LLMClient, LLMReply, ToolCall
 from orchestrator.agent.prompt import HEARTBEAT_TOKEN, SILENT_TOKEN
 from orchestrator.agent.pseudo_calls import CallSniffer, find_pseudo_calls, strip_call_syntax
+from orchestrator.agent.text_tools import to_text_protocol
 from orchestrator.agent.tools import Tool, ToolOutcome, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ class LoopLimits:
     result_max_chars: int = 40_000
     empty_content: str = "empty"
     first_tool_choice: str = ""
+    tool_mode: str = "native"
 
 
 @dataclass
@@ -124,11 +126,14 @@ class AgentLoop:
                 await emit("assistant.delta", {"round": round_no, "text": visible})
 
         started = time.perf_counter()
-        offered = [t.as_openai() for t in tools.values()]
-        choice = self.limits.first_tool_choice if round_no == 1 else ""
-        if choice not in ("", "auto", "required", "none") and choice not in tools:
-            choice = ""  # forcing a tool this turn does not offer would be rejected
-        reply = await self.llm.complete(messages, offered or None, on_delta, choice)
+        if self.limits.tool_mode == "text":
+            reply = await self.llm.complete(to_text_protocol(messages), None, on_delta)
+        else:
+            offered = [t.as_openai() for t in tools.values()]
+            choice = self.limits.first_tool_choice if round_no == 1 else ""
+            if choice not in ("", "auto", "required", "none") and choice not in tools:
+                choice = ""  # forcing a tool this turn does not offer would be rejected
+            reply = await self.llm.complete(messages, offered or None, on_delta, choice)
         usage["prompt_tokens"] = usage.get("prompt_tokens", 0) + reply.prompt_tokens
         usage["completion_tokens"] = usage.get("completion_tokens", 0) + reply.completion_tokens
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]

@@ -7,10 +7,11 @@ import socket
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 from orchestrator.agent.caps import cap_text
+from orchestrator.agent.text_tools import FORMAT_NOTE, tooling_lines
 
 PromptMode = Literal["full", "minimal", "none"]
 BOOTSTRAP_FILES = (
@@ -32,6 +33,8 @@ class PromptInputs:
     model: str
     workspace: Path
     tools: list[tuple[str, str]] = field(default_factory=list)
+    # Set in text tool mode: (name, description, JSON schema) and the call format is taught.
+    text_tools: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     skills_xml: str = ""
     always_skills: str = ""
     mode: PromptMode = "full"
@@ -65,6 +68,9 @@ def _identity(inputs: PromptInputs) -> str:
 
 
 def _tooling(inputs: PromptInputs) -> str:
+    if inputs.text_tools:
+        lines = tooling_lines(inputs.text_tools)
+        return "## Tooling\nTools available to you:\n" + "\n".join(lines) + "\n" + FORMAT_NOTE
     if not inputs.tools:
         return "## Tooling\nNo tools are available right now; answer from what you know."
     lines = [f"- {name}: {description}" for name, description in inputs.tools]
