@@ -43,3 +43,14 @@ def test_answers_never_show_raw_call_syntax(stack_factory):
     for marker in ("<tool_call>", '"arguments"', "[TOOL_CALLS]"):
         assert marker not in task["result"]
     print(f"tool calls run: {len(recovered)}, re-asks: {len(reasked)}")
+
+
+def test_text_mode_recovers_calls_the_model_writes_as_text(stack_factory):
+    stack = stack_factory(CRAYFISH_LLM_TOOL_MODE="text")
+    task, events = run_turn(stack.url, "Use the exec tool to run `date`.")
+    assert task["status"] == "completed", task
+    ran = [e for e in events if e["type"] == "tool.started"]
+    reasked = [e for e in events if e["type"] == "llm.reask"]
+    assert ran or reasked  # the written call was either run or corrected once
+    assert "<tool_call>" not in task["result"]
+    print(f"text mode: {len(ran)} recovered call(s), {len(reasked)} re-ask(s)")
