@@ -14,6 +14,8 @@ WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 # An explicit list: nothing else in the folder (or outside it) can be asked for.
 ASSETS = {
     "app.js": "text/javascript; charset=utf-8",
+    "api.js": "text/javascript; charset=utf-8",
+    "render.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
     "favicon.svg": "image/svg+xml",
 }

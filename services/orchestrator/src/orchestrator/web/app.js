@@ -1,288 +1,14 @@
-// Crayfish web chat: vanilla JS over the native REST API. All model text goes in via textContent.
-"use strict";
+// Crayfish web chat: sessions, turns, cited lines and the token, wired to the page.
 
-const TOKEN_KEY = "crayfish.token";
-const TERMINAL = new Set(["task.completed", "task.failed", "task.cancelled"]);
-const CITATION = /([A-Za-z0-9_][A-Za-z0-9_.\/-]*)#L(\d+)(?:-L?(\d+))?/g;
-const FENCE = /```[^\n]*\n([\s\S]*?)```/g;
-const ARG_KEYS = ["command", "path", "query", "name", "pattern", "url"];
+import { HttpError, TOKEN_KEY, api, followTask } from "/static/api.js";
+import { $, TurnView, addUserMessage, el, setStatus, showBanner } from "/static/render.js";
 
-const $ = (id) => document.getElementById(id);
 const state = { session: null, task: null, busy: false };
 
-// ---- small DOM helpers ------------------------------------------------------------------
-
-function el(tag, className, text) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  return node;
-}
-
-function showBanner(text) {
-  const banner = $("banner");
-  banner.textContent = text;
-  banner.hidden = !text;
-}
-
-function setStatus(text) {
-  $("status").textContent = text || "";
-}
-
-function scrollDown() {
-  const box = $("messages");
-  box.scrollTop = box.scrollHeight;
-}
-
-// ---- REST ------------------------------------------------------------------------------
-
-function authHeaders() {
-  const token = localStorage.getItem(TOKEN_KEY);
-  return token ? { Authorization: "Bearer " + token } : {};
-}
-
-async function api(path, options = {}) {
-  const headers = { ...authHeaders(), ...(options.headers || {}) };
-  if (options.body !== undefined) headers["Content-Type"] = "application/json";
-  const reply = await fetch(path, {
-    ...options,
-    headers,
-    body: options.body === undefined ? undefined : JSON.stringify(options.body),
-  });
-  if (reply.status === 401) {
-    $("settings").open = true;
-    throw new Error("The server wants an API token: enter it under “API token”.");
-  }
-  if (!reply.ok) {
-    let message = reply.status + " " + reply.statusText;
-    try {
-      message = (await reply.json()).error.message || message;
-    } catch (_) { /* not JSON */ }
-    throw new Error(message);
-  }
-  return reply.status === 204 ? null : reply.json();
-}
-
-// Reads one SSE stream with fetch (EventSource cannot send an Authorization header).
-async function readSse(response, onEvent) {
-  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-  let buffer = "";
-  let event = { id: 0, type: "message", data: [] };
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return;
-    buffer += value;
-    let cut;
-    while ((cut = buffer.search(/\r?\n/)) >= 0) {
-      const line = buffer.slice(0, cut);
-      buffer = buffer.slice(cut + (buffer[cut] === "\r" ? 2 : 1));
-      if (line === "") {
-        if (event.data.length) onEvent(event.id, event.type, JSON.parse(event.data.join("\n")));
-        event = { id: event.id, type: "message", data: [] };
-      } else if (!line.startsWith(":")) {
-        const colon = line.indexOf(":");
-        const name = colon < 0 ? line : line.slice(0, colon);
-        const val = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
-        if (name === "id") event.id = Number(val);
-        else if (name === "event") event.type = val;
-        else if (name === "data") event.data.push(val);
-      }
-    }
-  }
-}
-
-// Follows a task's events until its terminal event, resuming with Last-Event-ID on a drop.
-async function followTask(taskId, onEvent) {
-  let last = 0;
-  let finished = false;
-  for (let attempt = 0; !finished && attempt < 6; attempt++) {
-    if (attempt) await new Promise((r) => setTimeout(r, 300 * attempt));
-    try {
-      const headers = { ...authHeaders(), Accept: "text/event-stream" };
-      if (last) headers["Last-Event-ID"] = String(last);
-      const response = await fetch("/api/tasks/" + encodeURIComponent(taskId) + "/events", { headers });
-      if (!response.ok) throw new Error("event stream: HTTP " + response.status);
-      await readSse(response, (id, type, data) => {
-        last = Math.max(last, id);
-        if (TERMINAL.has(type)) finished = true;
-        onEvent(type, data);
-      });
-    } catch (err) {
-      if (attempt === 5) throw err;
-    }
-  }
-}
-
-// ---- rendering ---------------------------------------------------------------------------
-
-// Citations `path#Lx-Ly` become links that open those lines.
-function appendCitations(node, text) {
-  let at = 0;
-  for (const match of text.matchAll(CITATION)) {
-    node.append(document.createTextNode(text.slice(at, match.index)));
-    const link = el("a", "citation", match[0]);
-    link.href = "#";
-    link.dataset.path = match[1];
-    link.dataset.start = match[2];
-    link.dataset.end = match[3] || match[2];
-    node.append(link);
-    at = match.index + match[0].length;
-  }
-  node.append(document.createTextNode(text.slice(at)));
-}
-
-// The little Markdown answers lean on: `code`, **bold**; built as nodes, never as HTML.
-function appendInline(node, text) {
-  for (const part of text.split(/(`[^`\n]+`|\*\*[^*\n]+\*\*)/)) {
-    if (part.length > 2 && part.startsWith("`") && part.endsWith("`")) {
-      const code = el("code");
-      appendCitations(code, part.slice(1, -1));
-      node.append(code);
-    } else if (part.length > 4 && part.startsWith("**") && part.endsWith("**")) {
-      const strong = el("strong");
-      appendCitations(strong, part.slice(2, -2));
-      node.append(strong);
-    } else {
-      appendCitations(node, part);
-    }
-  }
-}
-
-// Renders answer text: fenced code blocks, inline code, bold and citation links.
-function renderText(node, text) {
-  node.replaceChildren();
-  let at = 0;
-  for (const match of text.matchAll(FENCE)) {
-    appendInline(node, text.slice(at, match.index).replace(/\n$/, ""));
-    const pre = el("pre", "code");
-    pre.append(el("code", "", match[1].replace(/\n$/, "")));
-    node.append(pre);
-    at = match.index + match[0].length;
-    if (text[at] === "\n") at += 1; // the block already ends the line
-  }
-  appendInline(node, text.slice(at));
-}
-
-function shortArgs(raw) {
-  let args = raw;
-  if (typeof raw === "string") {
-    try { args = JSON.parse(raw); } catch (_) { return raw; }
-  }
-  if (args && typeof args === "object") {
-    for (const key of ARG_KEYS) if (typeof args[key] === "string") return args[key];
-    return JSON.stringify(args);
-  }
-  return String(args ?? "");
-}
-
-function addUserMessage(text) {
-  $("empty").hidden = true;
-  const bubble = el("div", "msg user");
-  bubble.append(el("div", "text", text));
-  $("messages").append(bubble);
-  scrollDown();
-}
-
-// One assistant turn: text blocks and tool blocks in the order they happened.
-class TurnView {
-  constructor() {
-    $("empty").hidden = true;
-    this.root = el("div", "msg assistant");
-    this.tools = new Map();
-    this.textBlock = null;
-    $("messages").append(this.root);
-  }
-
-  text(chunk) {
-    if (!this.textBlock) {
-      this.textBlock = el("div", "text");
-      this.textBlock.raw = "";
-      this.root.append(this.textBlock);
-    }
-    this.textBlock.raw += chunk;
-    this.textBlock.append(document.createTextNode(chunk));
-    scrollDown();
-  }
-
-  finalText(text) {
-    if (!this.textBlock && text) this.text(text);
-    // Streamed text is whole once the message arrives: re-render it with citation links.
-    for (const block of this.root.querySelectorAll(".text")) renderText(block, block.raw);
-    if (!text && !this.root.querySelector(".text")) this.note("(no reply)");
-  }
-
-  toolStarted(callId, tool, args) {
-    this.textBlock = null;
-    const box = el("details", "tool running");
-    const summary = el("summary");
-    summary.append(el("span", "tool-icon", "⚙"), el("span", "tool-name", tool));
-    summary.append(el("code", "tool-args", shortArgs(args)), el("span", "tool-state", "running…"));
-    const command = el("pre", "tool-command", typeof args === "string" ? prettyJson(args) : "");
-    const output = el("pre", "tool-output");
-    box.append(summary, command, output);
-    this.root.append(box);
-    this.tools.set(callId, { box, output, streamed: false });
-    scrollDown();
-  }
-
-  toolOutput(callId, text) {
-    const tool = this.tools.get(callId);
-    if (!tool) return;
-    tool.streamed = true;
-    tool.output.append(document.createTextNode(text));
-  }
-
-  toolFinished(data) {
-    const tool = this.tools.get(data.call_id);
-    if (!tool) return;
-    const good = data.ok && (data.exit_code === null || data.exit_code === undefined || data.exit_code === 0);
-    tool.box.classList.remove("running");
-    tool.box.classList.add(good ? "ok" : "failed");
-    const code = good || !data.exit_code ? "" : "exit " + data.exit_code + " · ";
-    const took = typeof data.duration_ms === "number" ? Math.round(data.duration_ms) + " ms" : "";
-    tool.box.querySelector(".tool-icon").textContent = good ? "✓" : "✗";
-    tool.box.querySelector(".tool-state").textContent = code + took + (data.truncated ? " · truncated" : "");
-    if (!tool.streamed || data.output) tool.output.textContent = data.output || "(no output)";
-  }
-
-  note(text, className = "note") {
-    this.root.append(el("div", className, text));
-    scrollDown();
-  }
-
-  recall(citations) {
-    if (!citations || !citations.length) return;
-    const line = el("div", "note");
-    appendCitations(line, "recalled " + citations.join(", "));
-    this.root.append(line);
-  }
-
-  handle(type, data) {
-    if (type === "assistant.delta") {
-      setStatus("");
-      this.text(data.text || "");
-    } else if (type === "tool.started") {
-      setStatus("running " + data.tool + "…");
-      this.toolStarted(data.call_id, data.tool, data.arguments);
-    }
-    else if (type === "tool.output") this.toolOutput(data.call_id, data.text || "");
-    else if (type === "tool.finished") this.toolFinished(data);
-    else if (type === "memory.recall") this.recall(data.citations);
-    else if (type === "assistant.message") this.finalText(data.text || "");
-    else if (type === "task.failed") this.note("✗ failed: " + (data.error || "unknown error"), "error");
-    else if (type === "task.cancelled") this.note("stopped", "error");
-    else if (type === "llm.request") setStatus("thinking…");
-  }
-}
-
-function prettyJson(raw) {
-  try {
-    const args = JSON.parse(raw);
-    if (args && typeof args.command === "string" && Object.keys(args).length === 1) return "$ " + args.command;
-    return JSON.stringify(args, null, 2);
-  } catch (_) {
-    return raw;
-  }
+// Shows an error; a missing or wrong token opens the token field.
+function report(err) {
+  showBanner(err.message);
+  if (err instanceof HttpError && err.status === 401) $("settings").open = true;
 }
 
 // ---- sessions ----------------------------------------------------------------------------
@@ -300,7 +26,7 @@ async function loadSessions() {
   try {
     body = await api("/api/sessions");
   } catch (err) {
-    showBanner(err.message);
+    report(err);
     return;
   }
   const list = $("sessions");
@@ -341,7 +67,7 @@ async function openSession(id) {
   try {
     body = await api("/api/sessions/" + encodeURIComponent(id));
   } catch (err) {
-    showBanner(err.message);
+    report(err);
     return;
   }
   showBanner("");
@@ -379,7 +105,7 @@ async function deleteSession(id) {
   try {
     await api("/api/sessions/" + encodeURIComponent(id), { method: "DELETE" });
   } catch (err) {
-    showBanner(err.message);
+    report(err);
     return;
   }
   if (state.session === id) newSession();
@@ -434,7 +160,7 @@ async function stop() {
   try {
     await api("/api/tasks/" + encodeURIComponent(state.task) + "/cancel", { method: "POST" });
   } catch (err) {
-    showBanner(err.message);
+    report(err);
   }
 }
 
