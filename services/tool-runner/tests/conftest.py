@@ -63,6 +63,12 @@ class Runner:
         return json.loads(reply.result_json)
 
 
+async def stop_runner(service: Any, channel: grpc.aio.Channel, client: Runner) -> None:
+    await channel.close()
+    await service.stop(0)
+    await client.toolbox.sandbox.stop()
+
+
 async def start_runner(workspace: Path, data_dir: Path, **overrides: Any):  # type: ignore[no-untyped-def]
     settings = make_settings(workspace, data_dir, **overrides)
     service, toolbox = await start_service(settings)
@@ -75,9 +81,7 @@ async def runner(workspace: Path, data_dir: Path) -> AsyncIterator[Runner]:
     """The default (bwrap) tool-runner serving over gRPC on a free loopback port."""
     service, channel, client = await start_runner(workspace, data_dir)
     yield client
-    await channel.close()
-    await service.stop(0)
-    await client.toolbox.sandbox.stop()
+    await stop_runner(service, channel, client)
 
 
 def is_root() -> bool:
@@ -101,9 +105,7 @@ async def tight(workspace: Path, data_dir: Path) -> AsyncIterator[Runner]:
     """A bwrap tool-runner with small limits, so limit tests finish quickly."""
     service, channel, client = await start_runner(workspace, data_dir, **TIGHT_LIMITS)
     yield client
-    await channel.close()
-    await service.stop(0)
-    await client.toolbox.sandbox.stop()
+    await stop_runner(service, channel, client)
 
 
 def host_processes(marker: str) -> list[int]:
@@ -147,6 +149,4 @@ async def docker_tight(
         **TIGHT_LIMITS,
     )
     yield client
-    await channel.close()
-    await service.stop(0)
-    await client.toolbox.sandbox.stop()
+    await stop_runner(service, channel, client)

@@ -208,6 +208,26 @@ async def memory_hog(r: Runner) -> None:
     assert "GOT" not in reply.output and reply.exit_code != 0
 
 
+MANY_HOGS = """
+import os
+for i in range(6):
+    if os.fork() == 0:
+        block = bytearray(300 * 1024 * 1024)
+        print('GOT', i, flush=True)
+        os._exit(0)
+for i in range(6):
+    os.wait()
+"""
+
+
+@case
+async def memory_hog_across_processes(r: Runner) -> None:
+    # Each child stays under the per-process limit; together they are far over the total.
+    await r.run("write_file", path="hogs.py", content=MANY_HOGS)
+    reply = await r.sh("python3 hogs.py", timeout=20)
+    assert reply.output.count("GOT") < 6
+
+
 @case
 async def cpu_loop(r: Runner) -> None:
     reply = await r.sh("while :; do :; done", timeout=1.5)

@@ -10,7 +10,7 @@ import pytest
 from crayfish.common.v1 import tools_pb2
 from crayfish.tool_runner.v1 import tool_runner_pb2
 
-from .conftest import start_runner
+from .conftest import start_runner, stop_runner
 
 pytestmark = pytest.mark.docker
 
@@ -58,9 +58,7 @@ async def test_idle_sessions_are_removed(workspace, data_dir, docker_engine):
         assert containers(docker_engine) == []
         assert (await runner.sh("echo back")).ok  # a new container on demand
     finally:
-        await channel.close()
-        await service.stop(0)
-        await runner.toolbox.sandbox.stop()
+        await stop_runner(service, channel, runner)
     assert containers(docker_engine) == []
 
 

@@ -7,7 +7,7 @@ import logging
 from tool_runner.config import DEFAULT_DENY
 from tool_runner.policy import CommandPolicy, first_words
 
-from .conftest import start_runner
+from .conftest import start_runner, stop_runner
 
 
 def test_default_deny_patterns():
@@ -40,8 +40,7 @@ async def test_allowlist_mode_refuses_unlisted_programs(workspace, data_dir):
         refused = await runner.sh("echo hi; python3 -c 'print(1)'")
         assert not refused.ok and "'python3' is not in the allowlist" in refused.output
     finally:
-        await channel.close()
-        await service.stop(0)
+        await stop_runner(service, channel, runner)
 
 
 async def test_one_audit_line_per_call_without_the_arguments(runner, caplog):

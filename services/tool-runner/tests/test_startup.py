@@ -8,12 +8,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from crayfish.tool_runner.v1 import tool_runner_pb2
 from crayfish_common.healthcheck import check
 from crayfish_common.launcher import free_port
 from tool_runner.servicer import SERVICE_NAME
 
-from .conftest import start_runner
+from .conftest import start_runner, stop_runner
 
 
 def _env(workspace: Path, data_dir: Path, port: int, **extra: str) -> dict[str, str]:
@@ -69,5 +70,20 @@ async def test_none_backend_is_explicit_and_reported_insecure(workspace, data_di
         reply = await runner.sh("echo plain > made.txt && cat made.txt")
         assert reply.ok and "plain" in reply.output
     finally:
-        await channel.close()
-        await service.stop(0)
+        await stop_runner(service, channel, runner)
+
+
+async def test_per_command_cgroups_are_cleaned_up(workspace, data_dir):
+    service, channel, runner = await start_runner(workspace, data_dir)
+    limiter = runner.toolbox.sandbox.cgroups
+    if not limiter.parents:
+        await stop_runner(service, channel, runner)
+        pytest.skip(f"no per-command cgroups here: {limiter.problem}")
+    await runner.sh("sleep 0.1 & echo hi")
+    assert all(not any(p.iterdir()) or not _child_groups(p) for p in limiter.parents.values())
+    await stop_runner(service, channel, runner)
+    assert not any(p.exists() for p in limiter.parents.values())
+
+
+def _child_groups(folder: Path) -> list[Path]:
+    return [p for p in folder.iterdir() if p.is_dir()]

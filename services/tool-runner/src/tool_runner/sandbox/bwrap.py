@@ -19,6 +19,7 @@ from tool_runner.sandbox.base import (
     sandbox_env,
     sandbox_workdir,
 )
+from tool_runner.sandbox.cgroups import CgroupLimiter
 from tool_runner.sandbox.hostbins import list_bins
 from tool_runner.sandbox.process import run_process
 
@@ -52,6 +53,7 @@ class BwrapSandbox(Sandbox):
         self.bwrap = shutil.which("bwrap") or ""
         self.prlimit = shutil.which("prlimit") or ""
         self.prefix: list[str] = []
+        self.cgroups = CgroupLimiter()
 
     async def start(self) -> None:
         if not self.bwrap:
@@ -63,7 +65,17 @@ class BwrapSandbox(Sandbox):
         if not self.prlimit:
             raise SandboxUnavailable("prlimit (util-linux) is not installed; limits cannot be set")
         self.prefix = drop_privileges(self.uid, self.gid)
-        await self._probe()
+        if not self.cgroups.setup():
+            self.warnings.append(
+                f"{self.cgroups.problem}: memory and process limits apply per process "
+                "(RLIMIT_AS, RLIMIT_NPROC), not to a command as a whole"
+            )
+            log.warning("bwrap sandbox: %s", self.warnings[-1])
+        try:
+            await self._probe()
+        except BaseException:
+            await self.cgroups.close()
+            raise
         self.available_bins = list_bins(
             ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
         )
@@ -158,9 +170,14 @@ class BwrapSandbox(Sandbox):
         return args
 
     async def run(self, spec: ExecSpec, sink: ChunkSink | None = None) -> ExecOutcome:
+        group = None
+        if self.cgroups.parents:
+            group = self.cgroups.create(spec.limits.memory_mb, spec.limits.max_processes)
         fds = self._etc_pipes()
         try:
             argv = self.argv(spec, fds)
+            if group is not None:
+                argv = [*group.shell_prefix(), *argv]
             return await run_process(
                 argv,
                 spec.limits,
@@ -173,3 +190,8 @@ class BwrapSandbox(Sandbox):
         finally:
             for fd in fds.values():
                 os.close(fd)
+            if group is not None:
+                await self.cgroups.remove(group)
+
+    async def stop(self) -> None:
+        await self.cgroups.close()

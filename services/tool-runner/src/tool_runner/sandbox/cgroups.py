@@ -1,0 +1,142 @@
+"""Per-command cgroups (v1 memory + pids, or v2): a total memory and process cap per command.
+
+RLIMIT_AS bounds each process, not their sum; a cgroup bounds the whole command. Groups are made
+under the service's own cgroup (so outer accounting still sees them) and removed after use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+ROOT = Path("/sys/fs/cgroup")
+GROUP = "crayfish-tool-runner"
+
+
+def _own_paths() -> dict[str, str]:
+    """controller -> this process's cgroup path ('' key for the v2 unified hierarchy)."""
+    paths = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for name in controllers.split(",") if controllers else [""]:
+            paths[name] = path
+    return paths
+
+
+@dataclass
+class CommandGroup:
+    """The cgroup folders of one command (one per hierarchy)."""
+
+    folders: list[Path]
+
+    def shell_prefix(self) -> list[str]:
+        """argv that joins these groups, then execs the rest (before privileges are dropped)."""
+        joins = " && ".join(f"echo $$ > {f}/cgroup.procs" for f in self.folders)
+        return ["/bin/sh", "-c", f'{joins} && exec "$@"', "cgroup-join"]
+
+
+class CgroupLimiter:
+    """Creates a memory+pids cgroup per command where this host lets us; else reports why not."""
+
+    def __init__(self) -> None:
+        # One parent per service instance: several may share a hierarchy level.
+        self.group = f"{GROUP}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.parents: dict[str, Path] = {}
+        self.problem = ""
+
+    def setup(self) -> bool:
+        """True when per-command groups can be made; self.problem says why not otherwise."""
+        if os.geteuid() != 0:
+            self.problem = "not root: no per-command cgroup"
+            return False
+        try:
+            own = _own_paths()
+            if (ROOT / "memory" / "memory.limit_in_bytes").exists() and (ROOT / "pids").is_dir():
+                for name in ("memory", "pids"):
+                    self.parents[name] = ROOT / name / own[name].lstrip("/") / self.group
+            elif "memory" in (ROOT / "cgroup.controllers").read_text().split():
+                self.parents[""] = ROOT / own[""].lstrip("/") / self.group
+            else:
+                self.problem = "no memory cgroup controller"
+                return False
+            for parent in self.parents.values():
+                _remove_stale(parent.parent)
+                parent.mkdir(exist_ok=True)
+            if "" in self.parents:
+                (self.parents[""].parent / "cgroup.subtree_control").write_text("+memory +pids")
+                (self.parents[""] / "cgroup.subtree_control").write_text("+memory +pids")
+        except (OSError, KeyError) as exc:
+            self.problem = f"cannot create cgroups: {exc}"
+            self.parents.clear()
+            return False
+        log.debug("cgroups for commands under %s", ", ".join(map(str, self.parents.values())))
+        return True
+
+    def create(self, memory_mb: int, max_processes: int) -> CommandGroup:
+        name = uuid.uuid4().hex[:16]
+        folders = []
+        memory = str(memory_mb * 1024 * 1024)
+        for key, parent in self.parents.items():
+            folder = parent / name
+            folder.mkdir()
+            folders.append(folder)
+            if key == "memory":
+                (folder / "memory.limit_in_bytes").write_text(memory)
+                with contextlib.suppress(OSError):  # only with swap accounting
+                    (folder / "memory.memsw.limit_in_bytes").write_text(memory)
+            elif key == "pids":
+                (folder / "pids.max").write_text(str(max_processes))
+            else:
+                (folder / "memory.max").write_text(memory)
+                (folder / "memory.swap.max").write_text("0")
+                (folder / "pids.max").write_text(str(max_processes))
+        return CommandGroup(folders)
+
+    async def remove(self, group: CommandGroup) -> None:
+        """Removes the groups once empty (the command's pid namespace is already gone)."""
+        for folder in group.folders:
+            for _ in range(50):
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    await asyncio.sleep(0.02)
+            else:
+                log.warning("cgroup %s is still busy; left behind", folder)
+
+    async def close(self) -> None:
+        """Removes this instance's groups, waiting briefly for killed commands to be reaped."""
+        log.debug("removing %s", self.group)
+        for _ in range(100):
+            for parent in self.parents.values():
+                _remove_tree(parent)
+            if not any(p.exists() for p in self.parents.values()):
+                return
+            await asyncio.sleep(0.02)
+        log.warning("cgroups left behind: %s", ", ".join(map(str, self.parents.values())))
+
+
+def _remove_tree(folder: Path) -> None:
+    """Removes an (empty of processes) cgroup folder and its child groups, best effort."""
+    with contextlib.suppress(OSError):
+        for child in folder.iterdir():
+            if child.is_dir():
+                _remove_tree(child)
+        folder.rmdir()
+
+
+def _remove_stale(level: Path) -> None:
+    """Removes groups left by tool-runner instances that are no longer running."""
+    with contextlib.suppress(OSError):
+        for folder in level.glob(f"{GROUP}-*"):
+            pid = folder.name.split("-")[-2]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                _remove_tree(folder)
