@@ -7,7 +7,6 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 from crayfish_common.launcher import LocalStack, free_port
@@ -74,19 +73,6 @@ def stack(fake_llm: FakeLLM) -> Iterator[LocalStack]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _page_assets_with_token(route: Any, request: Any) -> None:
-    """Sends the token with the page and its assets only; the page's own API calls must add it.
-
-    BearerAuth guards `/` and `/static/` too (until they are opened: they hold no data), and a
-    browser cannot send a Bearer header when it loads a page.
-    """
-    path = urlsplit(request.url).path
-    headers = dict(request.headers)
-    if path == "/" or path.startswith("/static/"):
-        headers["authorization"] = f"Bearer {TOKEN}"
-    route.continue_(headers=headers)
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """Debian's Chromium (Playwright keeps each context in a fresh profile); never a download."""
@@ -107,7 +93,6 @@ def browser() -> Iterator[Any]:
 def fresh_page(browser: Any) -> Iterator[Any]:
     """A page in a new context with nothing in localStorage, failing the test on a JS error."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.route("**/*", _page_assets_with_token)
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))

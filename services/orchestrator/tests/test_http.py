@@ -31,8 +31,12 @@ def client(tmp_path: Path, fake_llm: FakeLLM) -> Iterator[TestClient]:
 AUTH = {"Authorization": "Bearer s3cret-token"}
 
 
-def test_healthz_is_open_everything_else_needs_the_token(client: TestClient) -> None:
+def test_healthz_and_the_page_are_open_everything_else_needs_the_token(
+    client: TestClient,
+) -> None:
     assert client.get("/healthz").status_code == 200
+    assert client.get("/").status_code == 200  # the page holds no data; it asks for the token
+    assert client.get("/openapi.json").status_code == 401
     for method, path in [("GET", "/api/sessions"), ("POST", "/api/chat"), ("GET", "/v1/models")]:
         reply = client.request(method, path)
         assert reply.status_code == 401, path

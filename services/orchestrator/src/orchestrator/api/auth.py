@@ -10,7 +10,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from orchestrator.api.errors import BodyTooLarge, error_response
 
-OPEN_PATHS = {"/healthz"}
+# The page and its static assets hold no data, and a browser cannot send a Bearer header when
+# it loads a page: they are open; the page sends the token on its own API calls.
+OPEN_PATHS = {"/healthz", "/"}
+OPEN_PREFIXES = ("/static/",)
 
 
 class BearerAuth:
@@ -21,7 +24,8 @@ class BearerAuth:
         self.expected = f"Bearer {token}".encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+        path = scope["path"] if scope["type"] == "http" else ""
+        if scope["type"] != "http" or path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
             await self.app(scope, receive, send)
             return
         given = dict(scope["headers"]).get(b"authorization", b"")
