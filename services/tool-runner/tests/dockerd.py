@@ -229,6 +229,8 @@ class LocalDockerd:
             "--ip6tables=false",
             "--ip-forward=false",
             "--ip-masq=false",
+            "--cgroup-parent",
+            f"/{ns}",
             "--containerd-namespace",
             ns,
             "--containerd-plugins-namespace",
@@ -285,3 +287,7 @@ class LocalDockerd:
                     os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         shutil.rmtree(self.root, ignore_errors=True)
+        # The engine leaves its (empty) parent cgroup in every hierarchy.
+        for folder in Path("/sys/fs/cgroup").glob(f"*/crayfish-{self.root.name}"):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
