@@ -94,3 +94,11 @@ async def test_refuses_to_start_without_an_engine_or_image(workspace, data_dir, 
             docker_host=docker_engine.host,
             docker_image="nope:1",
         )
+
+
+async def test_a_lost_container_is_replaced(docker_tight, docker_engine):
+    assert (await docker_tight.sh("true")).ok
+    for container in containers(docker_engine):
+        container.remove(force=True)
+    reply = await docker_tight.sh("echo again")
+    assert reply.ok and "again" in reply.output

@@ -12,6 +12,7 @@ import pytest
 from crayfish.tool_runner.v1 import tool_runner_pb2
 from crayfish_common.healthcheck import check
 from crayfish_common.launcher import free_port
+from tool_runner.sandbox.base import SandboxUnavailable
 from tool_runner.servicer import SERVICE_NAME
 
 from .conftest import start_runner, stop_runner
@@ -87,3 +88,13 @@ async def test_per_command_cgroups_are_cleaned_up(workspace, data_dir):
 
 def _child_groups(folder: Path) -> list[Path]:
     return [p for p in folder.iterdir() if p.is_dir()]
+
+
+async def test_refuses_a_workspace_the_sandbox_uid_cannot_reach(tmp_path, data_dir):
+    if os.geteuid() != 0:
+        pytest.skip("only root hands commands to another uid")
+    hidden = tmp_path / "private"  # pytest's tmp_path is mode 0700
+    hidden.mkdir()
+    os.chmod(tmp_path, 0o700)
+    with pytest.raises(SandboxUnavailable, match="cannot traverse"):
+        await start_runner(hidden / "workspace", data_dir)

@@ -156,14 +156,37 @@ class DockerSandbox(Sandbox):
             return session
 
     async def run(self, spec: ExecSpec, sink: ChunkSink | None = None) -> ExecOutcome:
-        session = await self._session(spec.session_id or "default")
-        # Commands of one session run one at a time: each cleans up all it left behind.
-        async with session.lock:
-            session.last_used = time.monotonic()
-            try:
-                return await self._exec(session.container_id, spec, sink)
-            finally:
+        import docker
+
+        session_id = spec.session_id or "default"
+        for attempt in (1, 2):
+            session = await self._session(session_id)
+            # Commands of one session run one at a time: each cleans up all it left behind.
+            async with session.lock:
                 session.last_used = time.monotonic()
+                try:
+                    return await self._exec(session.container_id, spec, sink)
+                except docker.errors.APIError as exc:
+                    # The container went away (removed, died): start a fresh one, once.
+                    if attempt == 2 or not await self._gone(session.container_id):
+                        raise
+                    log.warning("session %s lost its container (%s); recreating", session_id, exc)
+                    self.sessions.pop(session_id, None)
+                finally:
+                    session.last_used = time.monotonic()
+        raise AssertionError("unreachable")
+
+    async def _gone(self, cid: str) -> bool:
+        import docker
+
+        try:
+            container = await self._call(self.client.containers.get, cid)
+        except docker.errors.NotFound:
+            return True
+        if container.status != "running":
+            await self._remove(cid)
+            return True
+        return False
 
     async def _exec(self, cid: str, spec: ExecSpec, sink: ChunkSink | None) -> ExecOutcome:
         api = self.client.api
