@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -17,10 +16,10 @@ import grpc
 import httpx
 from crayfish.common.v1 import tools_pb2
 from crayfish.tool_runner.v1 import tool_runner_pb2_grpc
-from crayfish_common.launcher import LocalStack, free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.fakes import FakeLLM
+from tests.stacks import running_stack
 
 TURNS = 20
 
@@ -68,30 +67,21 @@ def bare_exec(address: str) -> list[float]:
 
 
 def main() -> int:
-    root = Path(tempfile.mkdtemp(prefix="crayfish-bench-"))
-    root.chmod(0o755)
-    with FakeLLM() as fake:
-        stack = LocalStack(
-            workspace=root / "workspace",
-            data_dir=root / "data",
-            http_port=free_port(),
-            log_dir=root / "logs",
-            extra_env={
-                "OPENAI_BASE_URL": fake.base_url,
+    with (
+        FakeLLM() as fake,
+        running_stack(
+            fake.base_url,
+            env={
                 "CRAYFISH_MODEL": "fake",
                 "CRAYFISH_AUTO_RECALL": "false",
                 "CRAYFISH_LOG_LEVEL": "WARNING",
             },
-        )
-        stack.start()
-        try:
-            stack.wait_healthy(timeout=180)
-            with httpx.Client(base_url=stack.url, timeout=60) as api:
-                no_tool = measure(api, fake, with_tool=False)
-                one_exec = measure(api, fake, with_tool=True)
-            rpc = bare_exec(stack.address("tool-runner"))
-        finally:
-            stack.stop()
+        ) as stack,
+    ):
+        with httpx.Client(base_url=stack.url, timeout=60) as api:
+            no_tool = measure(api, fake, with_tool=False)
+            one_exec = measure(api, fake, with_tool=True)
+        rpc = bare_exec(stack.address("tool-runner"))
     rows = [
         ("turn, 1 exec call", one_exec),
         ("turn, no tool (baseline)", no_tool),

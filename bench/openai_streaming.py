@@ -10,15 +10,14 @@ from __future__ import annotations
 import asyncio
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import httpx
-from crayfish_common.launcher import LocalStack, free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.fakes import FakeLLM
+from tests.stacks import running_stack
 
 BODY = {"model": "crayfish", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
 
@@ -64,27 +63,18 @@ async def concurrency(url: str, fake: FakeLLM, clients: int) -> float:
 
 
 def main() -> int:
-    root = Path(tempfile.mkdtemp(prefix="crayfish-bench-"))
-    root.chmod(0o755)
-    with FakeLLM() as fake:
-        stack = LocalStack(
-            workspace=root / "workspace",
-            data_dir=root / "data",
-            http_port=free_port(),
-            log_dir=root / "logs",
-            extra_env={
-                "OPENAI_BASE_URL": fake.base_url,
+    with (
+        FakeLLM() as fake,
+        running_stack(
+            fake.base_url,
+            env={
                 "CRAYFISH_AUTO_RECALL": "false",
                 "CRAYFISH_LOG_LEVEL": "WARNING",
             },
-        )
-        stack.start()
-        try:
-            stack.wait_healthy(timeout=180)
-            firsts, totals = asyncio.run(latency(stack.url, fake))
-            rates = {n: asyncio.run(concurrency(stack.url, fake, n)) for n in (10, 50, 100, 200)}
-        finally:
-            stack.stop()
+        ) as stack,
+    ):
+        firsts, totals = asyncio.run(latency(stack.url, fake))
+        rates = {n: asyncio.run(concurrency(stack.url, fake, n)) for n in (10, 50, 100, 200)}
     print("one client, /v1/chat/completions stream=true, fake LLM answering at once")
     print(
         f"  first content byte: median {statistics.median(firsts):.1f} ms, "

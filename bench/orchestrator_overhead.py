@@ -10,15 +10,14 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import httpx
-from crayfish_common.launcher import LocalStack, free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.fakes import FakeLLM
+from tests.stacks import running_stack
 
 REPEATS = 12
 
@@ -84,31 +83,22 @@ def wall(api: httpx.Client, fake: FakeLLM, parallel: bool) -> list[float]:
 
 
 def main() -> int:
-    root = Path(tempfile.mkdtemp(prefix="crayfish-bench-"))
-    root.chmod(0o755)
-    with FakeLLM() as fake:
-        stack = LocalStack(
-            workspace=root / "workspace",
-            data_dir=root / "data",
-            http_port=free_port(),
-            log_dir=root / "logs",
-            extra_env={
-                "OPENAI_BASE_URL": fake.base_url,
+    with (
+        FakeLLM() as fake,
+        running_stack(
+            fake.base_url,
+            env={
                 "CRAYFISH_AUTO_RECALL": "false",
                 "CRAYFISH_LOG_LEVEL": "WARNING",
                 "CRAYFISH_REPEAT_LIMIT": "100",
             },
-        )
-        stack.start()
-        try:
-            stack.wait_healthy(timeout=180)
-            with httpx.Client(base_url=stack.url, timeout=120) as api:
-                overhead_per_round(api, fake, 1)  # warm-up
-                rows = [(n, overhead_per_round(api, fake, n)) for n in (1, 3, 10)]
-                parallel = wall(api, fake, parallel=True)
-                sequential = wall(api, fake, parallel=False)
-        finally:
-            stack.stop()
+        ) as stack,
+    ):
+        with httpx.Client(base_url=stack.url, timeout=120) as api:
+            overhead_per_round(api, fake, 1)  # warm-up
+            rows = [(n, overhead_per_round(api, fake, n)) for n in (1, 3, 10)]
+            parallel = wall(api, fake, parallel=True)
+            sequential = wall(api, fake, parallel=False)
     print("orchestrator overhead per LLM round (task time - LLM time - tool time)")
     print(f"{'tool rounds':>12} {'median ms':>10} {'p95 ms':>8}")
     for rounds, values in rows:

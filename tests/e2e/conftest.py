@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from crayfish_common.launcher import LocalStack, free_port
+from crayfish_common.launcher import LocalStack
 
 from tests.fakes import FakeLLM
+from tests.stacks import running_stack
 
 TOKEN = "e2e-token-7f3a"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -45,32 +45,9 @@ def fake_llm() -> Iterator[FakeLLM]:
 
 @pytest.fixture(scope="module")
 def stack(fake_llm: FakeLLM) -> Iterator[LocalStack]:
-    root = Path(tempfile.mkdtemp(prefix="crayfish-e2e-"))
-    root.chmod(0o755)  # the sandbox uid must traverse it
-    workspace = root / "workspace"
-    (workspace / "memory").mkdir(parents=True)
-    (workspace / "MEMORY.md").write_text(MEMORY_MD)
-    stack = LocalStack(
-        workspace=workspace,
-        data_dir=root / "data",
-        http_port=free_port(),
-        log_dir=root / "logs",
-        extra_env={
-            "OPENAI_BASE_URL": fake_llm.base_url,
-            "OPENAI_API_KEY": "sk-e2e",
-            "CRAYFISH_MODEL": "fake-model",
-            "CRAYFISH_LLM_RETRY_BASE_DELAY": "0.01",
-            "CRAYFISH_AUTO_RECALL": "false",
-            "CRAYFISH_API_TOKEN": TOKEN,
-        },
-    )
-    stack.start()
-    try:
-        stack.wait_healthy(timeout=180)
+    env = {"CRAYFISH_AUTO_RECALL": "false", "CRAYFISH_API_TOKEN": TOKEN}
+    with running_stack(fake_llm.base_url, {"MEMORY.md": MEMORY_MD}, env) as stack:
         yield stack
-    finally:
-        stack.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

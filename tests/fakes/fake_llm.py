@@ -129,6 +129,12 @@ class FakeLLM:
         with self._cond:
             self._default = fn
 
+    def reset(self) -> None:
+        """Drops every queued reply and the default one (between tests sharing one fake)."""
+        with self._cond:
+            self._queue.clear()
+            self._default = None
+
     def tool_call(self, name: str, arguments: dict[str, Any] | str) -> ToolCall:
         """A ToolCall with the next id; a dict is JSON-encoded, a str is sent verbatim."""
         if not isinstance(arguments, str):

@@ -36,9 +36,7 @@ def test_kill_9_mid_turn_keeps_history_valid_and_resumes_queued_messages(
     assert second.json()["status"] == "queued"
 
     stack.kill("orchestrator")
-    fake_llm.reply_forever_with(None)
-    while fake_llm.pending:
-        fake_llm._queue.popleft()
+    fake_llm.reset()
     fake_llm.reply_with(lambda body: Reply(text=f"back, with {len(body['messages'])} messages"))
     stack.start_one("orchestrator")
     stack.wait_healthy(timeout=60)

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import importlib.resources
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
 import pytest
 from crayfish_common.launcher import LocalStack, free_port
+
+from tests.stacks import running_stack
 
 
 def _model_path() -> Path:
@@ -67,39 +69,21 @@ def llama_server() -> Iterator[str]:
     proc.wait(timeout=30)
 
 
-def _stack(llm_url: str, **env: str) -> LocalStack:
-    root = Path(tempfile.mkdtemp(prefix="crayfish-llm-"))
-    root.chmod(0o755)
-    return LocalStack(
-        workspace=root / "workspace",
-        data_dir=root / "data",
-        http_port=free_port(),
-        log_dir=root / "logs",
-        extra_env={
-            "OPENAI_BASE_URL": llm_url,
-            "CRAYFISH_MODEL": "smollm2",
-            "CRAYFISH_AUTO_RECALL": "false",
-            "CRAYFISH_MAX_ROUNDS": "3",
-            "CRAYFISH_CONTEXT_TOKENS": "4096",
-            "CRAYFISH_BOOTSTRAP_TOTAL_MAX_CHARS": "2000",
-            "CRAYFISH_LLM_TIMEOUT": "300",
-            **env,
-        },
-    )
+LLM_ENV = {
+    "CRAYFISH_MODEL": "smollm2",
+    "CRAYFISH_AUTO_RECALL": "false",
+    "CRAYFISH_MAX_ROUNDS": "3",
+    "CRAYFISH_CONTEXT_TOKENS": "4096",
+    "CRAYFISH_BOOTSTRAP_TOTAL_MAX_CHARS": "2000",
+    "CRAYFISH_LLM_TIMEOUT": "300",
+}
 
 
 @pytest.fixture(scope="session")
 def stack_factory(llama_server: str) -> Iterator[object]:
-    started: list[LocalStack] = []
+    with ExitStack() as stacks:
 
-    def make(**env: str) -> LocalStack:
-        stack = _stack(llama_server, **env)
-        stack.start()
-        stack.wait_healthy(timeout=180)
-        started.append(stack)
-        return stack
+        def make(**env: str) -> LocalStack:
+            return stacks.enter_context(running_stack(llama_server, env={**LLM_ENV, **env}))
 
-    yield make
-    for stack in started:
-        stack.stop()
-        shutil.rmtree(stack.workspace.parent, ignore_errors=True)
+        yield make

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +17,7 @@ from crayfish_common.launcher import LocalStack, free_port
 from orchestrator.cli.api import CrayfishClient
 
 from tests.fakes import FakeLLM, Reply
+from tests.stacks import running_stack
 
 pytestmark = pytest.mark.slow  # starts the whole stack
 
@@ -66,39 +65,14 @@ def llm() -> Iterator[FakeLLM]:
 @pytest.fixture(autouse=True)
 def _empty_script(llm: FakeLLM) -> Iterator[None]:
     yield
-    while llm.pending:
-        llm._queue.popleft()
+    llm.reset()
 
 
 @pytest.fixture(scope="module")
 def stack(llm: FakeLLM) -> Iterator[LocalStack]:
-    root = Path(tempfile.mkdtemp(prefix="crayfish-cli-"))
-    root.chmod(0o755)  # the sandbox uid must traverse it
-    workspace = root / "workspace"
-    (workspace / "memory").mkdir(parents=True)
-    (workspace / "MEMORY.md").write_text(MEMORY_MD)
-    (workspace / "skills" / "weather-report").mkdir(parents=True)
-    (workspace / "skills" / "weather-report" / "SKILL.md").write_text(SKILL_MD)
-    stack = LocalStack(
-        workspace=workspace,
-        data_dir=root / "data",
-        http_port=free_port(),
-        log_dir=root / "logs",
-        extra_env={
-            "OPENAI_BASE_URL": llm.base_url,
-            "OPENAI_API_KEY": "sk-cli-test",
-            "CRAYFISH_MODEL": "fake-model",
-            "CRAYFISH_LLM_RETRY_BASE_DELAY": "0.01",
-            "CRAYFISH_AUTO_RECALL": "false",
-        },
-    )
-    stack.start()
-    try:
-        stack.wait_healthy(timeout=180)
+    files = {"MEMORY.md": MEMORY_MD, "skills/weather-report/SKILL.md": SKILL_MD}
+    with running_stack(llm.base_url, files, {"CRAYFISH_AUTO_RECALL": "false"}) as stack:
         yield stack
-    finally:
-        stack.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def tool_output(body: dict) -> str:

@@ -1,0 +1,71 @@
+"""The whole stack as local processes for tests and benches: a workspace, the fake LLM, teardown."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from crayfish_common.launcher import LocalStack, free_port
+
+
+@contextmanager
+def running_stack(
+    llm_url: str, files: dict[str, str] | None = None, env: dict[str, str] | None = None
+) -> Iterator[LocalStack]:
+    """Starts all four services on free ports against llm_url; stops them all afterwards.
+
+    `files` are written into the workspace (paths relative to it). The folder lives under
+    /tmp with mode 0755 because the sandbox uid must traverse it (pytest's tmp dirs are 0700).
+    """
+    root = Path(tempfile.mkdtemp(prefix="crayfish-stack-"))
+    root.chmod(0o755)
+    workspace = root / "workspace"
+    (workspace / "memory").mkdir(parents=True)
+    for relative, content in (files or {}).items():
+        path = workspace / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+    stack = LocalStack(
+        workspace=workspace,
+        data_dir=root / "data",
+        http_port=free_port(),
+        log_dir=root / "logs",
+        extra_env={
+            "OPENAI_BASE_URL": llm_url,
+            "OPENAI_API_KEY": "sk-test-secret",
+            "CRAYFISH_MODEL": "fake-model",
+            "CRAYFISH_LLM_RETRY_BASE_DELAY": "0.01",
+            **(env or {}),
+        },
+    )
+    stack.start()
+    try:
+        try:
+            stack.wait_healthy(timeout=180)
+        except Exception:
+            _print_logs(root / "logs")
+            raise
+        yield stack
+    finally:
+        pids = [p.pid for p in stack.processes.values()]
+        stack.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    leftovers = [pid for pid in pids if _alive(pid)]
+    assert not leftovers, f"services outlived the stack: {leftovers}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _print_logs(folder: Path) -> None:
+    for log in sorted(folder.glob("*.log")):
+        print(f"----- {log.name} -----\n{log.read_text(errors='replace')[-4000:]}")
