@@ -269,6 +269,8 @@ class LocalDockerd:
             changes=[f"ENV PATH={SANDBOX_PATH}", "USER 65534:65534", "WORKDIR /workspace"],
         )
         client.images.get(IMAGE)
+        # A container must really run (cgroups, mounts, seccomp) or the engine is no use here.
+        client.containers.run(IMAGE, ["true"], remove=True, network_mode="none")
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
