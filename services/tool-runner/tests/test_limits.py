@@ -196,3 +196,12 @@ async def test_streamed_chunks_never_split_a_utf8_character(runner):
     ]
     assert len(chunks) > 2
     assert "".join(c.decode("utf-8") for c in chunks) == "龙虾" * 5000
+
+
+async def test_a_call_may_lower_but_not_raise_limits(runner):
+    small = await runner.sh("head -c 3000000 /dev/zero > f.bin", limits={"max_file_mb": 1})
+    assert small.exit_code != 0 and (runner.workspace / "f.bin").stat().st_size <= 1024 * 1024
+    raised = await runner.sh("ulimit -f", limits={"max_file_mb": 10**6})
+    assert str(256 * 1024 * 1024 // 512) in raised.output  # still the configured 256 MiB
+    bad = await runner.sh("true", limits={"gpu": 1})
+    assert not bad.ok and "unknown argument 'limits.gpu'" in bad.output

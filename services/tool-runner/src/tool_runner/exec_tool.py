@@ -15,15 +15,23 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED_ENV = {"PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT"}
 
 
-def limits_for(settings: ToolRunnerSettings, timeout: float | None) -> Limits:
+def limits_for(
+    settings: ToolRunnerSettings, timeout: float | None, asked: dict[str, int] | None = None
+) -> Limits:
+    """The configured limits, lowered (never raised) by what a call asks for."""
+    asked = asked or {}
     wanted = settings.default_timeout if timeout is None else float(timeout)
+
+    def lower(name: str, configured: int) -> int:
+        return min(int(asked.get(name, configured)), configured)
+
     return Limits(
         timeout=min(max(wanted, 0.1), settings.max_timeout),
-        cpu_seconds=settings.cpu_seconds,
-        memory_mb=settings.memory_mb,
-        max_processes=settings.max_processes,
-        max_file_mb=settings.max_file_mb,
-        output_limit=settings.output_limit,
+        cpu_seconds=lower("cpu_seconds", settings.cpu_seconds),
+        memory_mb=lower("memory_mb", settings.memory_mb),
+        max_processes=lower("max_processes", settings.max_processes),
+        max_file_mb=lower("max_file_mb", settings.max_file_mb),
+        output_limit=lower("output_limit", settings.output_limit),
         output_kill_bytes=settings.output_kill_bytes,
     )
 
@@ -51,7 +59,7 @@ def build_spec(
         command=command,
         workdir=workdir,
         env=dict(env),
-        limits=limits_for(settings, args.get("timeout")),
+        limits=limits_for(settings, args.get("timeout"), args.get("limits")),
         session_id=session_id,
     )
 

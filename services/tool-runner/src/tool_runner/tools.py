@@ -39,6 +39,7 @@ def _obj(required: list[str], **props: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+LIMIT_NAMES = ["cpu_seconds", "memory_mb", "max_processes", "max_file_mb", "output_limit"]
 _PATH = {"type": "string", "minLength": 1, "description": "Path relative to the workspace."}
 
 SPECS = [
@@ -55,6 +56,12 @@ SPECS = [
                 "type": "object",
                 "additionalProperties": {"type": "string"},
                 "description": "Extra environment variables.",
+            },
+            limits={
+                "type": "object",
+                "description": "Optional lower limits for this call.",
+                "properties": {k: {"type": "integer", "minimum": 1} for k in LIMIT_NAMES},
+                "additionalProperties": False,
             },
         ),
     ),
