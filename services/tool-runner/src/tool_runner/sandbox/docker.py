@@ -24,8 +24,7 @@ from tool_runner.sandbox.base import (
     sandbox_env,
     sandbox_workdir,
 )
-from tool_runner.sandbox.process import Chunker
-from tool_runner.textcap import HeadTail
+from tool_runner.sandbox.docker_stream import ExecStreamReader
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +200,7 @@ class DockerSandbox(Sandbox):
         )
         exec_id = created["Id"]
         stream = await self._call(api.exec_start, exec_id, stream=True, demux=True)
-        reader = _StreamReader(spec, sink, self.chunk)
+        reader = ExecStreamReader(spec, sink, self.chunk)
         loop = asyncio.get_running_loop()
         pump = loop.run_in_executor(self.pool, reader.drain_thread, stream, loop)
         try:
@@ -269,58 +268,3 @@ class DockerSandbox(Sandbox):
         for sid in list(self.sessions):
             await self.close_session(sid)
         self.pool.shutdown(wait=False, cancel_futures=True)
-
-
-class _StreamReader:
-    """Moves demuxed exec output from the SDK's blocking iterator into capped buffers."""
-
-    def __init__(self, spec: ExecSpec, sink: ChunkSink | None, chunk: tuple[int, float]):
-        self.limits = spec.limits
-        self.stdout = HeadTail(spec.limits.output_limit)
-        self.stderr = HeadTail(spec.limits.output_limit)
-        self.chunker = Chunker(sink, *chunk) if sink is not None else None
-        self.queue: asyncio.Queue[tuple[bytes | None, bytes | None] | None] = asyncio.Queue()
-
-    def drain_thread(self, stream: Any, loop: asyncio.AbstractEventLoop) -> None:
-        try:
-            for item in stream:
-                loop.call_soon_threadsafe(self.queue.put_nowait, item)
-        finally:
-            loop.call_soon_threadsafe(self.queue.put_nowait, None)
-
-    async def consume(self, wall: float) -> str:
-        """Reads until the stream ends; returns why the command must be killed, if it must."""
-        deadline = time.monotonic() + wall
-        ticker = asyncio.ensure_future(self.chunker.ticker()) if self.chunker else None
-        try:
-            while True:
-                try:
-                    item = await asyncio.wait_for(self.queue.get(), deadline - time.monotonic())
-                except TimeoutError:
-                    return "timeout"
-                if item is None:
-                    return ""
-                await self._feed(item)
-                if self.stdout.total + self.stderr.total > self.limits.output_kill_bytes:
-                    return "output limit"
-        finally:
-            if ticker is not None:
-                ticker.cancel()
-            if self.chunker is not None:
-                await self.chunker.flush("stdout")
-                await self.chunker.flush("stderr")
-
-    async def _feed(self, item: tuple[bytes | None, bytes | None]) -> None:
-        for name, data, keep in (
-            ("stdout", item[0], self.stdout),
-            ("stderr", item[1], self.stderr),
-        ):
-            if data:
-                keep.feed(data)
-                if self.chunker is not None:
-                    await self.chunker.feed(name, data)
-
-    async def finish(self) -> None:
-        """Discards what is still queued until the stream's end marker."""
-        while await self.queue.get() is not None:
-            pass
