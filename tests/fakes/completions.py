@@ -46,6 +46,8 @@ class Reply:
     reasoning: str | None = None
     usage: dict[str, int] | None = None
     finish_reason: str | None = None
+    # Stream each tool call's id and name again in every chunk, as llama.cpp's server does.
+    repeat_names: bool = False
 
     @property
     def resolved_finish_reason(self) -> str:
@@ -153,7 +155,12 @@ def _deltas(reply: Reply):
             ]
         }
         for piece in split_arguments(call.arguments):
-            yield {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+            function: dict[str, Any] = {"arguments": piece}
+            if reply.repeat_names:  # llama.cpp's server repeats id and name in every chunk
+                function["name"] = call.name
+                yield {"tool_calls": [{"index": index, "id": call.id, "function": function}]}
+            else:
+                yield {"tool_calls": [{"index": index, "function": function}]}
 
 
 def split_text(text: str, max_pieces: int = 32) -> list[str]:

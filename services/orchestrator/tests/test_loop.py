@@ -203,3 +203,29 @@ async def test_text_tool_mode_never_sends_tool_roles(runtime_factory, fake_llm: 
     assert "echo: hi" in second["messages"][-1]["content"]
     stored = runtime.store.load("s1")  # history keeps the native shape
     assert [m["role"] for m in stored] == ["user", "assistant", "tool", "assistant"]
+
+
+async def test_streamed_calls_that_repeat_the_name_in_every_chunk(
+    runtime_factory, fake_llm: FakeLLM
+):
+    call = fake_llm.tool_call("echo", {"text": "a fairly long argument to split in pieces"})
+    fake_llm.reply(Reply(tool_calls=[call], repeat_names=True))
+    fake_llm.reply_text("done")
+    task = await run(runtime_factory(), "go")
+    assert task.result == "done"
+    assert tool_messages(fake_llm.requests[-1])[0]["content"].startswith("echo: a fairly long")
+
+
+async def test_an_empty_reply_is_re_asked_once(runtime_factory, fake_llm: FakeLLM):
+    fake_llm.reply_text("")
+    fake_llm.reply_text("Here you go.")
+    task = await run(runtime_factory(), "hello?")
+    assert task.result == "Here you go."
+    assert "reply was empty" in fake_llm.requests[-1]["messages"][-1]["content"]
+
+
+async def test_two_empty_replies_give_a_clear_message(runtime_factory, fake_llm: FakeLLM):
+    fake_llm.reply_text("")
+    fake_llm.reply_text("")
+    task = await run(runtime_factory(), "hello?")
+    assert task.status == "completed" and "empty reply" in (task.result or "")

@@ -141,7 +141,10 @@ class LLMClient:
             if call.id:
                 slot["id"] = call.id
             if call.function is not None:
-                slot["name"] += call.function.name or ""
+                name = call.function.name or ""
+                # OpenAI sends the name once; llama.cpp repeats it whole in every chunk.
+                if name != slot["name"]:
+                    slot["name"] += name
                 slot["arguments"] += call.function.arguments or ""
 
 

@@ -31,6 +31,11 @@ CORRECTIVE_NOTE = (
 )
 
 SILENT_REPLIES = (SILENT_TOKEN, HEARTBEAT_TOKEN)
+EMPTY_NOTE = (
+    "[Crayfish] Your last reply was empty. Answer the user now, or reply NO_REPLY if there is "
+    "truly nothing to say."
+)
+EMPTY_REPLY = "(The model returned an empty reply twice; try rephrasing the request.)"
 UNUSABLE_REPLY = (
     "I could not complete this: the model kept writing tool calls as text instead of calling "
     "the tools. Try again, or use a model with function-calling support."
@@ -88,6 +93,13 @@ class AgentLoop:
                     continue
                 if looks_like_call:
                     content = strip_call_syntax(content) or UNUSABLE_REPLY
+                if not calls and not content.strip():
+                    if not reasked:
+                        reasked = True
+                        await emit("llm.reask", {"round": round_no, "reason": "empty reply"})
+                        messages.append({"role": "user", "content": EMPTY_NOTE})
+                        continue
+                    content = EMPTY_REPLY
             if not calls:
                 done = streamed.lstrip()
                 if content.startswith(done) and content.strip() not in SILENT_REPLIES:
