@@ -31,6 +31,7 @@ proto-check: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/hadolint services/*/Dockerfile services/tool-runner/sandbox-image/Dockerfile
 
 test: install proto-check lint
 	$(PY) -m pytest
