@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
+import json
 import time
 import zipfile
 
@@ -212,3 +214,29 @@ def test_a_client_that_disconnects_does_not_lose_the_answer(api: httpx.Client, f
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert api.get(f"/api/tasks/{task_id}").json()["result"] == "slow answer"
+
+
+def test_many_concurrent_streams_all_finish_and_leave_nothing_running(
+    stack: LocalStack, fake_llm: FakeLLM
+):
+    fake_llm.reply_forever_text("concurrent answer", delay=0.3)
+    body = {"model": "c", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+
+    async def one(client: httpx.AsyncClient) -> str:
+        text = []
+        async with client.stream("POST", "/v1/chat/completions", json=body) as response:
+            async for line in response.aiter_lines():
+                if line.startswith("data: {") and '"content"' in line:
+                    chunk = json.loads(line.removeprefix("data: "))
+                    text += [c["delta"].get("content") or "" for c in chunk["choices"]]
+        return "".join(text)
+
+    async def many() -> list[str]:
+        limits = httpx.Limits(max_connections=60)
+        async with httpx.AsyncClient(base_url=stack.url, timeout=60, limits=limits) as client:
+            return await asyncio.gather(*(one(client) for _ in range(40)))
+
+    answers = asyncio.run(many())
+    assert answers == ["concurrent answer"] * 40
+    metrics = httpx.get(f"{stack.url}/metrics").text
+    assert "crayfish_active_tasks 0" in metrics
