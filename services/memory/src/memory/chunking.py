@@ -122,7 +122,8 @@ def chunk_lines(
 
 def _make_chunk(path: str, title: str, units: list[tuple[int, str, int]], source: str) -> Chunk:
     text = "\n".join(text for _, text, _ in units)
-    embed_text = f"{title}\n{text}" if title and not text.startswith("#") else text
+    first = text.split("\n", 1)[0].lstrip("#").strip()
+    embed_text = f"{title}\n{text}" if title and first != title else text
     return Chunk(
         path=path,
         start_line=units[0][0],

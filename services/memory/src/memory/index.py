@@ -69,6 +69,7 @@ class MemoryIndex:
         self.ready = threading.Event()
         self.chunks: dict[int, StoredChunk] = {}
         self.bm25 = BM25Index()
+        self._lines: dict[str, list[str]] = {}
         backend.ensure(embedder.dim)
         for chunk in state.all_chunks():
             self.chunks[chunk.id] = chunk
@@ -92,7 +93,7 @@ class MemoryIndex:
                 if only is None or path in only:
                     self._drop(path)
                     report.files_removed += 1
-            todo: list[tuple[SourceFile, str, list[Chunk]]] = []
+            todo: list[tuple[SourceFile, str, list[str], list[Chunk]]] = []
             for path, source in found.items():
                 if only is not None and path not in only:
                     continue
@@ -101,10 +102,12 @@ class MemoryIndex:
                 if not force and known.get(path) == digest:
                     report.files_unchanged += 1
                     continue
-                todo.append((source, digest, self._chunk(source, data)))
-            vectors = self._vectors([c for _, _, chunks in todo for c in chunks], report)
-            for source, digest, chunks in todo:
+                lines = to_lines(source, data)
+                todo.append((source, digest, lines, self._chunk(source, lines)))
+            vectors = self._vectors([c for *_, chunks in todo for c in chunks], report)
+            for source, digest, lines, chunks in todo:
                 self._apply(source, digest, chunks, vectors)
+                self._lines[source.path] = lines
                 report.files_indexed += 1
                 report.chunks_indexed += len(chunks)
             self.backend.flush()
@@ -113,8 +116,7 @@ class MemoryIndex:
             log.info("sync: %s", report)
         return report
 
-    def _chunk(self, source: SourceFile, data: bytes) -> list[Chunk]:
-        lines = to_lines(source, data)
+    def _chunk(self, source: SourceFile, lines: list[str]) -> list[Chunk]:
         count = self.embedder.count_tokens
         return chunk_lines(source.path, lines, count, self.config.chunk, source.source)
 
@@ -153,7 +155,17 @@ class MemoryIndex:
             self.chunks[i] = stored
             self.bm25.add(i, c.embed_text)
 
+    def file_lines(self, path: str) -> list[str]:
+        """The lines of an indexed file as last indexed (read from disk after a restart)."""
+        lines = self._lines.get(path)
+        if lines is None:
+            source = self.sources().get(path)
+            lines = to_lines(source, read_bytes(source)) if source else []
+            self._lines[path] = lines
+        return lines
+
     def _drop(self, path: str) -> int:
+        self._lines.pop(path, None)
         ids = self.state.chunk_ids(path)
         self.backend.delete(ids)
         self.state.remove_file(path)

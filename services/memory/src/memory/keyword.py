@@ -32,7 +32,7 @@ def stem(word: str) -> str:
             if suffix in ("ing", "ed") and len(base) > 2 and base[-1] == base[-2]:
                 base = base[:-1]
             return base
-    if word.endswith("s") and not word.endswith("ss") and len(word) > 4:
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")) and len(word) > 3:
         return word[:-1]
     return word
 

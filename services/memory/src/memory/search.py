@@ -21,6 +21,8 @@ class SearchOptions:
     path_prefix: str = ""
     strategy: str = "hybrid"
     snippet_chars: int = 700
+    # A hit grows from its chunk to the surrounding lines up to this many characters (0: off).
+    window_chars: int = 700
     # Hybrid: "weighted" (dense_weight * dense + keyword_weight * keyword) or "rrf".
     fusion: str = "weighted"
     dense_weight: float = 0.5
@@ -115,27 +117,52 @@ def search(index: MemoryIndex, query: str, options: SearchOptions) -> list[Hit]:
     if not options.path_prefix.startswith(SESSIONS_PREFIX):
         session_cap = max(1, math.ceil(options.top_k / 3))
     hits: list[Hit] = []
-    chosen: list[StoredChunk] = []
     sessions = 0
     for i in ranked:
         chunk, score = chunks[i], scores[i]
         if score < options.min_score or len(hits) >= options.top_k:
             break
+        if any(_inside(chunk, hit) for hit in hits):
+            continue
         if chunk.source == "sessions":
             if sessions >= session_cap:
                 continue
             sessions += 1
-        if any(_inside(chunk, other) for other in chosen):
-            continue
-        chosen.append(chunk)
-        text = snippet(chunk.text, options.snippet_chars)
-        hits.append(Hit(chunk.path, chunk.start_line, chunk.end_line, score, text, chunk.source))
+        hits.append(_hit(index, chunk, score, options))
     return hits
 
 
-def _inside(chunk: StoredChunk, other: StoredChunk) -> bool:
-    return (
-        chunk.path == other.path
-        and other.start_line <= chunk.start_line
-        and chunk.end_line <= other.end_line
-    )
+def _hit(index: MemoryIndex, chunk: StoredChunk, score: float, options: SearchOptions) -> Hit:
+    start, end, text = chunk.start_line, chunk.end_line, chunk.text
+    if options.window_chars > len(text):
+        with index.lock:
+            lines = index.file_lines(chunk.path)
+        start, end = window(lines, start, end, options.window_chars)
+        text = "\n".join(lines[start - 1 : end]).strip("\n") or text
+    return Hit(chunk.path, start, end, score, snippet(text, options.snippet_chars), chunk.source)
+
+
+def window(lines: list[str], start: int, end: int, limit: int) -> tuple[int, int]:
+    """Grows lines start..end (1-based) by whole neighbouring lines, alternating before and
+    after, while the text stays within `limit` characters; blank edge lines are trimmed."""
+    if not lines or end > len(lines):
+        return start, end
+    size = sum(len(line) + 1 for line in lines[start - 1 : end])
+    grew = True
+    while grew:
+        grew = False
+        for candidate in (start - 1, end + 1):
+            if 1 <= candidate <= len(lines) and size + len(lines[candidate - 1]) + 1 <= limit:
+                size += len(lines[candidate - 1]) + 1
+                start, end = min(start, candidate), max(end, candidate)
+                grew = True
+    while start < end and not lines[start - 1].strip():
+        start += 1
+    while end > start and not lines[end - 1].strip():
+        end -= 1
+    return start, end
+
+
+def _inside(chunk: StoredChunk, hit: Hit) -> bool:
+    same = chunk.path == hit.path
+    return same and hit.start_line <= chunk.start_line and chunk.end_line <= hit.end_line

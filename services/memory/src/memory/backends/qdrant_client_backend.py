@@ -72,6 +72,8 @@ class QdrantClientBackend:
     def search(
         self, vector: np.ndarray, limit: int, paths: Sequence[str] | None = None
     ) -> list[tuple[int, float]]:
+        if paths is not None and not paths:
+            return []
         query_filter = None
         if paths is not None:
             condition = models.FieldCondition(key="path", match=models.MatchAny(any=list(paths)))

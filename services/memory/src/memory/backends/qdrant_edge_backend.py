@@ -70,6 +70,8 @@ class QdrantEdgeBackend:
     def search(
         self, vector: np.ndarray, limit: int, paths: Sequence[str] | None = None
     ) -> list[tuple[int, float]]:
+        if paths is not None and not paths:
+            return []
         query_filter = None
         if paths is not None:
             condition = edge.FieldCondition(key="path", match=edge.MatchAny(list(paths)))

@@ -1,0 +1,75 @@
+"""Retrieval metrics over a dataset of questions with evidence lines (recall@k, MRR, nDCG)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Query:
+    question: str
+    # (path relative to the corpus, 1-based line)
+    evidence: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class Span:
+    path: str
+    start_line: int
+    end_line: int
+
+    def covers(self, path: str, line: int) -> bool:
+        return self.path == path and self.start_line <= line <= self.end_line
+
+
+def load_queries(dataset: Path) -> list[Query]:
+    queries = []
+    with (dataset / "queries.jsonl").open(encoding="utf-8") as lines:
+        for raw in lines:
+            if not raw.strip():
+                continue
+            record = json.loads(raw)
+            evidence = tuple((e["path"], int(e["line"])) for e in record["evidence"])
+            if evidence:
+                queries.append(Query(record["question"], evidence))
+    return queries
+
+
+def recall_at(spans: list[Span], evidence: tuple[tuple[str, int], ...], k: int) -> float:
+    """Share of the evidence lines that the first k hits cover."""
+    top = spans[:k]
+    covered = sum(1 for path, line in evidence if any(s.covers(path, line) for s in top))
+    return covered / len(evidence)
+
+
+def reciprocal_rank(spans: list[Span], evidence: tuple[tuple[str, int], ...], k: int = 10) -> float:
+    for rank, span in enumerate(spans[:k], start=1):
+        if any(span.covers(path, line) for path, line in evidence):
+            return 1.0 / rank
+    return 0.0
+
+
+def ndcg_at(spans: list[Span], evidence: tuple[tuple[str, int], ...], k: int = 10) -> float:
+    """Binary gain for a hit that covers evidence no earlier hit covered."""
+    seen: set[tuple[str, int]] = set()
+    dcg = 0.0
+    for rank, span in enumerate(spans[:k], start=1):
+        new = {(p, line) for p, line in evidence if span.covers(p, line)} - seen
+        if new:
+            dcg += 1.0 / math.log2(rank + 1)
+            seen |= new
+    ideal = sum(1.0 / math.log2(r + 1) for r in range(1, min(len(set(evidence)), k) + 1))
+    return dcg / ideal if ideal else 0.0
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)

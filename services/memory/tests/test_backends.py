@@ -1,0 +1,110 @@
+"""Conformance suite every vector backend passes (set MEMORY_TEST_QDRANT_URL to add a server)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+from memory.backends import DimensionMismatchError, VectorBackend, VectorPoint, make_backend
+
+DIM = 8
+SERVER = os.environ.get("MEMORY_TEST_QDRANT_URL")
+KINDS = ["qdrant-edge", "qdrant", *(["qdrant-server"] if SERVER else [])]
+
+
+def open_backend(kind: str, folder: Path, collection: str = "conformance") -> VectorBackend:
+    if kind == "qdrant-server":
+        return make_backend("qdrant", folder, collection, qdrant_url=SERVER)
+    return make_backend(kind, folder, collection)
+
+
+@pytest.fixture(params=KINDS)
+def kind(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def collection() -> str:
+    return f"conformance_{uuid.uuid4().hex[:8]}"
+
+
+def unit(*values: float) -> np.ndarray:
+    vector = np.zeros(DIM, dtype=np.float32)
+    vector[: len(values)] = values
+    return vector / np.linalg.norm(vector)
+
+
+POINTS = [
+    VectorPoint(1, unit(1, 0), "memory/a.md"),
+    VectorPoint(2, unit(1, 1), "memory/a.md"),
+    VectorPoint(3, unit(0, 1), "memory/b.md"),
+    VectorPoint(4, unit(0, 0, 1), "sessions/s.jsonl", "sessions"),
+]
+
+
+def test_search_ranks_by_cosine_and_filters_by_path(kind, tmp_path, collection):
+    backend = open_backend(kind, tmp_path, collection)
+    backend.ensure(DIM)
+    backend.upsert(POINTS)
+    backend.flush()
+    assert backend.count() == 4
+    ranked = backend.search(unit(1, 0.1), limit=3)
+    assert [i for i, _ in ranked] == [1, 2, 3]
+    assert ranked[0][1] == pytest.approx(float(unit(1, 0.1) @ unit(1, 0)), abs=1e-4)
+    only_b = backend.search(unit(1, 0.5), limit=3, paths=["memory/b.md", "sessions/s.jsonl"])
+    assert [i for i, _ in only_b] == [3, 4]
+    assert backend.search(unit(1, 0), limit=3, paths=[]) == []
+    backend.close()
+
+
+def test_upsert_replaces_and_delete_removes(kind, tmp_path, collection):
+    backend = open_backend(kind, tmp_path, collection)
+    backend.ensure(DIM)
+    backend.upsert(POINTS)
+    backend.upsert([VectorPoint(1, unit(0, 0, 0, 1), "memory/a.md")])
+    backend.delete([2, 3])
+    backend.delete([])
+    backend.flush()
+    assert backend.count() == 2
+    top = backend.search(unit(0, 0, 0, 1), limit=1)
+    assert top[0][0] == 1 and top[0][1] == pytest.approx(1.0, abs=1e-4)
+    backend.close()
+
+
+def test_reopen_keeps_points(kind, tmp_path, collection):
+    first = open_backend(kind, tmp_path, collection)
+    first.ensure(DIM)
+    first.upsert(POINTS)
+    first.close()
+    again = open_backend(kind, tmp_path, collection)
+    again.ensure(DIM)
+    assert again.count() == 4
+    assert again.search(unit(0, 1), limit=1)[0][0] == 3
+    again.close()
+
+
+def test_dimension_mismatch_fails_loudly(kind, tmp_path, collection):
+    first = open_backend(kind, tmp_path, collection)
+    first.ensure(DIM)
+    first.upsert(POINTS)
+    first.close()
+    other = open_backend(kind, tmp_path, collection)
+    with pytest.raises(DimensionMismatchError, match=r"8-dimensional.*16-dimensional"):
+        other.ensure(16)
+    other.close()
+
+
+def test_large_batch_round_trip(kind, tmp_path, collection):
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(1500, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    backend = open_backend(kind, tmp_path, collection)
+    backend.ensure(DIM)
+    backend.upsert([VectorPoint(i + 1, v, f"memory/{i % 7}.md") for i, v in enumerate(vectors)])
+    backend.flush()
+    assert backend.count() == 1500
+    assert backend.search(vectors[321], limit=1)[0][0] == 322
+    backend.close()

@@ -1,0 +1,58 @@
+"""The evaluation command on the suite's own small dataset (tests/data/mini)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from memory import eval as memory_eval
+from memory.evaluation import Span, ndcg_at, recall_at, reciprocal_rank
+
+DATASET = Path(__file__).parent / "data" / "mini"
+KEYS = {"backend", "strategy", "queries", "recall@1", "recall@6", "recall@10", "mrr@10"}
+KEYS |= {"ndcg@10", "p50_ms", "p95_ms"}
+
+
+def test_metrics_count_covered_evidence_lines():
+    spans = [Span("a.md", 1, 3), Span("b.md", 10, 12)]
+    evidence = (("b.md", 11), ("a.md", 9))
+    assert recall_at(spans, evidence, 1) == 0.0
+    assert recall_at(spans, evidence, 2) == 0.5
+    assert reciprocal_rank(spans, evidence) == 0.5
+    assert 0.0 < ndcg_at(spans, evidence) < 1.0
+
+
+def test_json_output_compares_backends_and_strategies(embedder, capsys, monkeypatch):
+    monkeypatch.setattr(memory_eval, "load_embedder", lambda name: embedder)
+    code = memory_eval.main(
+        [
+            "--dataset",
+            str(DATASET),
+            "--backend",
+            "qdrant-edge,qdrant",
+            "--strategy",
+            "keyword,hybrid",
+            "--json",
+        ]
+    )
+    assert code == 0
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert [(r["backend"], r["strategy"]) for r in runs] == [
+        ("qdrant-edge", "keyword"),
+        ("qdrant-edge", "hybrid"),
+        ("qdrant", "keyword"),
+        ("qdrant", "hybrid"),
+    ]
+    for run in runs:
+        assert KEYS <= set(run) and run["queries"] == 10
+        assert run["recall@1"] <= run["recall@6"] <= run["recall@10"] <= 1.0
+    hybrid = [r for r in runs if r["strategy"] == "hybrid"]
+    assert all(r["recall@6"] >= 0.9 for r in hybrid), hybrid
+
+
+def test_table_output_and_bad_dataset(embedder, capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(memory_eval, "load_embedder", lambda name: embedder)
+    assert memory_eval.main(["--dataset", str(DATASET), "--strategy", "dense", "--k", "1,3"]) == 0
+    out = capsys.readouterr().out
+    assert "recall@3" in out and "qdrant-edge" in out and "dense" in out
+    assert memory_eval.main(["--dataset", str(tmp_path)]) == 2
