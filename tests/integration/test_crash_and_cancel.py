@@ -9,7 +9,7 @@ import httpx
 from crayfish_common.launcher import LocalStack
 
 from tests.fakes import FakeLLM, Reply
-from tests.integration.test_chat_turn import wait_task
+from tests.integration.test_chat_turn import last_tool_output, wait_task
 
 
 def _wait(predicate, timeout: float = 30.0) -> None:
@@ -75,3 +75,25 @@ def test_cancel_stops_the_running_command_and_keeps_history_valid(
     fake_llm.reply_text("fresh start")
     after = api.post("/api/chat", json={"message": "again", "session_id": "cancel"}).json()
     assert wait_task(api, after["task_id"])["result"] == "fresh start"
+
+
+def test_a_dead_service_degrades_clearly_and_recovers(
+    stack: LocalStack, api: httpx.Client, fake_llm: FakeLLM
+):
+    stack.kill("memory")
+    try:
+        fake_llm.reply_tool_calls(("memory_search", {"query": "anything"}))
+        fake_llm.reply_with(lambda body: Reply(text=last_tool_output(body)))
+        task = wait_task(api, api.post("/api/chat", json={"message": "recall?"}).json()["task_id"])
+        assert task["status"] == "completed", task  # the turn survives a dead dependency
+        assert "memory" in task["result"] and "UNAVAILABLE" in task["result"]
+        ready = api.get("/readyz")
+        assert ready.status_code == 503
+        memory = next(d for d in ready.json()["dependencies"] if d["name"] == "memory")
+        assert memory["ok"] is False and memory["detail"]
+        search = api.post("/api/memory/search", json={"query": "x"})
+        assert search.status_code == 503 and "memory service" in search.json()["error"]["message"]
+    finally:
+        stack.start_one("memory")
+        stack.wait_healthy(timeout=120)
+    _wait(lambda: api.get("/readyz").status_code == 200, timeout=10)

@@ -15,5 +15,9 @@ def aio_channel(address: str) -> grpc.aio.Channel:
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.enable_retries", 1),
+            # A restarted dependency is found again within ~2 s, not after minutes of backoff.
+            ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.min_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", 2000),
         ],
     )
