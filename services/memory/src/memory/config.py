@@ -38,7 +38,7 @@ class MemorySettings(ServiceSettings):
     dense_weight: float = Field(default=0.5, ge=0.0)
     keyword_weight: float = Field(default=0.5, ge=0.0)
     # Chunk bounds: word pieces of the embedding model (its window is 256) and characters.
-    chunk_tokens: int = Field(default=200, ge=16, le=500)
+    chunk_tokens: int = Field(default=256, ge=16, le=512)
     chunk_chars: int = Field(default=700, ge=100)
     overlap_lines: int = Field(default=1, ge=0)
     watch: bool = True

@@ -70,6 +70,7 @@ class MemoryRuntime:
         def relevant(_change: object, path: str) -> bool:
             return path.endswith((".md", ".jsonl"))
 
+        logging.getLogger("watchfiles").setLevel(logging.WARNING)
         log.info("watching %s", ", ".join(str(r) for r in roots))
         async for _changes in awatch(
             *roots,

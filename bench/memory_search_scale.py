@@ -1,0 +1,109 @@
+"""Memory backends at scale: search latency at 1k, 10k and 100k chunks (synthetic 384-d vectors).
+
+For each backend and size: time to upsert (and flush/optimize), search latency (median, p95 over
+50 queries) plain and with a path filter, and the time to reopen the store. Prints a table and
+the ratio of each backend's latency to numpy brute force over the same vectors in the same run,
+and recall@6 of its top 6 against the exact top 6 (HNSW is approximate).
+`--sizes 1000,10000` limits the run; qdrant-client local mode at 100k takes about a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from memory.backends import VectorPoint, make_backend
+
+DIM = 384
+QUERIES = 50
+FILES = 200
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+def vectors(n: int, seed: int = 1) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    data = rng.normal(size=(n, DIM)).astype(np.float32)
+    return data / np.linalg.norm(data, axis=1, keepdims=True)
+
+
+def timed_searches(search, queries: np.ndarray) -> list[float]:
+    times = []
+    for query in queries:
+        started = time.perf_counter()
+        search(query)
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def run_backend(name: str, data: np.ndarray, queries: np.ndarray, folder: Path) -> dict:
+    backend = make_backend(name, folder, "bench")
+    backend.ensure(DIM)
+    points = [VectorPoint(i + 1, v, f"memory/{i % FILES}.md") for i, v in enumerate(data)]
+    started = time.perf_counter()
+    backend.upsert(points)
+    upsert_s = time.perf_counter() - started
+    started = time.perf_counter()
+    backend.flush()
+    flush_s = time.perf_counter() - started
+    plain = timed_searches(lambda q: backend.search(q, 6), queries)
+    paths = [f"memory/{i}.md" for i in range(5)]
+    filtered = timed_searches(lambda q: backend.search(q, 6, paths), queries[:20])
+    top = backend.search(queries[0], 6)
+    backend.close()
+    started = time.perf_counter()
+    again = make_backend(name, folder, "bench")
+    again.ensure(DIM)
+    reopen_s = time.perf_counter() - started
+    again.close()
+    exact = set((np.argsort(-(data @ queries[0]))[:6] + 1).tolist())
+    return {
+        "upsert_s": upsert_s,
+        "flush_s": flush_s,
+        "p50": statistics.median(plain),
+        "p95": percentile(plain, 0.95),
+        "filtered_p50": statistics.median(filtered),
+        "reopen_s": reopen_s,
+        "recall6": len(exact & {i for i, _ in top}) / 6,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--backends", default="qdrant-edge,qdrant")
+    args = parser.parse_args()
+    print(
+        f"{'backend':12} {'chunks':>7} {'upsert s':>9} {'index s':>8} {'p50 ms':>8} {'p95 ms':>8} "
+        f"{'filt p50':>9} {'reopen s':>9} {'x numpy':>8} {'recall@6':>9}"
+    )
+    for size in [int(s) for s in args.sizes.split(",")]:
+        data = vectors(size)
+        queries = vectors(QUERIES, seed=2)
+        brute = statistics.median(
+            timed_searches(lambda q, d=data: np.argsort(-(d @ q))[:6], queries)
+        )
+        print(
+            f"{'numpy':12} {size:>7} {'-':>9} {'-':>8} {brute:>8.2f} {'-':>8} {'-':>9} {'-':>9} "
+            f"{1.0:>8.2f} {1.0:>9.2f}"
+        )
+        for name in args.backends.split(","):
+            with tempfile.TemporaryDirectory(prefix="memory-bench-") as tmp:
+                r = run_backend(name, data, queries, Path(tmp))
+            print(
+                f"{name:12} {size:>7} {r['upsert_s']:>9.2f} {r['flush_s']:>8.2f} "
+                f"{r['p50']:>8.2f} {r['p95']:>8.2f} {r['filtered_p50']:>9.2f} "
+                f"{r['reopen_s']:>9.2f} {r['p50'] / brute:>8.2f} {r['recall6']:>9.2f}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
