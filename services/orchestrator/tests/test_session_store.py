@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from orchestrator.events import EventLog
 from orchestrator.sessions.store import Inbox, InvalidSessionId, SessionStore
 
 CALL_GROUP = [
@@ -60,3 +61,15 @@ def test_inbox_keeps_unrun_messages(tmp_path: Path) -> None:
     inbox.add("t2", "s1", "second", "chat")
     inbox.remove("t1")
     assert [e["message"] for e in Inbox(tmp_path).pending()] == ["second"]
+
+
+async def test_event_log_resumes_after_any_id_and_trims_old_events() -> None:
+    log = EventLog(max_events=10)
+    for i in range(25):
+        await log.add("t", "tick", {"n": i})
+    kept = [e.id for e in log.events]
+    assert kept == list(range(kept[0], 26)) and len(kept) <= 10
+    assert [e.id for e in log.after(20)] == [21, 22, 23, 24, 25]
+    assert [e.id for e in log.after(0)] == kept  # too far behind: from the oldest kept
+    await log.close()
+    assert [e.id async for e in log.follow(23)] == [24, 25]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,10 +25,15 @@ class Event:
 
 
 class EventLog:
-    """An append-only list of events that readers can follow from any id (for Last-Event-ID)."""
+    """An append-only list of events that readers can follow from any id (for Last-Event-ID).
+
+    Ids are consecutive, so a reader finds its place by arithmetic; past `max_events` the
+    oldest half is dropped (a reader that far behind resumes at the oldest event kept).
+    """
 
     def __init__(self, max_events: int = 100_000):
-        self.events: deque[Event] = deque(maxlen=max_events)
+        self.max_events = max_events
+        self.events: list[Event] = []
         self.next_id = 1
         self.changed = asyncio.Condition()
         self.closed = False
@@ -39,8 +43,17 @@ class EventLog:
             event = Event(self.next_id, task_id, type_, data)
             self.next_id += 1
             self.events.append(event)
+            if len(self.events) > self.max_events:
+                del self.events[: len(self.events) // 2]
             self.changed.notify_all()
         return event
+
+    def after(self, event_id: int) -> list[Event]:
+        """Events with an id greater than event_id."""
+        if not self.events:
+            return []
+        start = max(0, event_id - self.events[0].id + 1)
+        return self.events[start:]
 
     async def close(self) -> None:
         async with self.changed:
@@ -51,7 +64,7 @@ class EventLog:
         """Yields events with id > after, then waits for more; ends once closed and drained."""
         while True:
             async with self.changed:
-                fresh = [e for e in self.events if e.id > after]
+                fresh = self.after(after)
                 if not fresh:
                     if self.closed and stop_when_closed:
                         return

@@ -96,7 +96,7 @@ def _completion(task: Task, model: str) -> dict[str, Any]:
 
 def _failure(task: Task) -> tuple[int, str]:
     if task.status == "cancelled":
-        return 499, "the turn was cancelled"
+        return 409, "the turn was cancelled"
     return 502, f"the turn failed: {task.error}"
 
 
