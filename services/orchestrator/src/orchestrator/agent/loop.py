@@ -36,6 +36,7 @@ EMPTY_NOTE = (
     "truly nothing to say."
 )
 EMPTY_REPLY = "(The model returned an empty reply twice; try rephrasing the request.)"
+REASK_NOTES = {"call written as text": CORRECTIVE_NOTE, "empty reply": EMPTY_NOTE}
 UNUSABLE_REPLY = (
     "I could not complete this: the model kept writing tool calls as text instead of calling "
     "the tools. Try again, or use a model with function-calling support."
@@ -83,29 +84,16 @@ class AgentLoop:
         reasked = False
         for round_no in range(1, self.limits.max_rounds + 1):
             reply, streamed = await self._ask(messages, round_no, emit, usage, tools)
-            calls, content = reply.tool_calls, reply.content
+            calls, content, note = reply.tool_calls, reply.content, ""
             if not calls:
-                calls, content, looks_like_call = self._recover_calls(reply.content, set(tools))
-                if looks_like_call and not reasked:
-                    reasked = True
-                    await emit("llm.reask", {"round": round_no, "reason": "call written as text"})
-                    messages.append({"role": "user", "content": CORRECTIVE_NOTE})
-                    continue
-                if looks_like_call:
-                    content = strip_call_syntax(content) or UNUSABLE_REPLY
-                if not calls and not content.strip():
-                    if not reasked:
-                        reasked = True
-                        await emit("llm.reask", {"round": round_no, "reason": "empty reply"})
-                        messages.append({"role": "user", "content": EMPTY_NOTE})
-                        continue
-                    content = EMPTY_REPLY
+                calls, content, note = self._read_text_reply(reply.content, set(tools), reasked)
+            if note:
+                reasked = True
+                await emit("llm.reask", {"round": round_no, "reason": note})
+                messages.append({"role": "user", "content": REASK_NOTES[note]})
+                continue
             if not calls:
-                done = streamed.lstrip()
-                if content.startswith(done) and content.strip() not in SILENT_REPLIES:
-                    rest = content[len(done) :]
-                    if rest:
-                        await emit("assistant.delta", {"round": round_no, "text": rest})
+                await self._finish_stream(content, streamed, round_no, emit)
                 final = {"role": "assistant", "content": content}
                 messages.append(final)
                 persist([final])
@@ -119,6 +107,33 @@ class AgentLoop:
                 return self._stop(messages, persist, round_no, usage, stop_reason)
         reason = f"it reached the limit of {self.limits.max_rounds} tool rounds"
         return self._stop(messages, persist, self.limits.max_rounds, usage, reason)
+
+    def _read_text_reply(
+        self, text: str, known: set[str], reasked: bool
+    ) -> tuple[list[ToolCall], str, str]:
+        """(calls recovered from text, the answer, why to re-ask instead: "" for no re-ask).
+
+        Call-like text naming no offered tool, or an empty reply, is re-asked once; after
+        that the user gets the prose without call syntax, or a clear message.
+        """
+        calls, content, looks_like_call = self._recover_calls(text, known)
+        if calls:
+            return calls, content, ""
+        if looks_like_call:
+            if not reasked:
+                return [], content, "call written as text"
+            content = strip_call_syntax(content) or UNUSABLE_REPLY
+        if not content.strip():
+            return ([], EMPTY_REPLY, "") if reasked else ([], content, "empty reply")
+        return [], content, ""
+
+    async def _finish_stream(self, content: str, streamed: str, round_no: int, emit: Emit) -> None:
+        """Streams what the user has not seen yet of the final answer (held-back text)."""
+        done = streamed.lstrip()
+        if content.startswith(done) and content.strip() not in SILENT_REPLIES:
+            rest = content[len(done) :]
+            if rest:
+                await emit("assistant.delta", {"round": round_no, "text": rest})
 
     async def _ask(
         self,
