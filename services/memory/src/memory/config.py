@@ -34,6 +34,8 @@ class MemorySettings(ServiceSettings):
     # Scores are in [0, 1] for every strategy (see README); hits below are dropped.
     min_score: float = Field(default=0.0, ge=0.0, le=1.0)
     snippet_chars: int = Field(default=700, ge=50)
+    # A hit grows from its chunk to neighbouring lines up to this many characters (0: off).
+    window_chars: int = Field(default=700, ge=0)
     # Hybrid fusion: weighted sum of normalised dense and keyword scores.
     dense_weight: float = Field(default=0.5, ge=0.0)
     keyword_weight: float = Field(default=0.5, ge=0.0)

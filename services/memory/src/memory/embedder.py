@@ -45,7 +45,7 @@ class MiniLMEmbedder:
         self._lock = threading.Lock()
         self.batch_size = batch_size
         self.dim = int(self._model.get_embedding_dimension() or 384)
-        self.max_tokens = int(self._model.max_seq_length)
+        self.max_tokens = int(self._model.max_seq_length or 256)
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         if not texts:

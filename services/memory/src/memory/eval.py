@@ -1,4 +1,8 @@
-"""`python -m memory.eval`: recall@k, MRR@10, nDCG@10 and latency per backend and strategy."""
+"""`python -m memory.eval`: recall@k, MRR@10, nDCG@10 and latency per backend and strategy.
+
+recall@k = share of a question's evidence lines covered by the first k hits, averaged over
+questions; hit@k (extra) = share of questions with at least one evidence line covered.
+"""
 
 from __future__ import annotations
 
@@ -58,6 +62,7 @@ def evaluate(
     """Runs every query once and averages the metrics."""
     depth = max([*ks, 10])
     recalls: dict[int, list[float]] = {k: [] for k in ks}
+    found: dict[int, list[float]] = {k: [] for k in ks}
     rr, ndcg, latency = [], [], []
     service.search("warm-up", strategy=strategy)
     for query in queries:
@@ -67,6 +72,7 @@ def evaluate(
         spans = [Span(h.path.removeprefix(CORPUS_PREFIX), h.start_line, h.end_line) for h in hits]
         for k in ks:
             recalls[k].append(recall_at(spans, query.evidence, k))
+            found[k].append(float(reciprocal_rank(spans, query.evidence, k) > 0))
         rr.append(reciprocal_rank(spans, query.evidence))
         ndcg.append(ndcg_at(spans, query.evidence))
     run: dict[str, Any] = {"strategy": strategy, "queries": len(queries)}
@@ -76,6 +82,8 @@ def evaluate(
     run["ndcg@10"] = round(statistics.fmean(ndcg), 4)
     run["p50_ms"] = round(percentile(latency, 0.5), 2)
     run["p95_ms"] = round(percentile(latency, 0.95), 2)
+    for k in ks:
+        run[f"hit@{k}"] = round(statistics.fmean(found[k]), 4)
     return run
 
 
@@ -94,7 +102,7 @@ def run_all(args: argparse.Namespace, embedder: Embedder | None = None) -> list[
                 workspace=workspace,
                 data_dir=data_dir,
                 backend=backend,
-                model=embedder.name,
+                model=embedder.name,  # type: ignore[arg-type]
                 watch=False,
                 qdrant_url=None,
                 **extra,  # type: ignore[arg-type]

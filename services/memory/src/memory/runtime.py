@@ -42,7 +42,10 @@ class MemoryRuntime:
             self.opened.set()
             return
         self.opened.set()
-        await asyncio.to_thread(self.service.sync)
+        try:
+            await asyncio.to_thread(self.service.sync)
+        except Exception:
+            log.exception("first sync failed; serving what the index holds")
         if self.settings.watch:
             self._tasks.append(asyncio.create_task(self._watch(self.service)))
 

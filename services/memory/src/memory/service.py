@@ -53,6 +53,7 @@ class MemoryService:
             min_score=settings.min_score,
             strategy=settings.strategy,
             snippet_chars=settings.snippet_chars,
+            window_chars=settings.window_chars,
             fusion=settings.fusion,
             dense_weight=settings.dense_weight,
             keyword_weight=settings.keyword_weight,
@@ -83,9 +84,11 @@ class MemoryService:
         return cls(settings, index)
 
     def sync(self, force: bool = False) -> SyncReport:
-        report = self.index.sync(force=force)
-        self.index.ready.set()
-        return report
+        try:
+            return self.index.sync(force=force)
+        finally:
+            # Even a failed first sync must not leave searches waiting forever.
+            self.index.ready.set()
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
         if not self.index.ready.wait(timeout):

@@ -6,6 +6,7 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,8 @@ def _transcript_line(raw: str) -> str:
         return ""
     if not isinstance(record, dict):
         return ""
-    message = record.get("message") if isinstance(record.get("message"), dict) else record
+    nested = record.get("message")
+    message: dict[str, Any] = nested if isinstance(nested, dict) else record
     role = message.get("role")
     if role not in ("user", "assistant"):
         return ""
