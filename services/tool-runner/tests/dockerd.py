@@ -213,7 +213,9 @@ class LocalDockerd:
             raise RuntimeError("dockerd is not installed (apt-get install docker.io)")
         if os.geteuid() != 0:
             raise RuntimeError("dockerd needs root here")
-        ns = f"crayfish-{self.root.name}"
+        # containerd namespaces allow [A-Za-z0-9] runs joined by single [._-]; mkdtemp's
+        # random suffix may contain "_" next to "-", so keep only letters and digits of it.
+        ns = "crayfish-" + "".join(c for c in self.root.name if c.isalnum())
         args = [
             dockerd,
             "--data-root",
