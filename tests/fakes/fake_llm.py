@@ -50,7 +50,7 @@ class FakeLLM:
 
     def start(self) -> FakeLLM:
         handler = type("_BoundHandler", (_Handler,), {"fake": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server = _Server(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
         self._server.block_on_close = False
         port = self._server.server_address[1]
@@ -197,6 +197,12 @@ class FakeLLM:
         if seconds > 0:
             return not self._stopping.wait(seconds)
         return not self._stopping.is_set()
+
+
+class _Server(ThreadingHTTPServer):
+    # The default backlog of 5 drops connection attempts under load (clients then wait a
+    # 1 s SYN retransmit), which would make the fake, not Crayfish, the bottleneck.
+    request_queue_size = 512
 
 
 class _Handler(BaseHTTPRequestHandler):
