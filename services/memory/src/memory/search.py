@@ -25,8 +25,8 @@ class SearchOptions:
     window_chars: int = 700
     # Hybrid: "weighted" (dense_weight * dense + keyword_weight * keyword) or "rrf".
     fusion: str = "weighted"
-    dense_weight: float = 0.5
-    keyword_weight: float = 0.5
+    dense_weight: float = 0.6
+    keyword_weight: float = 0.4
     rrf_k: int = 60
 
 
