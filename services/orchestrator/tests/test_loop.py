@@ -229,3 +229,22 @@ async def test_two_empty_replies_give_a_clear_message(runtime_factory, fake_llm:
     fake_llm.reply_text("")
     task = await run(runtime_factory(), "hello?")
     assert task.status == "completed" and "empty reply" in (task.result or "")
+
+
+async def test_a_tool_that_outlives_its_deadline_is_a_readable_result(
+    runtime_factory, fake_llm: FakeLLM
+):
+    fake_llm.reply_tool_calls(("sleep", {"seconds": 2}))
+    fake_llm.reply_text("moved on")
+    task = await run(runtime_factory(CRAYFISH_TOOL_TIMEOUT=0.3), "wait")
+    assert task.result == "moved on"
+    assert "timed out after 0.3s" in tool_messages(fake_llm.requests[-1])[0]["content"]
+
+
+async def test_long_tool_results_keep_head_and_tail(runtime_factory, fake_llm: FakeLLM):
+    fake_llm.reply_tool_calls(("echo", {"text": "START" + "x" * 5000 + "END"}))
+    fake_llm.reply_text("ok")
+    await run(runtime_factory(CRAYFISH_TOOL_RESULT_MAX_CHARS=1000), "go")
+    result = tool_messages(fake_llm.requests[-1])[0]["content"]
+    assert len(result) <= 1000 and "chars cut here" in result
+    assert result.startswith("echo: START") and result.endswith("END")
