@@ -61,7 +61,8 @@ def _candidates(index: MemoryIndex, query: str, options: SearchOptions) -> dict[
         paths = sorted({index.chunks[i].path for i in allowed})
         if not paths:
             return {}
-    depth = max(50, options.top_k * 8)
+    # Fixed depth so that a hit's fused score does not depend on how many hits were asked for.
+    depth = max(100, options.top_k * 4)
     dense: list[tuple[int, float]] = []
     keyword: list[tuple[int, float]] = []
     if options.strategy in ("dense", "hybrid"):
