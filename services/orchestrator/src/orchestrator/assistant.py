@@ -60,32 +60,39 @@ class Assistant:
         await self.registry.refresh()
         history = self.store.load(task.session_id)
         system = await self.system_prompt("full")
-        user = {"role": "user", "content": task.message}
-        self.store.append(task.session_id, [user])
+        user = self._accept(task)
         if on_accepted is not None:
             on_accepted(task.id)
         outgoing = dict(user)
         recall = await self.recall(task.message, emit)
         if recall:
             outgoing["content"] = f"{task.message}\n\n{recall}"
-        history = await self.compactor.fit(task.session_id, system, history, user, emit, task.usage)
-        messages = [{"role": "system", "content": system}, *history, outgoing]
-        outcome = await self.loop.run(
-            messages,
-            task.session_id,
-            emit,
-            lambda group: self.store.append(task.session_id, group),
-            task.usage,
+        history = await self.compactor.fit(
+            task.session_id, system, history, outgoing, emit, task.usage
         )
-        return await self._deliver(outcome.text, outcome.rounds, task, emit)
+        text, rounds = await self._loop(task, emit, [system_message(system), *history, outgoing])
+        return await self._deliver(text, rounds, task, emit)
 
     async def run_heartbeat(self, task: Task, emit: Emit) -> str:
         """A light turn: the standing tasks and no history; an acknowledgement is dropped."""
         await self.registry.refresh()
         system = await self.system_prompt("full")
+        user = self._accept(task)
+        text, rounds = await self._loop(task, emit, [system_message(system), user])
+        if is_acknowledgement(text):
+            task.delivered = False
+            text = ""
+        return await self._deliver(text, rounds, task, emit)
+
+    def _accept(self, task: Task) -> dict[str, Any]:
+        """Persists the task's message as the session's next user message."""
         user = {"role": "user", "content": task.message}
         self.store.append(task.session_id, [user])
-        messages = [{"role": "system", "content": system}, user]
+        return user
+
+    async def _loop(
+        self, task: Task, emit: Emit, messages: list[dict[str, Any]]
+    ) -> tuple[str, int]:
         outcome = await self.loop.run(
             messages,
             task.session_id,
@@ -93,11 +100,7 @@ class Assistant:
             lambda group: self.store.append(task.session_id, group),
             task.usage,
         )
-        text = outcome.text
-        if is_acknowledgement(text):
-            task.delivered = False
-            text = ""
-        return await self._deliver(text, outcome.rounds, task, emit)
+        return outcome.text, outcome.rounds
 
     async def _deliver(self, text: str, rounds: int, task: Task, emit: Emit) -> str:
         if text.strip() == SILENT_TOKEN:
@@ -160,6 +163,10 @@ class Assistant:
             return ""
         await emit("memory.recall", {"citations": [hit.citation for hit in reply.hits]})
         return format_recall(list(reply.hits))
+
+
+def system_message(text: str) -> dict[str, Any]:
+    return {"role": "system", "content": text}
 
 
 def format_recall(hits: list[Any]) -> str:

@@ -77,7 +77,7 @@ class Compactor:
         self.store.append_compaction(session_id, summary, cut)
         compacted = self.store.load(session_id)
         # The current user message was persisted before this ran; it is sent separately.
-        if compacted and compacted[-1] == incoming:
+        if compacted and compacted[-1].get("role") == "user":
             compacted = compacted[:-1]
         await emit(
             "context.compacted",

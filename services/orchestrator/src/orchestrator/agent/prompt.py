@@ -55,7 +55,7 @@ def build_system_prompt(inputs: PromptInputs) -> str:
         ]
         if inputs.mode == "full":
             sections += [MEMORY_RECALL, SILENT_REPLIES, HEARTBEATS]
-        sections += [_workspace(inputs), project_context(inputs), _runtime(inputs)]
+        sections += [WORKSPACE, project_context(inputs), _runtime(inputs)]
     return "\n\n".join(s for s in sections if s)
 
 
@@ -121,11 +121,9 @@ A heartbeat is a periodic check-in that shows you HEARTBEAT.md. Do what it lists
 nothing needs attention, reply with exactly `{HEARTBEAT_TOKEN}`."""
 
 
-def _workspace(inputs: PromptInputs) -> str:
-    return (
-        f"## Workspace\nYour working directory is the workspace `{inputs.workspace}`. File tools "
-        "take paths relative to it; commands run inside it, in a sandbox without network."
-    )
+WORKSPACE = """## Workspace
+Your files live in the workspace. File tools take paths relative to it; commands start in it,
+inside a sandbox with no network. Keep your work there."""
 
 
 def project_context(inputs: PromptInputs) -> str:
