@@ -14,7 +14,3 @@ def cap_text(text: str, max_chars: int, head_share: float = 0.7, tail_share: flo
     head = int(budget * head_share / total_share)
     tail = budget - head
     return text[:head] + marker + (text[-tail:] if tail else "")
-
-
-def was_capped(original: str, capped: str) -> bool:
-    return len(capped) != len(original) or capped != original

@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.agent.think import partial_tag_suffix
+
 _TAGGED = [
     re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S),
     re.compile(r"<\|tool_call\|>\s*(.*?)\s*(?:<\|/tool_call\|>|$)", re.S),
@@ -149,7 +151,7 @@ class CallSniffer:
         if at >= 0:
             self.holding, self.held = True, text[at:]
             return self._emit(text[:at])
-        keep = max(_suffix_prefix(text, t) for t in _TRIGGERS)
+        keep = max(partial_tag_suffix(text, t) for t in _TRIGGERS)
         self.held = text[len(text) - keep :] if keep else ""
         return self._emit(text[: len(text) - keep])
 
@@ -160,10 +162,3 @@ class CallSniffer:
     def flush(self) -> str:
         held, self.held = self.held, ""
         return held
-
-
-def _suffix_prefix(text: str, tag: str) -> int:
-    for size in range(min(len(tag) - 1, len(text)), 0, -1):
-        if text.endswith(tag[:size]):
-            return size
-    return 0

@@ -40,7 +40,7 @@ class ThinkFilter:
                 text = text[at + len(tag) :]
                 self.inside = not self.inside
                 continue
-            keep = _partial_tag_suffix(text, tag)
+            keep = partial_tag_suffix(text, tag)
             if not self.inside:
                 out.append(text[: len(text) - keep])
             self.pending = text[len(text) - keep :] if keep else ""
@@ -52,7 +52,7 @@ class ThinkFilter:
         return "" if self.inside else rest
 
 
-def _partial_tag_suffix(text: str, tag: str) -> int:
+def partial_tag_suffix(text: str, tag: str) -> int:
     """Length of the longest suffix of text that is a prefix of tag (a tag split across deltas)."""
     for size in range(min(len(tag) - 1, len(text)), 0, -1):
         if text.endswith(tag[:size]):

@@ -79,9 +79,6 @@ class ToolRegistry:
         self._fetched_at = time.monotonic()
         return tools
 
-    def openai_tools(self) -> list[dict[str, Any]]:
-        return [t.as_openai() for t in self.tools.values()]
-
     async def run(
         self,
         name: str,

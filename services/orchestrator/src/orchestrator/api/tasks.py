@@ -6,7 +6,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Request
+from fastapi import APIRouter, Depends, Header
 from fastapi.responses import StreamingResponse
 
 from orchestrator.api.deps import get_runtime
@@ -101,7 +101,6 @@ async def task_events(
     responses={200: {"content": {"text/event-stream": {}}}},
 )
 async def all_events(
-    request: Request,
     runtime: RuntimeDep,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
