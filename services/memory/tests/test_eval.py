@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from memory import eval as memory_eval
-from memory.evaluation import Span, ndcg_at, recall_at, reciprocal_rank
+from memory.evaluation import Span, best_reorder, ndcg_at, recall_at, reciprocal_rank
 
 DATASET = Path(__file__).parent / "data" / "mini"
 KEYS = {"backend", "strategy", "queries", "recall@1", "recall@6", "recall@10", "mrr@10"}
@@ -56,3 +56,29 @@ def test_table_output_and_bad_dataset(embedder, capsys, monkeypatch, tmp_path):
     out = capsys.readouterr().out
     assert "recall@3" in out and "qdrant-edge" in out and "dense" in out
     assert memory_eval.main(["--dataset", str(tmp_path)]) == 2
+
+
+def test_best_reorder_puts_the_evidence_first():
+    spans = [Span("a.md", 1, 2), Span("b.md", 1, 9), Span("a.md", 5, 6), Span("b.md", 3, 4)]
+    evidence = (("a.md", 5), ("b.md", 3), ("b.md", 7))
+    reordered = best_reorder(spans, evidence, 2)
+    # b.md 1-9 covers two evidence lines, then a.md 5-6 the last; b.md 3-4 adds nothing new.
+    assert reordered == [Span("b.md", 1, 9), Span("a.md", 5, 6)]
+    assert recall_at(spans, evidence, 2) < recall_at(reordered, evidence, 2) == 1.0
+
+
+def test_ceiling_and_categories(embedder, capsys, monkeypatch):
+    monkeypatch.setattr(memory_eval, "load_embedder", lambda name: embedder)
+    argv = ["--dataset", str(DATASET), "--strategy", "dense", "--k", "1,6"]
+    assert memory_eval.main([*argv, "--ceiling", "6", "--by-category", "--json"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    # A perfect reranker of the first six hits reaches recall@1 = hit@6, never less than recall@1.
+    assert run["recall@1"] <= run["ceiling6_recall@1"] == run["hit@6"]
+    assert "ceiling6_recall@6" not in run  # reordering six hits cannot change recall@6
+    categories = run["by_category"]
+    assert sum(c["queries"] for c in categories.values()) == run["queries"]
+    assert set(categories) == {"chat", "notes"}
+    weighted = sum(c["queries"] * c["recall@6"] for c in categories.values()) / run["queries"]
+    assert abs(weighted - run["recall@6"]) < 1e-3
+    assert memory_eval.main([*argv, "--by-category"]) == 0
+    assert "dense by category" in capsys.readouterr().out

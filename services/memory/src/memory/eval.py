@@ -2,6 +2,9 @@
 
 recall@k = share of a question's evidence lines covered by the first k hits, averaged over
 questions; hit@k (extra) = share of questions with at least one evidence line covered.
+--ceiling N adds ceilingN_recall@k (k < N): recall@k had a perfect reranker reordered the first N
+hits, i.e. the most any reranker over those candidates could reach.
+--by-category adds recall@k per question category (a `category` field in queries.jsonl).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from memory.embedder import Embedder, load_embedder
 from memory.evaluation import (
     Query,
     Span,
+    best_reorder,
     load_queries,
     ndcg_at,
     percentile,
@@ -46,7 +50,15 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--fusion", default=None, help="weighted or rrf (default: service's)")
     parser.add_argument("--data-dir", type=Path, default=None, help="keep index/cache here")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--ceiling", default="", help="e.g. 10,20: recall@k after a perfect rerank of the top N"
+    )
+    parser.add_argument("--by-category", action="store_true", help="recall@k per question category")
     return parser.parse_args(argv)
+
+
+def _int_list(text: str) -> list[int]:
+    return sorted({int(part) for part in str(text).split(",") if part.strip()})
 
 
 def _workspace(dataset: Path, root: Path) -> Path:
@@ -57,12 +69,19 @@ def _workspace(dataset: Path, root: Path) -> Path:
 
 
 def evaluate(
-    service: MemoryService, queries: list[Query], strategy: str, ks: list[int]
+    service: MemoryService,
+    queries: list[Query],
+    strategy: str,
+    ks: list[int],
+    ceilings: list[int] | None = None,
+    by_category: bool = False,
 ) -> dict[str, Any]:
     """Runs every query once and averages the metrics."""
-    depth = max([*ks, 10])
+    ceilings = ceilings or []
+    depth = max([*ks, *ceilings, 10])
     recalls: dict[int, list[float]] = {k: [] for k in ks}
     found: dict[int, list[float]] = {k: [] for k in ks}
+    best: dict[tuple[int, int], list[float]] = {(n, k): [] for n in ceilings for k in ks if k < n}
     rr, ndcg, latency = [], [], []
     service.search("warm-up", strategy=strategy)
     for query in queries:
@@ -73,6 +92,11 @@ def evaluate(
         for k in ks:
             recalls[k].append(recall_at(spans, query.evidence, k))
             found[k].append(float(reciprocal_rank(spans, query.evidence, k) > 0))
+        for n in ceilings:
+            reordered = best_reorder(spans[:n], query.evidence, max(ks))
+            for k in ks:
+                if k < n:
+                    best[(n, k)].append(recall_at(reordered, query.evidence, k))
         rr.append(reciprocal_rank(spans, query.evidence))
         ndcg.append(ndcg_at(spans, query.evidence))
     run: dict[str, Any] = {"strategy": strategy, "queries": len(queries)}
@@ -84,12 +108,34 @@ def evaluate(
     run["p95_ms"] = round(percentile(latency, 0.95), 2)
     for k in ks:
         run[f"hit@{k}"] = round(statistics.fmean(found[k]), 4)
+    for (n, k), values in best.items():
+        run[f"ceiling{n}_recall@{k}"] = round(statistics.fmean(values), 4)
+    if by_category:
+        run["by_category"] = _by_category(queries, recalls)
     return run
+
+
+def _by_category(queries: list[Query], recalls: dict[int, list[float]]) -> dict[str, Any]:
+    """{category: {"queries": n, "recall@k": mean}} in the dataset's category order."""
+    groups: dict[str, list[int]] = {}
+    for position, query in enumerate(queries):
+        groups.setdefault(query.category or "-", []).append(position)
+    return {
+        category: {
+            "queries": len(members),
+            **{
+                f"recall@{k}": round(statistics.fmean(recalls[k][i] for i in members), 4)
+                for k in recalls
+            },
+        }
+        for category, members in sorted(groups.items())
+    }
 
 
 def run_all(args: argparse.Namespace, embedder: Embedder | None = None) -> list[dict[str, Any]]:
     queries = load_queries(args.dataset)
-    ks = sorted({int(k) for k in str(args.k).split(",") if k.strip()})
+    ks = _int_list(args.k)
+    ceilings = _int_list(args.ceiling)
     embedder = embedder or load_embedder(args.model)
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="memory-eval-") as tmp:
@@ -113,7 +159,8 @@ def run_all(args: argparse.Namespace, embedder: Embedder | None = None) -> list[
                 report = service.sync(force=True)
                 index_s = time.perf_counter() - started
                 for strategy in [s.strip() for s in args.strategy.split(",") if s.strip()]:
-                    run = {"backend": backend, **evaluate(service, queries, strategy, ks)}
+                    result = evaluate(service, queries, strategy, ks, ceilings, args.by_category)
+                    run = {"backend": backend, **result}
                     run.update(chunks=report.chunks_indexed, index_s=round(index_s, 2))
                     runs.append(run)
             finally:
@@ -124,11 +171,21 @@ def run_all(args: argparse.Namespace, embedder: Embedder | None = None) -> list[
 def table(runs: list[dict[str, Any]]) -> str:
     if not runs:
         return "(no runs)"
-    columns = [c for c in runs[0] if c not in ("chunks", "index_s")]
-    widths = {c: max(len(c), *(len(str(r[c])) for r in runs)) for c in columns}
+    columns = [c for c in runs[0] if c not in ("chunks", "index_s", "by_category")]
+    text = _grid(columns, runs)
+    for run in runs:
+        if "by_category" in run:
+            rows = [{"category": c, **v} for c, v in run["by_category"].items()]
+            text += f"\n\n{run['backend']} {run['strategy']} by category\n"
+            text += _grid(list(rows[0]), rows)
+    return text
+
+
+def _grid(columns: list[str], rows: list[dict[str, Any]]) -> str:
+    widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in columns}
     lines = ["  ".join(c.ljust(widths[c]) for c in columns)]
     lines.append("  ".join("-" * widths[c] for c in columns))
-    lines += ["  ".join(str(r[c]).ljust(widths[c]) for c in columns) for r in runs]
+    lines += ["  ".join(str(r[c]).ljust(widths[c]) for c in columns) for r in rows]
     return "\n".join(lines)
 
 

@@ -13,6 +13,8 @@ class Query:
     question: str
     # (path relative to the corpus, 1-based line)
     evidence: tuple[tuple[str, int], ...]
+    # The dataset's own label for the kind of question (LoCoMo: 1-5), "" when it has none.
+    category: str = ""
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,8 @@ def load_queries(dataset: Path) -> list[Query]:
             record = json.loads(raw)
             evidence = tuple((e["path"], int(e["line"])) for e in record["evidence"])
             if evidence:
-                queries.append(Query(record["question"], evidence))
+                category = str(record.get("category", ""))
+                queries.append(Query(record["question"], evidence, category))
     return queries
 
 
@@ -43,6 +46,22 @@ def recall_at(spans: list[Span], evidence: tuple[tuple[str, int], ...], k: int) 
     top = spans[:k]
     covered = sum(1 for path, line in evidence if any(s.covers(path, line) for s in top))
     return covered / len(evidence)
+
+
+def best_reorder(spans: list[Span], evidence: tuple[tuple[str, int], ...], k: int) -> list[Span]:
+    """The k of `spans` a perfect reranker would put first: greedily the span covering the most
+    evidence lines not yet covered (ties keep the original order). Measures how much a reranker
+    over these candidates could gain at most; the rest must come from finding better candidates."""
+    chosen: list[Span] = []
+    covered: set[tuple[str, int]] = set()
+    left = list(spans)
+    while left and len(chosen) < k:
+        gains = [len({e for e in evidence if s.covers(*e)} - covered) for s in left]
+        best = max(range(len(left)), key=lambda i: (gains[i], -i))
+        span = left.pop(best)
+        covered |= {e for e in evidence if span.covers(*e)}
+        chosen.append(span)
+    return chosen
 
 
 def reciprocal_rank(spans: list[Span], evidence: tuple[tuple[str, int], ...], k: int = 10) -> float:
