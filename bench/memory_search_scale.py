@@ -3,7 +3,9 @@
 For each backend and size: time to upsert (and flush/optimize), search latency (median, p95 over
 50 queries) plain and with a path filter, and the time to reopen the store. Prints a table and
 the ratio of each backend's latency to numpy brute force over the same vectors in the same run,
-and recall@6 of its top 6 against the exact top 6 (HNSW is approximate).
+and the share of the exact top 6 and top 100 it returns (hybrid search asks for 100; HNSW is
+approximate). `qdrant-edge` runs as configured by default (exact search up to 250k chunks);
+`qdrant-edge/hnsw` with HNSW built at Qdrant's default size, for comparison.
 `--sizes 1000,10000` limits the run; qdrant-client local mode at 100k takes about a minute.
 """
 
@@ -44,7 +46,9 @@ def timed_searches(search, queries: np.ndarray) -> list[float]:
 
 
 def run_backend(name: str, data: np.ndarray, queries: np.ndarray, folder: Path) -> dict:
-    backend = make_backend(name, folder, "bench")
+    store, _, mode = name.partition("/")
+    exact = {"exact_max_chunks": 0} if mode == "hnsw" else {}
+    backend = make_backend(store, folder, "bench", **exact)
     backend.ensure(DIM)
     points = [VectorPoint(i + 1, v, f"memory/{i % FILES}.md") for i, v in enumerate(data)]
     started = time.perf_counter()
@@ -56,14 +60,14 @@ def run_backend(name: str, data: np.ndarray, queries: np.ndarray, folder: Path) 
     plain = timed_searches(lambda q: backend.search(q, 6), queries)
     paths = [f"memory/{i}.md" for i in range(5)]
     filtered = timed_searches(lambda q: backend.search(q, 6, paths), queries[:20])
-    top = backend.search(queries[0], 6)
+    found = {limit: [backend.search(q, limit) for q in queries] for limit in (6, 100)}
     backend.close()
     started = time.perf_counter()
-    again = make_backend(name, folder, "bench")
+    again = make_backend(store, folder, "bench", **exact)
     again.ensure(DIM)
     reopen_s = time.perf_counter() - started
     again.close()
-    exact = set((np.argsort(-(data @ queries[0]))[:6] + 1).tolist())
+    share = {limit: overlap(data, queries, hits, limit) for limit, hits in found.items()}
     return {
         "upsert_s": upsert_s,
         "flush_s": flush_s,
@@ -71,18 +75,28 @@ def run_backend(name: str, data: np.ndarray, queries: np.ndarray, folder: Path) 
         "p95": percentile(plain, 0.95),
         "filtered_p50": statistics.median(filtered),
         "reopen_s": reopen_s,
-        "recall6": len(exact & {i for i, _ in top}) / 6,
+        "recall6": share[6],
+        "recall100": share[100],
     }
+
+
+def overlap(data: np.ndarray, queries: np.ndarray, found: list, limit: int) -> float:
+    """Mean share of the exact top `limit` (ids are row + 1) among the ids a backend returned."""
+    shares = []
+    for query, hits in zip(queries, found, strict=True):
+        truth = set((np.argsort(-(data @ query))[:limit] + 1).tolist())
+        shares.append(len(truth & {i for i, _ in hits}) / limit)
+    return statistics.fmean(shares)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="1000,10000,100000")
-    parser.add_argument("--backends", default="qdrant-edge,qdrant")
+    parser.add_argument("--backends", default="qdrant-edge,qdrant-edge/hnsw,qdrant")
     args = parser.parse_args()
     print(
-        f"{'backend':12} {'chunks':>7} {'upsert s':>9} {'index s':>8} {'p50 ms':>8} {'p95 ms':>8} "
-        f"{'filt p50':>9} {'reopen s':>9} {'x numpy':>8} {'recall@6':>9}"
+        f"{'backend':16} {'chunks':>7} {'upsert s':>9} {'index s':>8} {'p50 ms':>8} {'p95 ms':>8} "
+        f"{'filt p50':>9} {'reopen s':>9} {'x numpy':>8} {'top6':>6} {'top100':>7}"
     )
     for size in [int(s) for s in args.sizes.split(",")]:
         data = vectors(size)
@@ -91,16 +105,17 @@ def main() -> None:
             timed_searches(lambda q, d=data: np.argsort(-(d @ q))[:6], queries)
         )
         print(
-            f"{'numpy':12} {size:>7} {'-':>9} {'-':>8} {brute:>8.2f} {'-':>8} {'-':>9} {'-':>9} "
-            f"{1.0:>8.2f} {1.0:>9.2f}"
+            f"{'numpy':16} {size:>7} {'-':>9} {'-':>8} {brute:>8.2f} {'-':>8} {'-':>9} {'-':>9} "
+            f"{1.0:>8.2f} {1.0:>6.2f} {1.0:>7.2f}"
         )
         for name in args.backends.split(","):
             with tempfile.TemporaryDirectory(prefix="memory-bench-") as tmp:
                 r = run_backend(name, data, queries, Path(tmp))
             print(
-                f"{name:12} {size:>7} {r['upsert_s']:>9.2f} {r['flush_s']:>8.2f} "
+                f"{name:16} {size:>7} {r['upsert_s']:>9.2f} {r['flush_s']:>8.2f} "
                 f"{r['p50']:>8.2f} {r['p95']:>8.2f} {r['filtered_p50']:>9.2f} "
-                f"{r['reopen_s']:>9.2f} {r['p50'] / brute:>8.2f} {r['recall6']:>9.2f}",
+                f"{r['reopen_s']:>9.2f} {r['p50'] / brute:>8.2f} {r['recall6']:>6.2f} "
+                f"{r['recall100']:>7.2f}",
                 flush=True,
             )
 

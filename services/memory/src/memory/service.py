@@ -77,7 +77,12 @@ class MemoryService:
         folder = settings.data_dir / "index" / f"{settings.backend}-{embedder.name}"
         collection = f"{settings.collection_prefix}_{embedder.name}"
         backend = make_backend(
-            settings.backend, folder, collection, settings.qdrant_url, settings.qdrant_api_key
+            settings.backend,
+            folder,
+            collection,
+            settings.qdrant_url,
+            settings.qdrant_api_key,
+            exact_max_chunks=settings.exact_search_max_chunks,
         )
         config = IndexConfig(
             workspace=settings.workspace,

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memory.backends.base import DimensionMismatchError, VectorBackend, VectorPoint
+from memory.backends.base import (
+    DEFAULT_EXACT_MAX_CHUNKS,
+    DimensionMismatchError,
+    VectorBackend,
+    VectorPoint,
+)
 
 BACKENDS = ("qdrant", "qdrant-edge")
 
@@ -15,18 +20,21 @@ def make_backend(
     collection: str,
     qdrant_url: str | None = None,
     qdrant_api_key: str | None = None,
+    exact_max_chunks: int = DEFAULT_EXACT_MAX_CHUNKS,
 ) -> VectorBackend:
-    """The backend called `name`, storing under `folder` (or in the server at `qdrant_url`)."""
+    """The backend called `name`, storing under `folder` (or in the server at `qdrant_url`);
+    stores up to `exact_max_chunks` vectors are searched exactly (0: the store's own default)."""
     if name == "qdrant":
         from memory.backends.qdrant_client_backend import QdrantClientBackend
 
+        exact = {"exact_max_chunks": exact_max_chunks}
         if qdrant_url:
-            return QdrantClientBackend(collection, url=qdrant_url, api_key=qdrant_api_key)
-        return QdrantClientBackend(collection, path=folder / "qdrant-local")
+            return QdrantClientBackend(collection, url=qdrant_url, api_key=qdrant_api_key, **exact)
+        return QdrantClientBackend(collection, path=folder / "qdrant-local", **exact)
     if name == "qdrant-edge":
         from memory.backends.qdrant_edge_backend import QdrantEdgeBackend
 
-        return QdrantEdgeBackend(folder / "edge-shard")
+        return QdrantEdgeBackend(folder / "edge-shard", exact_max_chunks=exact_max_chunks)
     raise ValueError(f"unknown backend {name!r} (expected one of {', '.join(BACKENDS)})")
 
 

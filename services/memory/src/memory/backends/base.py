@@ -8,6 +8,19 @@ from typing import Protocol
 
 import numpy as np
 
+# Below this many vectors a search is exact (Qdrant scans them all: ~6 ms at 100k x 384-d here)
+# instead of walking an HNSW graph, which missed 5-75% of the true top 100 at 100k in
+# bench/memory_search_scale.py and takes 25-45 s to build.
+DEFAULT_EXACT_MAX_CHUNKS = 250_000
+
+
+def indexing_threshold_kb(exact_max_chunks: int, dim: int) -> int:
+    """Qdrant's `indexing_threshold` (KB of vectors in a segment before HNSW is built) for
+    `exact_max_chunks` float32 vectors of `dim`; 0 keeps Qdrant's default."""
+    if exact_max_chunks <= 0:
+        return 0
+    return -(-exact_max_chunks * dim * 4 // 1024)
+
 
 class DimensionMismatchError(RuntimeError):
     """The store already holds vectors of another size: refuse rather than mix them."""

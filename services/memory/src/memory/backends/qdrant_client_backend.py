@@ -8,13 +8,19 @@ from pathlib import Path
 import numpy as np
 from qdrant_client import QdrantClient, models
 
-from memory.backends.base import VectorPoint, mismatch
+from memory.backends.base import (
+    DEFAULT_EXACT_MAX_CHUNKS,
+    VectorPoint,
+    indexing_threshold_kb,
+    mismatch,
+)
 
 BATCH = 256
 
 
 class QdrantClientBackend:
-    """One collection; local mode is brute force in Python, a server uses HNSW."""
+    """One collection; local mode is brute force in Python, a server builds HNSW only for a
+    collection above `exact_max_chunks` vectors (created so; below it searches are exact)."""
 
     name = "qdrant"
 
@@ -24,7 +30,9 @@ class QdrantClientBackend:
         path: Path | None = None,
         url: str | None = None,
         api_key: str | None = None,
+        exact_max_chunks: int = DEFAULT_EXACT_MAX_CHUNKS,
     ) -> None:
+        self.exact_max_chunks = exact_max_chunks
         if url:
             self.client = QdrantClient(url=url, api_key=api_key, timeout=30)
         elif path is not None:
@@ -43,9 +51,14 @@ class QdrantClientBackend:
             if size != dim:
                 raise mismatch(f"Qdrant collection {self.collection!r}", int(size or 0), dim)
             return
+        threshold = indexing_threshold_kb(self.exact_max_chunks, dim)
+        optimizers = None
+        if threshold:
+            optimizers = models.OptimizersConfigDiff(indexing_threshold=threshold)
         self.client.create_collection(
             self.collection,
             vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE),
+            optimizers_config=optimizers,
         )
         if self.remote:
             self.client.create_payload_index(

@@ -8,18 +8,28 @@ from pathlib import Path
 import numpy as np
 import qdrant_edge as edge
 
-from memory.backends.base import DimensionMismatchError, VectorPoint, mismatch
+from memory.backends.base import (
+    DEFAULT_EXACT_MAX_CHUNKS,
+    DimensionMismatchError,
+    VectorPoint,
+    indexing_threshold_kb,
+    mismatch,
+)
 
 BATCH = 1024
 
 
 class QdrantEdgeBackend:
-    """An EdgeShard; `flush` persists and runs the optimizers (which build HNSW when large)."""
+    """An EdgeShard; `flush` persists and runs the optimizers. Up to `exact_max_chunks` vectors
+    are searched exactly (no HNSW graph is built); beyond, Qdrant builds HNSW."""
 
     name = "qdrant-edge"
 
-    def __init__(self, path: Path, hnsw_ef: int = 256) -> None:
+    def __init__(
+        self, path: Path, hnsw_ef: int = 256, exact_max_chunks: int = DEFAULT_EXACT_MAX_CHUNKS
+    ) -> None:
         self.path = path
+        self.exact_max_chunks = exact_max_chunks
         # HNSW search breadth: Qdrant's default trades recall for speed; memory wants recall.
         self.params = edge.SearchParams(hnsw_ef=hnsw_ef)
         self.shard: edge.EdgeShard | None = None
@@ -27,7 +37,9 @@ class QdrantEdgeBackend:
 
     def _config(self, dim: int) -> edge.EdgeConfig:
         params = edge.EdgeVectorParams(size=dim, distance=edge.Distance.Cosine)
-        return edge.EdgeConfig(vectors=params)
+        threshold = indexing_threshold_kb(self.exact_max_chunks, dim)
+        optimizers = edge.EdgeOptimizersConfig(indexing_threshold=threshold) if threshold else None
+        return edge.EdgeConfig(vectors=params, optimizers=optimizers)
 
     def ensure(self, dim: int) -> None:
         exists = self.path.is_dir() and any(self.path.iterdir())
