@@ -15,7 +15,7 @@ from pathlib import Path
 
 from skills.catalog import Catalog
 from skills.config import SkillsSettings
-from skills.gating import BinsView
+from skills.gating import SandboxView
 from skills.hub import SkillsHub
 from skills.prompt import build_xml
 
@@ -47,7 +47,7 @@ def best_of(runs: int, action) -> float:
 
 
 def catalog_figures(root: Path, count: int) -> None:
-    view = BinsView("local PATH")
+    view = SandboxView("local PATH")
     raw = best_of(3, lambda: [p.read_bytes() for p in root.glob("*/SKILL.md")])
     cold = best_of(3, lambda: Catalog([("workspace", root)], 256 * 1024).refresh(view))
     catalog = Catalog([("workspace", root)], 256 * 1024)

@@ -6,7 +6,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from skills.catalog import Catalog
-from skills.gating import BinsView
+from skills.gating import SandboxView
 from skills.prompt import always_bodies, build_xml
 
 
@@ -19,7 +19,7 @@ def catalog_of(tmp_path: Path, write_skill, count: int, missing_every: int = 0):
         write_skill(
             root, f"skill-{i:03d}", description=f"Skill number {i} " + "words " * 20, extra=extra
         )
-    return Catalog([("workspace", root)], 256 * 1024).refresh(BinsView("x", frozenset()), env={})
+    return Catalog([("workspace", root)], 256 * 1024).refresh(SandboxView("x", frozenset()), env={})
 
 
 def test_xml_is_escaped_and_lists_requirements(tmp_path: Path, write_skill) -> None:
@@ -27,7 +27,7 @@ def test_xml_is_escaped_and_lists_requirements(tmp_path: Path, write_skill) -> N
     write_skill(root, "tricky", description='"\'Fish & <chips>\' \\"now\\""')
     write_skill(root, "needs", extra='metadata: {"nanobot": {"requires": {"env": ["A&B"]}}}')
     write_skill(root, "hidden", extra="disable-model-invocation: true")
-    snap = Catalog([("workspace", root)], 1 << 20).refresh(BinsView("x", frozenset()), env={})
+    snap = Catalog([("workspace", root)], 1 << 20).refresh(SandboxView("x", frozenset()), env={})
 
     section = build_xml(snap.entries, 30_000)
     tree = ElementTree.fromstring(section.xml)
@@ -74,8 +74,28 @@ def test_always_bodies_only_for_available_always_skills(tmp_path: Path, write_sk
         body="Never shown.",
     )
     write_skill(root, "normal", body="Not inlined.")
-    snap = Catalog([("workspace", root)], 1 << 20).refresh(BinsView("x", frozenset()), env={})
+    snap = Catalog([("workspace", root)], 1 << 20).refresh(SandboxView("x", frozenset()), env={})
 
     text = always_bodies(snap.entries)
     assert "Be brief." in text and f'folder="{root / "rules"}"' in text
     assert "Never shown." not in text and "Not inlined." not in text
+
+
+def test_locations_are_where_commands_see_the_skill(tmp_path: Path, write_skill) -> None:
+    workspace, managed = tmp_path / "ws-skills", tmp_path / "managed"
+    write_skill(workspace, "local-one")
+    write_skill(managed, "installed", extra='metadata: {"nanobot": {"always": true}}')
+    roots = [("workspace", workspace), ("managed", managed)]
+    mounted = SandboxView("x", frozenset(), {"workspace": "/workspace/skills"})
+    snap = Catalog(roots, 1 << 20).refresh(mounted, env={})
+    tree = ElementTree.fromstring(build_xml(snap.entries, 30_000).xml)
+    where = {s.findtext("name"): s.findtext("location") for s in tree.findall("skill")}
+    # The sandbox shows the workspace's skills, not the managed folder: that one keeps its path.
+    assert where == {
+        "local-one": "/workspace/skills/local-one/SKILL.md",
+        "installed": str(managed / "installed" / "SKILL.md"),
+    }
+    both = SandboxView("x", frozenset(), {"workspace": "/w/skills", "managed": "/skills/managed"})
+    snap = Catalog(roots, 1 << 20).refresh(both, env={})
+    assert snap.get("installed").sandbox_folder == "/skills/managed/installed"
+    assert 'folder="/skills/managed/installed"' in always_bodies(snap.entries)

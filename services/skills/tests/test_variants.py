@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from skills.catalog import Catalog
-from skills.gating import BinsView
+from skills.gating import SandboxView
 
 FM = "---\n{}\n---\n# Body\n\nDo the thing.\n"
 # folder -> (SKILL.md bytes or text, expected: "ok" | "missing:<req,...>" | "diag:<reason part>")
@@ -119,7 +119,7 @@ def test_every_variant_loads_or_is_diagnosed(tmp_path: Path) -> None:
     (root / "lowercase-file" / "skill.md").write_text(FM.format("description: d"))
 
     catalog = Catalog([("workspace", root)], max_file_bytes=256 * 1024)
-    snap = catalog.refresh(BinsView("local PATH"), env={"SET_TOKEN": "x"}, platform="linux")
+    snap = catalog.refresh(SandboxView("local PATH"), env={"SET_TOKEN": "x"}, platform="linux")
 
     reasons = {}
     for diagnostic in snap.diagnostics:
@@ -165,7 +165,7 @@ def test_variant_details_are_kept(tmp_path: Path) -> None:
         (root / folder).mkdir(parents=True)
         (root / folder / "SKILL.md").write_text(str(VARIANTS[folder][0]))
     snap = Catalog([("workspace", root)], 256 * 1024).refresh(
-        BinsView("x", frozenset({"sh"})), env={}
+        SandboxView("x", frozenset({"sh"})), env={}
     )
 
     claw = snap.get("openclaw-json")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import json
 import logging
 import os
 import signal
@@ -65,15 +67,27 @@ class LocalStack:
             env[f"{prefix}_WORKSPACE"] = str(self.workspace)
             env[f"{prefix}_DATA_DIR"] = str(self.data_dir / name)
             env[f"{prefix}_ADDR"] = self.address(name)
+        env.setdefault("TOOL_RUNNER_SKILL_ROOTS", json.dumps(self.skill_roots()))
         env["CRAYFISH_WORKSPACE"] = str(self.workspace)
         env["CRAYFISH_DATA_DIR"] = str(self.data_dir / "orchestrator")
         env["CRAYFISH_HTTP_PORT"] = str(self.http_port)
         env.setdefault("CRAYFISH_HTTP_HOST", "127.0.0.1")
         return env
 
+    def skill_roots(self) -> dict[str, str]:
+        """The skills service's installed and builtin skill folders, which the tool-runner
+        mounts read-only for commands (so skills' scripts can run)."""
+        roots = {"managed": str(self.data_dir / "skills" / "managed")}
+        spec = importlib.util.find_spec("skills")
+        if spec is not None and spec.submodule_search_locations:
+            roots["builtin"] = str(Path(next(iter(spec.submodule_search_locations))) / "builtin")
+        return roots
+
     def start(self) -> None:
         self.workspace.mkdir(parents=True, exist_ok=True)
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        # Made now, so the tool-runner (which starts first) finds it to mount.
+        (self.data_dir / "skills" / "managed").mkdir(parents=True, exist_ok=True)
         for name in [*GRPC_SERVICES, "orchestrator"]:
             self.start_one(name)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from skills import risk
 from skills.frontmatter import SkillFileError, read_skill_file
-from skills.gating import BinsView, missing_requirements
+from skills.gating import SandboxView, missing_requirements
 from skills.metadata import read_meta
 from skills.model import RECORD_FILE, Diagnostic, Entry, SkillDoc, Snapshot
 
@@ -82,7 +82,7 @@ class Catalog:
         self.snapshot = Snapshot([], [], "", "")
 
     def refresh(
-        self, bins: BinsView, env: Mapping[str, str] | None = None, platform: str = sys.platform
+        self, bins: SandboxView, env: Mapping[str, str] | None = None, platform: str = sys.platform
     ) -> Snapshot:
         """Rescans every root and publishes a new snapshot."""
         with self._lock:
@@ -130,7 +130,7 @@ class Catalog:
 def assemble(
     docs: list[SkillDoc],
     diagnostics: list[Diagnostic],
-    bins: BinsView,
+    bins: SandboxView,
     env: Mapping[str, str],
     platform: str,
 ) -> Snapshot:
@@ -148,7 +148,9 @@ def assemble(
     for name in sorted(copies):
         winner, *rest = copies[name]
         missing = missing_requirements(winner.meta, bins, env, platform)
-        entries.append(Entry(winner, not missing, missing, [str(c.path) for c in rest]))
+        shadowed = [str(c.path) for c in rest]
+        folder = bins.folder_of(winner.source, winner.folder.name)
+        entries.append(Entry(winner, not missing, missing, shadowed, folder))
     state = [[e.as_dict(), e.doc.digest] for e in entries]
     state.append([[d.path, d.reason] for d in diagnostics])
     state.append([bins.source])

@@ -9,17 +9,24 @@ from collections.abc import Mapping
 from skills.metadata import SkillMeta
 
 
-class BinsView:
-    """The executables of one place where commands run: a known set, or the local PATH."""
+class SandboxView:
+    """Where commands run, as far as skills care: its executables (a known set, or the local PATH)
+    and where it shows each skills root (source -> folder commands see; empty when unknown)."""
 
-    def __init__(self, source: str, bins: frozenset[str] | None = None):
+    def __init__(
+        self,
+        source: str,
+        bins: frozenset[str] | None = None,
+        folders: Mapping[str, str] | None = None,
+    ):
         self.source = source
         self.bins = bins
+        self.folders = dict(folders or {})
         self._seen: dict[str, bool] = {}
 
     @property
-    def key(self) -> tuple[str, frozenset[str] | None]:
-        return self.source, self.bins
+    def key(self) -> tuple[str, frozenset[str] | None, tuple[tuple[str, str], ...]]:
+        return self.source, self.bins, tuple(sorted(self.folders.items()))
 
     def has(self, name: str) -> bool:
         if self.bins is not None:
@@ -28,10 +35,15 @@ class BinsView:
             self._seen[name] = shutil.which(name) is not None
         return self._seen[name]
 
+    def folder_of(self, source: str, folder_name: str) -> str:
+        """Where commands see a skill's folder, or "" when its root is not mounted there."""
+        root = self.folders.get(source, "")
+        return f"{root.rstrip('/')}/{folder_name}" if root else ""
+
 
 def missing_requirements(
     meta: SkillMeta,
-    bins: BinsView,
+    bins: SandboxView,
     env: Mapping[str, str],
     platform: str = sys.platform,
 ) -> list[str]:

@@ -60,6 +60,8 @@ class SkillsHub:
         self.reloads = 0
 
     async def start(self) -> None:
+        # Exists from the start, so a tool-runner configured to mount it for commands finds it.
+        self.settings.managed_dir.mkdir(parents=True, exist_ok=True)
         snapshot = await self.reload()
         log.info(
             "catalog: %d skills, %d diagnostics, bins from %s",

@@ -138,6 +138,7 @@ class Installer:
             root = skill_root(top)
             doc = self._validate(root, named_folder=folder_is_name or root != top)
             installed = self._stamp(root, doc, source)
+            readable_by_all(root)
             with self._lock:
                 self._move_in(root, doc.name, replace)
             installed.doc.path = self.managed_dir / doc.name / "SKILL.md"
@@ -205,3 +206,15 @@ class Installer:
             os.rename(target, trash / name)
         shutil.rmtree(trash, ignore_errors=True)
         return target
+
+
+def readable_by_all(root: Path) -> None:
+    """Folders 0755 and the install record 0644 (files got 0644/0755 when written), so sandboxed
+    commands, which run as another user, can read the skill and run its scripts."""
+    root.chmod(0o755)
+    for folder, dirs, _ in os.walk(root):
+        for name in dirs:
+            (Path(folder) / name).chmod(0o755)
+    record = root / RECORD_FILE
+    if record.exists():
+        record.chmod(0o644)

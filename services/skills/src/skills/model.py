@@ -50,10 +50,19 @@ class Entry:
     available: bool
     missing: list[str]
     shadowed: list[str] = field(default_factory=list)
+    # The folder as sandboxed commands see it ("" when the sandbox does not show it).
+    sandbox_folder: str = ""
 
     @property
     def name(self) -> str:
         return self.doc.name
+
+    @property
+    def shown_location(self) -> str:
+        """The SKILL.md path to show the model: where its commands can reach it, if they can."""
+        if self.sandbox_folder:
+            return f"{self.sandbox_folder}/{self.doc.path.name}"
+        return str(self.doc.path)
 
     def as_dict(self) -> dict[str, Any]:
         meta = self.doc.meta
@@ -73,6 +82,7 @@ class Entry:
             "install": meta.install,
             "model_invocable": meta.model_invocable,
             "record": self.doc.record,
+            "sandbox_folder": self.sandbox_folder,
         }
 
 

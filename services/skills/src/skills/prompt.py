@@ -24,7 +24,7 @@ def skill_xml(entry: Entry, with_description: bool = True) -> str:
     lines = [f'  <skill available="{available}">', f"    <name>{escape(entry.name)}</name>"]
     if with_description:
         lines.append(f"    <description>{escape(entry.doc.meta.description)}</description>")
-    lines.append(f"    <location>{escape(str(entry.doc.path))}</location>")
+    lines.append(f"    <location>{escape(entry.shown_location)}</location>")
     if entry.missing:
         lines.append(f"    <requires>{escape(', '.join(entry.missing))}</requires>")
     lines.append("  </skill>\n")
@@ -84,7 +84,7 @@ def always_bodies(entries: list[Entry]) -> str:
     blocks = []
     for entry in entries:
         if entry.doc.meta.always and entry.available:
-            folder = escape(str(entry.doc.folder))
+            folder = escape(entry.sandbox_folder or str(entry.doc.folder))
             head = f'<skill name="{escape(entry.name)}" folder="{folder}">'
             blocks.append(f"{head}\n{entry.doc.body}\n</skill>")
     return "\n\n".join(blocks)

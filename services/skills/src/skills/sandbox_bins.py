@@ -1,4 +1,5 @@
-"""Which executables exist where commands run: the tool-runner's sandbox, else the local PATH."""
+"""Where commands run, for skills: the tool-runner's sandbox (its executables and the skill
+folders it mounts), else the local PATH."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import grpc
 from crayfish.tool_runner.v1 import tool_runner_pb2, tool_runner_pb2_grpc
 from crayfish_common.channels import aio_channel
 
-from skills.gating import BinsView
+from skills.gating import SandboxView
 
 log = logging.getLogger(__name__)
 
@@ -21,11 +22,11 @@ class SandboxBins:
         self.address = address
         self.cache_seconds = cache_seconds
         self.retry_seconds = retry_seconds
-        self._view = BinsView("local PATH (SKILLS_TOOL_RUNNER_ADDR not set)")
+        self._view = SandboxView("local PATH (SKILLS_TOOL_RUNNER_ADDR not set)")
         self._expires = 0.0 if address else float("inf")
         self._channel: grpc.aio.Channel | None = None
 
-    async def view(self) -> BinsView:
+    async def view(self) -> SandboxView:
         if time.monotonic() < self._expires:
             return self._view
         view, ttl = await self._ask()
@@ -35,7 +36,7 @@ class SandboxBins:
         self._expires = time.monotonic() + ttl
         return self._view
 
-    async def _ask(self) -> tuple[BinsView, float]:
+    async def _ask(self) -> tuple[SandboxView, float]:
         if self._channel is None:
             self._channel = aio_channel(self.address)
         stub = tool_runner_pb2_grpc.ToolRunnerServiceStub(self._channel)
@@ -43,12 +44,16 @@ class SandboxBins:
             reply = await stub.DescribeSandbox(tool_runner_pb2.DescribeSandboxRequest(), timeout=3)
         except grpc.aio.AioRpcError as exc:
             reason = f"tool-runner {self.address} unreachable: {exc.code().name}"
-            return BinsView(f"local PATH ({reason})"), self.retry_seconds
+            return SandboxView(f"local PATH ({reason})"), self.retry_seconds
         if not reply.available_bins:
             reason = f"tool-runner {self.address} reported no bins"
-            return BinsView(f"local PATH ({reason})"), self.retry_seconds
+            return SandboxView(f"local PATH ({reason})"), self.retry_seconds
         source = f"tool-runner {self.address} ({reply.backend} sandbox)"
-        return BinsView(source, frozenset(reply.available_bins)), self.cache_seconds
+        folders = dict(reply.skill_roots)
+        if reply.workspace_path:
+            folders["workspace"] = reply.workspace_path.rstrip("/") + "/skills"
+        view = SandboxView(source, frozenset(reply.available_bins), folders)
+        return view, self.cache_seconds
 
     async def close(self) -> None:
         if self._channel is not None:

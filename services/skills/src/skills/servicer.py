@@ -46,6 +46,7 @@ def skill_proto(entry: Entry) -> skills_pb2.Skill:
         primary_env=meta.primary_env,
         install=record_proto(entry.doc.record),
         model_invocable=meta.model_invocable,
+        sandbox_folder=entry.sandbox_folder,
     )
 
 

@@ -43,7 +43,11 @@ def skill_text(entry: Entry) -> str:
     """The body with a header telling where the folder is and what else it holds."""
     folder = entry.doc.folder
     resources = list_resources(folder)
-    lines = [f"Skill: {entry.name} ({entry.doc.source})", f"Folder: {folder}"]
+    lines = [f"Skill: {entry.name} ({entry.doc.source})"]
+    if entry.sandbox_folder:
+        lines.append(f"Folder: {entry.sandbox_folder} (read-only; run its scripts from there)")
+    else:
+        lines.append(f"Folder: {folder} (not visible to commands; read files with read_skill)")
     lines.append("Relative paths in this skill are relative to that folder.")
     if resources:
         lines.append("Resources (read_skill with path): " + ", ".join(resources))

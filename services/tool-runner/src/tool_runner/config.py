@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
 from crayfish_common.settings import ServiceSettings
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 DEFAULT_DENY = [
@@ -17,6 +18,9 @@ DEFAULT_DENY = [
     r"\b(shutdown|reboot|poweroff|halt)\b",
     r"\bdd\b[^\n]*\bof=/dev/",
 ]
+
+
+SKILL_ROOT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 
 
 class ToolRunnerSettings(ServiceSettings):
@@ -34,6 +38,9 @@ class ToolRunnerSettings(ServiceSettings):
     sandbox_gid: int = 65534
     # As root: chown workspace entries to the sandbox uid at start-up so commands can write them.
     chown_workspace: bool = True
+    # Skill folders commands may read (and run scripts from), mounted read-only at
+    # /skills/<name>: JSON, e.g. {"managed": "/data/skills/managed", "builtin": "/opt/skills"}.
+    skill_roots: dict[str, Path] = Field(default_factory=dict)
 
     # Limits (per call; a call may ask for a shorter timeout, never for more than max_timeout).
     default_timeout: float = 60.0
@@ -68,6 +75,14 @@ class ToolRunnerSettings(ServiceSettings):
     # The workspace's path as the Docker engine sees it (when the tool-runner itself runs in a
     # container, the host path of the workspace volume); default: the workspace path.
     docker_workspace_source: str = ""
+
+    @field_validator("skill_roots")
+    @classmethod
+    def _root_names(cls, roots: dict[str, Path]) -> dict[str, Path]:
+        for name in roots:
+            if not SKILL_ROOT_NAME.fullmatch(name):
+                raise ValueError(f"skill root name {name!r}: use a-z, 0-9, '-' or '_'")
+        return roots
 
     @property
     def is_root(self) -> bool:

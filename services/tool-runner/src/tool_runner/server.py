@@ -26,7 +26,13 @@ def make_sandbox(settings: ToolRunnerSettings, workspace: Workspace) -> Sandbox:
         from tool_runner.sandbox.bwrap import BwrapSandbox
 
         return BwrapSandbox(
-            workspace.root, settings.data_dir, uid, gid, settings.tmp_size_mb, chunk
+            workspace.root,
+            settings.data_dir,
+            uid,
+            gid,
+            settings.tmp_size_mb,
+            chunk,
+            settings.skill_roots,
         )
     if settings.sandbox == "docker":
         from tool_runner.sandbox.docker import DockerSandbox
@@ -34,7 +40,7 @@ def make_sandbox(settings: ToolRunnerSettings, workspace: Workspace) -> Sandbox:
         return DockerSandbox(settings, workspace.root, chunk)
     from tool_runner.sandbox.none import NoSandbox
 
-    return NoSandbox(workspace.root, uid, gid, chunk)
+    return NoSandbox(workspace.root, uid, gid, chunk, settings.skill_roots)
 
 
 async def build_toolbox(settings: ToolRunnerSettings) -> ToolBox:

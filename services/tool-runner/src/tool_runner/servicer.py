@@ -92,4 +92,6 @@ class ToolRunnerServicer(tool_runner_pb2_grpc.ToolRunnerServiceServicer):
             insecure=box.insecure,
             warnings=list(box.warnings),
             available_bins=list(box.available_bins),
+            workspace_path=box.workspace_path,
+            skill_roots=dict(box.skill_roots),
         )

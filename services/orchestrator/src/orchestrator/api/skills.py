@@ -32,6 +32,8 @@ class SkillView(BaseModel):
     version: str = ""
     shadowed: list[str] = []
     warnings: list[str] = []
+    # The folder as sandboxed commands see it (scripts run from there); "" if they can't.
+    sandbox_folder: str = ""
 
 
 class DiagnosticView(BaseModel):
@@ -69,6 +71,7 @@ def skill_view(skill: Any) -> SkillView:
         version=skill.version,
         shadowed=list(skill.shadowed),
         warnings=list(skill.warnings),
+        sandbox_folder=skill.sandbox_folder,
     )
 
 

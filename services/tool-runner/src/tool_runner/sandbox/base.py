@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import abc
+import logging
 import posixpath
+import shlex
 import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tool_runner.textcap import HeadTail
 
+log = logging.getLogger(__name__)
 ChunkSink = Callable[[str, bytes], Awaitable[None]]
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Skill roots are mounted read-only under this folder (isolating backends).
+SKILLS_MOUNT = "/skills"
 
 
 class SandboxUnavailable(RuntimeError):
@@ -59,16 +65,49 @@ class Sandbox(abc.ABC):
 
     name = "base"
     insecure = False
+    # Where commands see the workspace.
+    workspace_path = "/workspace"
 
     def __init__(self) -> None:
         self.warnings: list[str] = []
         self.available_bins: list[str] = []
+        # Skill roots commands can read: name -> path commands see it at.
+        self.skill_roots: dict[str, str] = {}
 
     @abc.abstractmethod
     async def start(self) -> None: ...
 
     @abc.abstractmethod
     async def run(self, spec: ExecSpec, sink: ChunkSink | None = None) -> ExecOutcome: ...
+
+    def existing_roots(self, roots: dict[str, Path]) -> dict[str, Path]:
+        """The configured skill roots that are folders; each missing one becomes a warning."""
+        found = {}
+        for name, folder in sorted(roots.items()):
+            if folder.is_dir():
+                found[name] = folder.resolve()
+            else:
+                self.warnings.append(f"skill root {name!r}: {folder} is not a folder; not mounted")
+                log.warning("sandbox: %s", self.warnings[-1])
+        return found
+
+    async def offer_readable_roots(self, candidates: dict[str, str]) -> None:
+        """Offers each candidate skill root (name -> path commands see) that a sandboxed command
+        can list, trying one at a time (a root that breaks the sandbox's start is caught too);
+        the others become warnings."""
+        self.skill_roots = {}
+        for name, path in candidates.items():
+            self.skill_roots[name] = path
+            quoted = shlex.quote(path)
+            spec = ExecSpec(command=f"test -r {quoted} && test -x {quoted}")
+            spec.limits.timeout = 20
+            if (await self.run(spec)).exit_code != 0:
+                del self.skill_roots[name]
+                self.warnings.append(
+                    f"skill root {name!r}: sandboxed commands cannot read it (permissions of "
+                    "the folder or its parents); not offered"
+                )
+                log.warning("sandbox: %s", self.warnings[-1])
 
     async def close_session(self, session_id: str) -> None:
         """Releases what a session holds; idempotent."""

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from tool_runner.sandbox.base import (
+    SKILLS_MOUNT,
     ChunkSink,
     ExecOutcome,
     ExecSpec,
@@ -43,9 +44,13 @@ class BwrapSandbox(Sandbox):
         gid: int | None,
         tmp_size_mb: int = 64,
         chunk: tuple[int, float] = (4096, 0.1),
+        skill_roots: dict[str, Path] | None = None,
     ):
         super().__init__()
         self.workspace = workspace
+        self.configured_roots = dict(skill_roots or {})
+        # Host folder of each skill root that is bound (read-only) at /skills/<name>.
+        self.root_sources: dict[str, Path] = {}
         self.state_dir = state_dir
         self.uid, self.gid = uid, gid
         self.tmp_size = tmp_size_mb * 1024 * 1024
@@ -65,6 +70,7 @@ class BwrapSandbox(Sandbox):
         if not self.prlimit:
             raise SandboxUnavailable("prlimit (util-linux) is not installed; limits cannot be set")
         self.prefix = drop_privileges(self.uid, self.gid)
+        self.root_sources = self.existing_roots(self.configured_roots)
         if not self.cgroups.setup():
             self.warnings.append(
                 f"{self.cgroups.problem}: memory and process limits apply per process "
@@ -73,6 +79,9 @@ class BwrapSandbox(Sandbox):
             log.warning("bwrap sandbox: %s", self.warnings[-1])
         try:
             await self._probe()
+            await self.offer_readable_roots(
+                {name: f"{SKILLS_MOUNT}/{name}" for name in self.root_sources}
+            )
         except BaseException:
             await self.cgroups.close()
             raise
@@ -157,6 +166,10 @@ class BwrapSandbox(Sandbox):
             "--bind",
             str(self.workspace),
             "/workspace",
+        ]
+        for name, target in self.skill_roots.items():
+            args += ["--ro-bind", str(self.root_sources[name]), target]
+        args += [
             # The root bwrap builds (with /etc etc.) becomes read-only too.
             "--remount-ro",
             "/",

@@ -16,6 +16,7 @@ from typing import Any
 from tool_runner.config import ToolRunnerSettings
 from tool_runner.sandbox.base import (
     SANDBOX_PATH,
+    SKILLS_MOUNT,
     ChunkSink,
     ExecOutcome,
     ExecSpec,
@@ -64,6 +65,8 @@ class DockerSandbox(Sandbox):
         self.pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="docker")
         self.client: Any = None
         self.reaper: asyncio.Task[None] | None = None
+        # Host folder (as the engine sees it) of each skill root mounted at /skills/<name>.
+        self.root_sources: dict[str, Path] = {}
 
     async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
@@ -88,9 +91,39 @@ class DockerSandbox(Sandbox):
                 "(services/tool-runner/README.md) or set TOOL_RUNNER_DOCKER_IMAGE"
             ) from exc
         await self._remove_labelled({"crayfish.tool-runner": self.owner})
+        await self._mount_skill_roots()
         self.available_bins = await self._list_bins()
         self.reaper = asyncio.ensure_future(self._reap_idle())
         log.info("docker sandbox ready (image %s)", self.settings.docker_image)
+
+    async def _mount_skill_roots(self) -> None:
+        """Mounts the configured skill roots that exist and that a container's user can list."""
+        self.root_sources = self.existing_roots(self.settings.skill_roots)
+        if not self.root_sources:
+            return
+        probe = "; ".join(
+            f'test -r {SKILLS_MOUNT}/{name} && test -x {SKILLS_MOUNT}/{name} && echo "{name}"'
+            for name in self.root_sources
+        )
+        try:
+            output = await self._call(
+                self.client.containers.run,
+                self.settings.docker_image,
+                ["/bin/sh", "-c", f"{probe}; true"],
+                remove=True,
+                **self._hardening(),
+            )
+            readable = set(output.decode(errors="replace").split())
+        except Exception as exc:  # the engine refused the mounts (e.g. no such path there)
+            log.warning("docker sandbox: skill roots not mountable: %s", exc)
+            readable = set()
+        for name in list(self.root_sources):
+            if name not in readable:
+                del self.root_sources[name]
+                self.warnings.append(
+                    f"skill root {name!r}: containers cannot mount or read it; not offered"
+                )
+        self.skill_roots = {name: f"{SKILLS_MOUNT}/{name}" for name in self.root_sources}
 
     async def _list_bins(self) -> list[str]:
         """Executables on the image's PATH (one throwaway container per engine and image)."""
@@ -128,7 +161,11 @@ class DockerSandbox(Sandbox):
             ],
             "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={s.tmp_size_mb}m,mode=1777"},
             "mounts": [
-                Mount("/workspace", s.docker_workspace_source or str(self.workspace), type="bind")
+                Mount("/workspace", s.docker_workspace_source or str(self.workspace), type="bind"),
+                *(
+                    Mount(f"{SKILLS_MOUNT}/{name}", str(source), type="bind", read_only=True)
+                    for name, source in self.root_sources.items()
+                ),
             ],
             "working_dir": "/workspace",
             "environment": {"PATH": SANDBOX_PATH, "HOME": "/tmp"},

@@ -39,9 +39,12 @@ class NoSandbox(Sandbox):
         uid: int | None,
         gid: int | None,
         chunk: tuple[int, float] = (4096, 0.1),
+        skill_roots: dict[str, Path] | None = None,
     ):
         super().__init__()
         self.workspace = workspace
+        self.workspace_path = str(workspace)
+        self.configured_roots = dict(skill_roots or {})
         self.uid, self.gid = uid, gid
         self.chunk = chunk
         self.prlimit = shutil.which("prlimit") or ""
@@ -52,6 +55,8 @@ class NoSandbox(Sandbox):
             raise SandboxUnavailable("prlimit (util-linux) is not installed; limits cannot be set")
         log.warning("!!! %s", WARNING)
         self.available_bins = list_bins(SANDBOX_PATH.split(":"))
+        found = self.existing_roots(self.configured_roots)
+        await self.offer_readable_roots({name: str(path) for name, path in found.items()})
 
     async def run(self, spec: ExecSpec, sink: ChunkSink | None = None) -> ExecOutcome:
         env = sandbox_env(spec.env)

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from crayfish.common.v1 import tools_pb2 as crayfish_dot_common_dot_v1_dot_tools__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x63rayfish/skills/v1/skills.proto\x12\x12\x63rayfish.skills.v1\x1a\x1e\x63rayfish/common/v1/tools.proto\"\xbc\x02\n\x05Skill\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x10\n\x08location\x18\x03 \x01(\t\x12\x0e\n\x06source\x18\x04 \x01(\t\x12\x11\n\tavailable\x18\x05 \x01(\x08\x12\x0f\n\x07missing\x18\x06 \x03(\t\x12\r\n\x05\x65moji\x18\x07 \x01(\t\x12\x0e\n\x06\x61lways\x18\x08 \x01(\x08\x12\x0f\n\x07version\x18\t \x01(\t\x12\x10\n\x08shadowed\x18\n \x03(\t\x12\x14\n\x0cinstall_json\x18\x0b \x01(\t\x12\x10\n\x08warnings\x18\x0c \x03(\t\x12\x13\n\x0bprimary_env\x18\r \x01(\t\x12\x32\n\x07install\x18\x0e \x01(\x0b\x32!.crayfish.skills.v1.InstallRecord\x12\x17\n\x0fmodel_invocable\x18\x0f \x01(\x08\"V\n\rInstallRecord\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x0e\n\x06\x64igest\x18\x02 \x01(\t\x12\x14\n\x0cinstalled_at\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\t\"*\n\nDiagnostic\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x13\n\x11ListSkillsRequest\"\xa2\x01\n\x12ListSkillsResponse\x12)\n\x06skills\x18\x01 \x03(\x0b\x32\x19.crayfish.skills.v1.Skill\x12\x33\n\x0b\x64iagnostics\x18\x02 \x03(\x0b\x32\x1e.crayfish.skills.v1.Diagnostic\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x1b\n\x13requirements_source\x18\x04 \x01(\t\"+\n\x16GetSkillsPromptRequest\x12\x11\n\tmax_chars\x18\x01 \x01(\x05\"_\n\x17GetSkillsPromptResponse\x12\x0b\n\x03xml\x18\x01 \x01(\t\x12\x15\n\ralways_bodies\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x0f\n\x07omitted\x18\x04 \x01(\x05\"\x1f\n\x0fGetSkillRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"]\n\x10GetSkillResponse\x12(\n\x05skill\x18\x01 \x01(\x0b\x32\x19.crayfish.skills.v1.Skill\x12\x0c\n\x04\x62ody\x18\x02 \x01(\t\x12\x11\n\tresources\x18\x03 \x03(\t\"6\n\x18ReadSkillResourceRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\",\n\x19ReadSkillResourceResponse\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\"p\n\x13InstallSkillRequest\x12\x15\n\x0b\x66older_path\x18\x01 \x01(\tH\x00\x12\x11\n\x07\x61rchive\x18\x02 \x01(\x0cH\x00\x12\x14\n\x0c\x61rchive_name\x18\x03 \x01(\t\x12\x0f\n\x07replace\x18\x04 \x01(\x08\x42\x08\n\x06source\"\x95\x01\n\x14InstallSkillResponse\x12(\n\x05skill\x18\x01 \x01(\x0b\x32\x19.crayfish.skills.v1.Skill\x12\x0e\n\x06\x64igest\x18\x02 \x01(\t\x12\x10\n\x08warnings\x18\x03 \x03(\t\x12\x31\n\x06record\x18\x04 \x01(\x0b\x32!.crayfish.skills.v1.InstallRecord\"%\n\x15UninstallSkillRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x18\n\x16UninstallSkillResponse2\x9b\x06\n\rSkillsService\x12X\n\tListTools\x12$.crayfish.common.v1.ListToolsRequest\x1a%.crayfish.common.v1.ListToolsResponse\x12R\n\x07RunTool\x12\".crayfish.common.v1.RunToolRequest\x1a#.crayfish.common.v1.RunToolResponse\x12[\n\nListSkills\x12%.crayfish.skills.v1.ListSkillsRequest\x1a&.crayfish.skills.v1.ListSkillsResponse\x12j\n\x0fGetSkillsPrompt\x12*.crayfish.skills.v1.GetSkillsPromptRequest\x1a+.crayfish.skills.v1.GetSkillsPromptResponse\x12U\n\x08GetSkill\x12#.crayfish.skills.v1.GetSkillRequest\x1a$.crayfish.skills.v1.GetSkillResponse\x12p\n\x11ReadSkillResource\x12,.crayfish.skills.v1.ReadSkillResourceRequest\x1a-.crayfish.skills.v1.ReadSkillResourceResponse\x12\x61\n\x0cInstallSkill\x12\'.crayfish.skills.v1.InstallSkillRequest\x1a(.crayfish.skills.v1.InstallSkillResponse\x12g\n\x0eUninstallSkill\x12).crayfish.skills.v1.UninstallSkillRequest\x1a*.crayfish.skills.v1.UninstallSkillResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x63rayfish/skills/v1/skills.proto\x12\x12\x63rayfish.skills.v1\x1a\x1e\x63rayfish/common/v1/tools.proto\"\xd4\x02\n\x05Skill\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x10\n\x08location\x18\x03 \x01(\t\x12\x0e\n\x06source\x18\x04 \x01(\t\x12\x11\n\tavailable\x18\x05 \x01(\x08\x12\x0f\n\x07missing\x18\x06 \x03(\t\x12\r\n\x05\x65moji\x18\x07 \x01(\t\x12\x0e\n\x06\x61lways\x18\x08 \x01(\x08\x12\x0f\n\x07version\x18\t \x01(\t\x12\x10\n\x08shadowed\x18\n \x03(\t\x12\x14\n\x0cinstall_json\x18\x0b \x01(\t\x12\x10\n\x08warnings\x18\x0c \x03(\t\x12\x13\n\x0bprimary_env\x18\r \x01(\t\x12\x32\n\x07install\x18\x0e \x01(\x0b\x32!.crayfish.skills.v1.InstallRecord\x12\x17\n\x0fmodel_invocable\x18\x0f \x01(\x08\x12\x16\n\x0esandbox_folder\x18\x10 \x01(\t\"V\n\rInstallRecord\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x0e\n\x06\x64igest\x18\x02 \x01(\t\x12\x14\n\x0cinstalled_at\x18\x03 \x01(\t\x12\x0f\n\x07version\x18\x04 \x01(\t\"*\n\nDiagnostic\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x13\n\x11ListSkillsRequest\"\xa2\x01\n\x12ListSkillsResponse\x12)\n\x06skills\x18\x01 \x03(\x0b\x32\x19.crayfish.skills.v1.Skill\x12\x33\n\x0b\x64iagnostics\x18\x02 \x03(\x0b\x32\x1e.crayfish.skills.v1.Diagnostic\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x1b\n\x13requirements_source\x18\x04 \x01(\t\"+\n\x16GetSkillsPromptRequest\x12\x11\n\tmax_chars\x18\x01 \x01(\x05\"_\n\x17GetSkillsPromptResponse\x12\x0b\n\x03xml\x18\x01 \x01(\t\x12\x15\n\ralways_bodies\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x0f\n\x07omitted\x18\x04 \x01(\x05\"\x1f\n\x0fGetSkillRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"]\n\x10GetSkillResponse\x12(\n\x05skill\x18\x01 \x01(\x0b\x32\x19.crayfish.skills.v1.Skill\x12\x0c\n\x04\x62ody\x18\x02 \x01(\t\x12\x11\n\tresources\x18\x03 \x03(\t\"6\n\x18ReadSkillResourceRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\",\n\x19ReadSkillResourceResponse\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\"p\n\x13InstallSkillRequest\x12\x15\n\x0b\x66older_path\x18\x01 \x01(\tH\x00\x12\x11\n\x07\x61rchive\x18\x02 \x01(\x0cH\x00\x12\x14\n\x0c\x61rchive_name\x18\x03 \x01(\t\x12\x0f\n\x07replace\x18\x04 \x01(\x08\x42\x08\n\x06source\"\x95\x01\n\x14InstallSkillResponse\x12(\n\x05skill\x18\x01 \x01(\x0b\x32\x19.crayfish.skills.v1.Skill\x12\x0e\n\x06\x64igest\x18\x02 \x01(\t\x12\x10\n\x08warnings\x18\x03 \x03(\t\x12\x31\n\x06record\x18\x04 \x01(\x0b\x32!.crayfish.skills.v1.InstallRecord\"%\n\x15UninstallSkillRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x18\n\x16UninstallSkillResponse2\x9b\x06\n\rSkillsService\x12X\n\tListTools\x12$.crayfish.common.v1.ListToolsRequest\x1a%.crayfish.common.v1.ListToolsResponse\x12R\n\x07RunTool\x12\".crayfish.common.v1.RunToolRequest\x1a#.crayfish.common.v1.RunToolResponse\x12[\n\nListSkills\x12%.crayfish.skills.v1.ListSkillsRequest\x1a&.crayfish.skills.v1.ListSkillsResponse\x12j\n\x0fGetSkillsPrompt\x12*.crayfish.skills.v1.GetSkillsPromptRequest\x1a+.crayfish.skills.v1.GetSkillsPromptResponse\x12U\n\x08GetSkill\x12#.crayfish.skills.v1.GetSkillRequest\x1a$.crayfish.skills.v1.GetSkillResponse\x12p\n\x11ReadSkillResource\x12,.crayfish.skills.v1.ReadSkillResourceRequest\x1a-.crayfish.skills.v1.ReadSkillResourceResponse\x12\x61\n\x0cInstallSkill\x12\'.crayfish.skills.v1.InstallSkillRequest\x1a(.crayfish.skills.v1.InstallSkillResponse\x12g\n\x0eUninstallSkill\x12).crayfish.skills.v1.UninstallSkillRequest\x1a*.crayfish.skills.v1.UninstallSkillResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,35 +33,35 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'crayfish.skills.v1.skills_p
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_SKILL']._serialized_start=88
-  _globals['_SKILL']._serialized_end=404
-  _globals['_INSTALLRECORD']._serialized_start=406
-  _globals['_INSTALLRECORD']._serialized_end=492
-  _globals['_DIAGNOSTIC']._serialized_start=494
-  _globals['_DIAGNOSTIC']._serialized_end=536
-  _globals['_LISTSKILLSREQUEST']._serialized_start=538
-  _globals['_LISTSKILLSREQUEST']._serialized_end=557
-  _globals['_LISTSKILLSRESPONSE']._serialized_start=560
-  _globals['_LISTSKILLSRESPONSE']._serialized_end=722
-  _globals['_GETSKILLSPROMPTREQUEST']._serialized_start=724
-  _globals['_GETSKILLSPROMPTREQUEST']._serialized_end=767
-  _globals['_GETSKILLSPROMPTRESPONSE']._serialized_start=769
-  _globals['_GETSKILLSPROMPTRESPONSE']._serialized_end=864
-  _globals['_GETSKILLREQUEST']._serialized_start=866
-  _globals['_GETSKILLREQUEST']._serialized_end=897
-  _globals['_GETSKILLRESPONSE']._serialized_start=899
-  _globals['_GETSKILLRESPONSE']._serialized_end=992
-  _globals['_READSKILLRESOURCEREQUEST']._serialized_start=994
-  _globals['_READSKILLRESOURCEREQUEST']._serialized_end=1048
-  _globals['_READSKILLRESOURCERESPONSE']._serialized_start=1050
-  _globals['_READSKILLRESOURCERESPONSE']._serialized_end=1094
-  _globals['_INSTALLSKILLREQUEST']._serialized_start=1096
-  _globals['_INSTALLSKILLREQUEST']._serialized_end=1208
-  _globals['_INSTALLSKILLRESPONSE']._serialized_start=1211
-  _globals['_INSTALLSKILLRESPONSE']._serialized_end=1360
-  _globals['_UNINSTALLSKILLREQUEST']._serialized_start=1362
-  _globals['_UNINSTALLSKILLREQUEST']._serialized_end=1399
-  _globals['_UNINSTALLSKILLRESPONSE']._serialized_start=1401
-  _globals['_UNINSTALLSKILLRESPONSE']._serialized_end=1425
-  _globals['_SKILLSSERVICE']._serialized_start=1428
-  _globals['_SKILLSSERVICE']._serialized_end=2223
+  _globals['_SKILL']._serialized_end=428
+  _globals['_INSTALLRECORD']._serialized_start=430
+  _globals['_INSTALLRECORD']._serialized_end=516
+  _globals['_DIAGNOSTIC']._serialized_start=518
+  _globals['_DIAGNOSTIC']._serialized_end=560
+  _globals['_LISTSKILLSREQUEST']._serialized_start=562
+  _globals['_LISTSKILLSREQUEST']._serialized_end=581
+  _globals['_LISTSKILLSRESPONSE']._serialized_start=584
+  _globals['_LISTSKILLSRESPONSE']._serialized_end=746
+  _globals['_GETSKILLSPROMPTREQUEST']._serialized_start=748
+  _globals['_GETSKILLSPROMPTREQUEST']._serialized_end=791
+  _globals['_GETSKILLSPROMPTRESPONSE']._serialized_start=793
+  _globals['_GETSKILLSPROMPTRESPONSE']._serialized_end=888
+  _globals['_GETSKILLREQUEST']._serialized_start=890
+  _globals['_GETSKILLREQUEST']._serialized_end=921
+  _globals['_GETSKILLRESPONSE']._serialized_start=923
+  _globals['_GETSKILLRESPONSE']._serialized_end=1016
+  _globals['_READSKILLRESOURCEREQUEST']._serialized_start=1018
+  _globals['_READSKILLRESOURCEREQUEST']._serialized_end=1072
+  _globals['_READSKILLRESOURCERESPONSE']._serialized_start=1074
+  _globals['_READSKILLRESOURCERESPONSE']._serialized_end=1118
+  _globals['_INSTALLSKILLREQUEST']._serialized_start=1120
+  _globals['_INSTALLSKILLREQUEST']._serialized_end=1232
+  _globals['_INSTALLSKILLRESPONSE']._serialized_start=1235
+  _globals['_INSTALLSKILLRESPONSE']._serialized_end=1384
+  _globals['_UNINSTALLSKILLREQUEST']._serialized_start=1386
+  _globals['_UNINSTALLSKILLREQUEST']._serialized_end=1423
+  _globals['_UNINSTALLSKILLRESPONSE']._serialized_start=1425
+  _globals['_UNINSTALLSKILLRESPONSE']._serialized_end=1449
+  _globals['_SKILLSSERVICE']._serialized_start=1452
+  _globals['_SKILLSSERVICE']._serialized_end=2247
 # @@protoc_insertion_point(module_scope)

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Skill(_message.Message):
-    __slots__ = ("name", "description", "location", "source", "available", "missing", "emoji", "always", "version", "shadowed", "install_json", "warnings", "primary_env", "install", "model_invocable")
+    __slots__ = ("name", "description", "location", "source", "available", "missing", "emoji", "always", "version", "shadowed", "install_json", "warnings", "primary_env", "install", "model_invocable", "sandbox_folder")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     LOCATION_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +24,7 @@ class Skill(_message.Message):
     PRIMARY_ENV_FIELD_NUMBER: _ClassVar[int]
     INSTALL_FIELD_NUMBER: _ClassVar[int]
     MODEL_INVOCABLE_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_FOLDER_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     location: str
@@ -39,7 +40,8 @@ class Skill(_message.Message):
     primary_env: str
     install: InstallRecord
     model_invocable: bool
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., location: _Optional[str] = ..., source: _Optional[str] = ..., available: _Optional[bool] = ..., missing: _Optional[_Iterable[str]] = ..., emoji: _Optional[str] = ..., always: _Optional[bool] = ..., version: _Optional[str] = ..., shadowed: _Optional[_Iterable[str]] = ..., install_json: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., primary_env: _Optional[str] = ..., install: _Optional[_Union[InstallRecord, _Mapping]] = ..., model_invocable: _Optional[bool] = ...) -> None: ...
+    sandbox_folder: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., location: _Optional[str] = ..., source: _Optional[str] = ..., available: _Optional[bool] = ..., missing: _Optional[_Iterable[str]] = ..., emoji: _Optional[str] = ..., always: _Optional[bool] = ..., version: _Optional[str] = ..., shadowed: _Optional[_Iterable[str]] = ..., install_json: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., primary_env: _Optional[str] = ..., install: _Optional[_Union[InstallRecord, _Mapping]] = ..., model_invocable: _Optional[bool] = ..., sandbox_folder: _Optional[str] = ...) -> None: ...
 
 class InstallRecord(_message.Message):
     __slots__ = ("source", "digest", "installed_at", "version")

@@ -38,13 +38,24 @@ class DescribeSandboxRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeSandboxResponse(_message.Message):
-    __slots__ = ("backend", "insecure", "warnings", "available_bins")
+    __slots__ = ("backend", "insecure", "warnings", "available_bins", "workspace_path", "skill_roots")
+    class SkillRootsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     INSECURE_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
     AVAILABLE_BINS_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_PATH_FIELD_NUMBER: _ClassVar[int]
+    SKILL_ROOTS_FIELD_NUMBER: _ClassVar[int]
     backend: str
     insecure: bool
     warnings: _containers.RepeatedScalarFieldContainer[str]
     available_bins: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, backend: _Optional[str] = ..., insecure: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., available_bins: _Optional[_Iterable[str]] = ...) -> None: ...
+    workspace_path: str
+    skill_roots: _containers.ScalarMap[str, str]
+    def __init__(self, backend: _Optional[str] = ..., insecure: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., available_bins: _Optional[_Iterable[str]] = ..., workspace_path: _Optional[str] = ..., skill_roots: _Optional[_Mapping[str, str]] = ...) -> None: ...
