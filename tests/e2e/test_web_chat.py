@@ -137,3 +137,52 @@ def test_the_token_is_asked_for_once_and_kept(
     page.reload()
     expect(page.locator("#sessions li")).not_to_have_count(0)
     expect(page.locator("#banner")).to_be_hidden()
+
+
+MARKDOWN_ANSWER = """## Plan
+1. Read `notes.md` (see MEMORY.md#L4-L5)
+2. Write the *summary*
+   - keep it **short**
+- loose item
+
+| tool | runs in |
+|---|---|
+| exec | the sandbox |
+
+> quoted [docs](https://example.org/docs) and [bad](javascript:alert(1)) <script>alert(1)</script>
+---
+Plain ~~old~~ line
+```
+code <i>raw</i>
+```"""
+
+
+def test_answers_render_markdown_as_nodes_never_as_html(
+    page: Any, stack: LocalStack, fake_llm: FakeLLM
+):
+    fake_llm.reply_text(MARKDOWN_ANSWER)
+    page.goto(stack.url)
+    page.fill("#input", "plan it")
+    page.press("#input", "Enter")
+    answer = page.locator(".msg.assistant .text").last
+    expect(answer.locator("h2")).to_have_text("Plan", timeout=15_000)
+    steps = answer.locator("ol > li")
+    expect(steps).to_have_count(2)
+    expect(steps.first.locator("code")).to_have_text("notes.md")
+    expect(steps.first.locator("a.citation")).to_have_text("MEMORY.md#L4-L5")
+    expect(steps.nth(1).locator("em")).to_have_text("summary")
+    expect(steps.nth(1).locator("ul > li strong")).to_have_text("short")  # nested list
+    expect(answer.locator(":scope > ul > li")).to_have_text("loose item")
+    expect(answer.locator("table th")).to_have_text(["tool", "runs in"])
+    expect(answer.locator("table td")).to_have_text(["exec", "the sandbox"])
+    quote = answer.locator("blockquote")
+    expect(quote.locator("a.external")).to_have_attribute("href", "https://example.org/docs")
+    expect(quote.locator("a.external")).to_have_attribute("rel", "noopener noreferrer")
+    expect(quote).to_contain_text("[bad](javascript:alert(1))")  # not a link: shown as text
+    expect(quote).to_contain_text("<script>alert(1)</script>")
+    assert page.locator(".msg.assistant script, .msg.assistant i").count() == 0
+    expect(answer.locator("hr")).to_have_count(1)
+    expect(answer.locator("del")).to_have_text("old")
+    expect(answer.locator("pre.code")).to_have_text("code <i>raw</i>")
+    if SCREENSHOT:
+        page.screenshot(path=SCREENSHOT.replace(".png", "") + "-markdown.png", full_page=True)

@@ -16,6 +16,7 @@ ASSETS = {
     "app.js": "text/javascript; charset=utf-8",
     "api.js": "text/javascript; charset=utf-8",
     "render.js": "text/javascript; charset=utf-8",
+    "markdown.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
     "favicon.svg": "image/svg+xml",
 }

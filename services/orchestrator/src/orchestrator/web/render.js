@@ -1,7 +1,8 @@
 // Rendering for the Crayfish page: model text only ever enters the DOM as text nodes.
 
+import { renderMarkdown } from "/static/markdown.js";
+
 const CITATION = /([A-Za-z0-9_][A-Za-z0-9_.\/-]*)#L(\d+)(?:-L?(\d+))?/g;
-const FENCE = /```[^\n]*\n([\s\S]*?)```/g;
 const ARG_KEYS = ["command", "path", "query", "name", "pattern", "url"];
 
 export const $ = (id) => document.getElementById(id);
@@ -45,36 +46,9 @@ function appendCitations(node, text) {
   node.append(document.createTextNode(text.slice(at)));
 }
 
-// The little Markdown answers lean on: `code`, **bold**; built as nodes, never as HTML.
-function appendInline(node, text) {
-  for (const part of text.split(/(`[^`\n]+`|\*\*[^*\n]+\*\*)/)) {
-    if (part.length > 2 && part.startsWith("`") && part.endsWith("`")) {
-      const code = el("code");
-      appendCitations(code, part.slice(1, -1));
-      node.append(code);
-    } else if (part.length > 4 && part.startsWith("**") && part.endsWith("**")) {
-      const strong = el("strong");
-      appendCitations(strong, part.slice(2, -2));
-      node.append(strong);
-    } else {
-      appendCitations(node, part);
-    }
-  }
-}
-
-// Renders answer text: fenced code blocks, inline code, bold and citation links.
+// Answer text as Markdown (see markdown.js), with `path#Lx-Ly` citations as links.
 function renderText(node, text) {
-  node.replaceChildren();
-  let at = 0;
-  for (const match of text.matchAll(FENCE)) {
-    appendInline(node, text.slice(at, match.index).replace(/\n$/, ""));
-    const pre = el("pre", "code");
-    pre.append(el("code", "", match[1].replace(/\n$/, "")));
-    node.append(pre);
-    at = match.index + match[0].length;
-    if (text[at] === "\n") at += 1; // the block already ends the line
-  }
-  appendInline(node, text.slice(at));
+  renderMarkdown(node, text, appendCitations);
 }
 
 function shortArgs(raw) {
