@@ -45,14 +45,17 @@ class Task:
 
 
 class TaskManager:
-    """Creates tasks, runs them one at a time per session, keeps the last `keep` of them."""
+    """Creates tasks, runs them one at a time per session, keeps the last `keep` of them and the
+    last `global_events_kept` events of the global stream (what `/api/events` can resume from)."""
 
-    def __init__(self, run_turn: TurnRunner, keep: int = 1000):
+    def __init__(self, run_turn: TurnRunner, keep: int = 1000, global_events_kept: int = 10_000):
         self.run_turn = run_turn
         self.keep = keep
         self.tasks: OrderedDict[str, Task] = OrderedDict()
+        # One lock per session with queued or running tasks; dropped when its last task ends.
         self.session_locks: dict[str, asyncio.Lock] = {}
-        self.global_events = EventLog()
+        self._lock_users: dict[str, int] = {}
+        self.global_events = EventLog(max_events=global_events_kept)
         self.on_event: list[Callable[[str, dict[str, Any]], None]] = []
 
     def create(self, session_id: str, message: str, kind: str = "chat") -> Task:
@@ -95,7 +98,9 @@ class TaskManager:
         await self.global_events.add(task.id, type_, data)
 
     async def _run(self, task: Task) -> None:
-        lock = self.session_locks.setdefault(task.session_id, asyncio.Lock())
+        session = task.session_id
+        lock = self.session_locks.setdefault(session, asyncio.Lock())
+        self._lock_users[session] = self._lock_users.get(session, 0) + 1
         try:
             await self.emit(task, "task.queued", {"kind": task.kind})
             async with lock:
@@ -112,6 +117,9 @@ class TaskManager:
             task.status, task.error = "failed", str(exc) or type(exc).__name__
             await self.emit(task, "task.failed", self._summary(task))
         finally:
+            self._lock_users[session] -= 1
+            if not self._lock_users[session]:  # no other task of the session holds or awaits it
+                del self._lock_users[session], self.session_locks[session]
             task.finished_at = time.time()
             await task.events.close()
 
