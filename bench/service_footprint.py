@@ -84,11 +84,13 @@ def wait_indexed(api: httpx.Client) -> float:
     return time.monotonic() - started
 
 
-def chat_turns(api: httpx.Client, fake: FakeLLM, turns: int) -> None:
-    for i in range(turns):
+def chat_turns(api: httpx.Client, fake: FakeLLM, turns: int, sessions: int, first: int = 0) -> None:
+    """`turns` turns spread over `sessions` sessions (0: a new session for every turn)."""
+    for i in range(first, first + turns):
+        session = f"s{i % sessions}" if sessions else f"turn-{i}"
         fake.reply_tool_calls(("exec", {"command": f"echo turn-{i}"}))
         fake.reply_text(f"done {i} " + "words " * 50)
-        task = api.post("/api/chat", json={"message": f"turn {i}", "session_id": f"s{i % 10}"})
+        task = api.post("/api/chat", json={"message": f"turn {i}", "session_id": session})
         task_id = task.json()["task_id"]
         while api.get(f"/api/tasks/{task_id}").json()["status"] not in ("completed", "failed"):
             time.sleep(0.005)
@@ -98,6 +100,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=2400)
     parser.add_argument("--notes", type=int, default=200)
+    parser.add_argument("--sessions", type=int, default=10, help="0: a new session every turn")
     args = parser.parse_args()
     baseline = bare_interpreter_rss()
     files = notes(args.notes)
@@ -108,9 +111,10 @@ def main() -> None:
             with httpx.Client(base_url=stack.url, timeout=60) as api:
                 index_s = wait_indexed(api)
                 idle = snapshot(stack)
-                chat_turns(api, fake, args.turns // 2)
+                half = args.turns // 2
+                chat_turns(api, fake, half, args.sessions)
                 early = snapshot(stack)
-                chat_turns(api, fake, args.turns - args.turns // 2)
+                chat_turns(api, fake, args.turns - half, args.sessions, first=half)
                 late = snapshot(stack)
     print(f"bare python interpreter: {baseline / MIB:.1f} MiB (baseline)")
     print(f"stack healthy after {healthy_s:.1f} s; {args.notes} notes indexed in {index_s:.1f} s")
