@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 SERVICES := services/common services/tool-runner services/memory services/skills services/orchestrator
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-fast lint proto proto-check test-llm bench clean
+.PHONY: install system-deps system-deps-test run test test-fast lint proto proto-check test-llm bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt $(foreach s,$(SERVICES),$(s)/pyproject.toml)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,7 +19,15 @@ $(STAMP): requirements.txt requirements-dev.txt $(foreach s,$(SERVICES),$(s)/pyp
 
 install: $(STAMP)
 
-run: install
+# Debian packages (bubblewrap, util-linux; for tests also chromium, docker.io), installed when
+# missing and run as root; otherwise named with the command to install them.
+system-deps:
+	scripts/system_deps.sh run
+
+system-deps-test:
+	scripts/system_deps.sh test
+
+run: install system-deps
 	$(PY) -m crayfish_common.launcher
 
 proto: install
@@ -33,7 +41,7 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/hadolint services/*/Dockerfile services/tool-runner/sandbox-image/Dockerfile
 
-test: install proto-check lint
+test: install system-deps-test proto-check lint
 	$(PY) -m pytest
 
 test-fast: install
