@@ -18,25 +18,18 @@ from crayfish.common.v1 import tools_pb2
 from crayfish.tool_runner.v1 import tool_runner_pb2_grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from figures import percentile
+
 from tests.fakes import FakeLLM
-from tests.stacks import running_stack
+from tests.stacks import running_stack, wait_task
 
 TURNS = 20
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
 def run_turn(api: httpx.Client) -> float:
     started = time.perf_counter()
     task_id = api.post("/api/chat", json={"message": "go", "session_id": "bench"}).json()["task_id"]
-    while True:
-        status = api.get(f"/api/tasks/{task_id}").json()
-        if status["status"] in ("completed", "failed"):
-            break
-        time.sleep(0.002)
+    status = wait_task(api, task_id, poll=0.002)
     if status["status"] != "completed":
         raise SystemExit(f"turn failed: {status}")
     return (time.perf_counter() - started) * 1000

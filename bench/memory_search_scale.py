@@ -18,16 +18,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+from figures import percentile
 from memory.backends import VectorPoint, make_backend
 
 DIM = 384
 QUERIES = 50
 FILES = 200
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
 def vectors(n: int, seed: int = 1) -> np.ndarray:

@@ -16,15 +16,12 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from figures import percentile
+
 from tests.fakes import FakeLLM
 from tests.stacks import running_stack
 
 BODY = {"model": "crayfish", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
 async def one_stream(client: httpx.AsyncClient) -> tuple[float, float]:

@@ -16,15 +16,12 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from figures import percentile
+
 from tests.fakes import FakeLLM
 from tests.stacks import running_stack
 
 REPEATS = 12
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
 def run_task(api: httpx.Client) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.fakes import FakeLLM
-from tests.stacks import running_stack
+from tests.stacks import running_stack, wait_task
 
 MIB = 1024 * 1024
 
@@ -91,9 +91,9 @@ def chat_turns(api: httpx.Client, fake: FakeLLM, turns: int, sessions: int, firs
         fake.reply_tool_calls(("exec", {"command": f"echo turn-{i}"}))
         fake.reply_text(f"done {i} " + "words " * 50)
         task = api.post("/api/chat", json={"message": f"turn {i}", "session_id": session})
-        task_id = task.json()["task_id"]
-        while api.get(f"/api/tasks/{task_id}").json()["status"] not in ("completed", "failed"):
-            time.sleep(0.005)
+        final = wait_task(api, task.json()["task_id"], poll=0.005)
+        if final["status"] != "completed":
+            raise SystemExit(f"turn {i} failed: {final}")
 
 
 def main() -> None:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import httpx
 from crayfish_common.launcher import LocalStack, free_port
 
 
@@ -69,3 +72,16 @@ def _alive(pid: int) -> bool:
 def _print_logs(folder: Path) -> None:
     for log in sorted(folder.glob("*.log")):
         print(f"----- {log.name} -----\n{log.read_text(errors='replace')[-4000:]}")
+
+
+def wait_task(
+    api: httpx.Client, task_id: str, timeout: float = 60, poll: float = 0.05
+) -> dict[str, Any]:
+    """The task's final state (`GET /api/tasks/{id}`) once it has ended; fails after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = api.get(f"/api/tasks/{task_id}").json()
+        if body["status"] in ("completed", "failed", "cancelled"):
+            return body
+        time.sleep(poll)
+    raise AssertionError(f"task {task_id} did not finish within {timeout} s")

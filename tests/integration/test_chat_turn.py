@@ -3,22 +3,12 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import httpx
 
 from tests.fakes import FakeLLM, Reply
-
-
-def wait_task(api: httpx.Client, task_id: str, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        body = api.get(f"/api/tasks/{task_id}").json()
-        if body["status"] in ("completed", "failed", "cancelled"):
-            return body
-        time.sleep(0.05)
-    raise AssertionError(f"task {task_id} did not finish")
+from tests.stacks import wait_task
 
 
 def last_tool_output(body: dict[str, Any]) -> str:

@@ -9,7 +9,8 @@ import httpx
 from crayfish_common.launcher import LocalStack
 
 from tests.fakes import FakeLLM, Reply
-from tests.integration.test_chat_turn import last_tool_output, wait_task
+from tests.integration.test_chat_turn import last_tool_output
+from tests.stacks import wait_task
 
 
 def _wait(predicate, timeout: float = 30.0) -> None:

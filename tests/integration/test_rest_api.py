@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import time
 import zipfile
 
 import httpx
@@ -14,7 +13,7 @@ import pytest
 from crayfish_common.launcher import LocalStack
 
 from tests.fakes import FakeLLM, Reply
-from tests.integration.test_chat_turn import wait_task
+from tests.stacks import wait_task
 
 
 def chat(api: httpx.Client, message: str, session_id: str | None = None) -> dict:
@@ -209,11 +208,8 @@ def test_a_client_that_disconnects_does_not_lose_the_answer(api: httpx.Client, f
     ) as response:
         task_id = response.headers["x-crayfish-task"]
     # the client hung up before the answer; the task finishes anyway and keeps its result
-    deadline = time.monotonic() + 20
-    while api.get(f"/api/tasks/{task_id}").json()["status"] != "completed":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    assert api.get(f"/api/tasks/{task_id}").json()["result"] == "slow answer"
+    task = wait_task(api, task_id, timeout=20)
+    assert task["status"] == "completed" and task["result"] == "slow answer"
 
 
 def test_many_concurrent_streams_all_finish_and_leave_nothing_running(

@@ -9,7 +9,8 @@ import zipfile
 import httpx
 
 from tests.fakes import FakeLLM, Reply
-from tests.integration.test_chat_turn import last_tool_output, wait_task
+from tests.integration.test_chat_turn import last_tool_output
+from tests.stacks import wait_task
 
 SKILL = """---
 name: shouter

@@ -29,7 +29,7 @@ async def test_a_sessions_turns_run_one_at_a_time_and_others_in_parallel():
     assert log.index("end one") < log.index("start two")  # same session: queued
     assert log.index("start other") < log.index("end one")  # another session: in parallel
     assert [t.result for t in (first, second, other)] == ["ONE", "TWO", "OTHER"]
-    assert manager.session_locks == {}  # nothing per session outlives its tasks
+    assert manager.session_queues == {}  # nothing per session outlives its tasks
 
 
 async def test_memory_stays_bounded_over_many_turns():
@@ -42,4 +42,4 @@ async def test_memory_stays_bounded_over_many_turns():
     assert len(manager.global_events.events) <= 300
     newest = manager.global_events.events[-1]
     assert newest.task_id == task.id and newest.type == "task.completed"
-    assert manager.session_locks == {}
+    assert manager.session_queues == {}

@@ -76,6 +76,18 @@ async def start_runner(workspace: Path, data_dir: Path, **overrides: Any):  # ty
     return service, channel, Runner(channel, workspace, toolbox)
 
 
+async def start_docker_runner(workspace: Path, data_dir: Path, engine: Any, **overrides: Any):  # type: ignore[no-untyped-def]
+    """A docker-backend tool-runner on the test engine."""
+    return await start_runner(
+        workspace,
+        data_dir,
+        sandbox="docker",
+        docker_host=engine.host,
+        docker_image=engine.image,
+        **overrides,
+    )
+
+
 @pytest.fixture
 async def runner(workspace: Path, data_dir: Path) -> AsyncIterator[Runner]:
     """The default (bwrap) tool-runner serving over gRPC on a free loopback port."""
@@ -140,13 +152,8 @@ async def docker_tight(
     workspace: Path, data_dir: Path, docker_engine: Any
 ) -> AsyncIterator[Runner]:
     """A docker-backend tool-runner with small limits on the test engine."""
-    service, channel, client = await start_runner(
-        workspace,
-        data_dir,
-        sandbox="docker",
-        docker_host=docker_engine.host,
-        docker_image=docker_engine.image,
-        **TIGHT_LIMITS,
+    service, channel, client = await start_docker_runner(
+        workspace, data_dir, docker_engine, **TIGHT_LIMITS
     )
     yield client
     await stop_runner(service, channel, client)

@@ -10,7 +10,7 @@ import pytest
 from crayfish.common.v1 import tools_pb2
 from crayfish.tool_runner.v1 import tool_runner_pb2
 
-from .conftest import start_runner, stop_runner
+from .conftest import start_docker_runner, start_runner, stop_runner
 
 pytestmark = pytest.mark.docker
 
@@ -40,13 +40,8 @@ async def test_one_hardened_container_per_session_removed_on_close(docker_tight,
 
 
 async def test_idle_sessions_are_removed(workspace, data_dir, docker_engine):
-    service, channel, runner = await start_runner(
-        workspace,
-        data_dir,
-        sandbox="docker",
-        docker_host=docker_engine.host,
-        docker_image=docker_engine.image,
-        docker_idle_seconds=0.5,
+    service, channel, runner = await start_docker_runner(
+        workspace, data_dir, docker_engine, docker_idle_seconds=0.5
     )
     try:
         assert (await runner.sh("true")).ok

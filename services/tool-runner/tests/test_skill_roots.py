@@ -12,7 +12,7 @@ from crayfish.tool_runner.v1 import tool_runner_pb2
 from pydantic import ValidationError
 from tool_runner.config import ToolRunnerSettings
 
-from .conftest import is_root, start_runner, stop_runner
+from .conftest import is_root, start_docker_runner, start_runner, stop_runner
 
 SCRIPT = "import sys\nprint('hello from', sys.argv[0])\n"
 
@@ -106,13 +106,8 @@ def test_root_names_are_checked():
 
 @pytest.mark.docker
 async def test_docker_mounts_skill_roots_read_only(workspace, data_dir, skill_root, docker_engine):
-    service, channel, runner = await start_runner(
-        workspace,
-        data_dir,
-        sandbox="docker",
-        docker_host=docker_engine.host,
-        docker_image=docker_engine.image,
-        skill_roots={"managed": skill_root},
+    service, channel, runner = await start_docker_runner(
+        workspace, data_dir, docker_engine, skill_roots={"managed": skill_root}
     )
     try:
         info = await describe(runner)

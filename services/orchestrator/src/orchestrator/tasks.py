@@ -44,6 +44,14 @@ class Task:
         return self.status in ("completed", "failed", "cancelled")
 
 
+@dataclass
+class SessionQueue:
+    """Runs a session's tasks one at a time; `tasks` counts those queued or running."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    tasks: int = 0
+
+
 class TaskManager:
     """Creates tasks, runs them one at a time per session, keeps the last `keep` of them and the
     last `global_events_kept` events of the global stream (what `/api/events` can resume from)."""
@@ -52,9 +60,8 @@ class TaskManager:
         self.run_turn = run_turn
         self.keep = keep
         self.tasks: OrderedDict[str, Task] = OrderedDict()
-        # One lock per session with queued or running tasks; dropped when its last task ends.
-        self.session_locks: dict[str, asyncio.Lock] = {}
-        self._lock_users: dict[str, int] = {}
+        # Sessions with queued or running tasks; each entry goes with its last task.
+        self.session_queues: dict[str, SessionQueue] = {}
         self.global_events = EventLog(max_events=global_events_kept)
         self.on_event: list[Callable[[str, dict[str, Any]], None]] = []
 
@@ -98,12 +105,11 @@ class TaskManager:
         await self.global_events.add(task.id, type_, data)
 
     async def _run(self, task: Task) -> None:
-        session = task.session_id
-        lock = self.session_locks.setdefault(session, asyncio.Lock())
-        self._lock_users[session] = self._lock_users.get(session, 0) + 1
+        queue = self.session_queues.setdefault(task.session_id, SessionQueue())
+        queue.tasks += 1
         try:
             await self.emit(task, "task.queued", {"kind": task.kind})
-            async with lock:
+            async with queue.lock:
                 task.status, task.started_at = "running", time.time()
                 await self.emit(task, "task.started", {"kind": task.kind})
                 task.result = await self.run_turn(task, lambda t, d: self.emit(task, t, d))
@@ -117,9 +123,9 @@ class TaskManager:
             task.status, task.error = "failed", str(exc) or type(exc).__name__
             await self.emit(task, "task.failed", self._summary(task))
         finally:
-            self._lock_users[session] -= 1
-            if not self._lock_users[session]:  # no other task of the session holds or awaits it
-                del self._lock_users[session], self.session_locks[session]
+            queue.tasks -= 1
+            if not queue.tasks:  # no other task of the session holds or awaits the lock
+                del self.session_queues[task.session_id]
             task.finished_at = time.time()
             await task.events.close()
 
