@@ -14,7 +14,7 @@ from skills.gating import missing_requirements
 from skills.install import Installed, Installer
 from skills.model import Entry, Snapshot
 from skills.prompt import PromptSection, always_bodies, build_xml
-from skills.sandbox_bins import SandboxBins
+from skills.sandbox_view import SandboxViewSource
 from skills.watcher import SkillsWatcher
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ class SkillsHub:
             ],
             settings.max_skill_file_bytes,
         )
-        self.bins = SandboxBins(
+        self.sandbox = SandboxViewSource(
             settings.tool_runner_addr, settings.bins_cache_seconds, settings.bins_retry_seconds
         )
         self.installer = Installer(
@@ -75,10 +75,10 @@ class SkillsHub:
     async def stop(self) -> None:
         if self.watcher is not None:
             await self.watcher.stop()
-        await self.bins.close()
+        await self.sandbox.close()
 
     async def reload(self) -> Snapshot:
-        view = await self.bins.view()
+        view = await self.sandbox.view()
         snapshot = await asyncio.to_thread(self.catalog.refresh, view)
         self._bins_key = view.key
         self.reloads += 1
@@ -93,7 +93,7 @@ class SkillsHub:
 
     async def snapshot(self) -> Snapshot:
         """The current catalog; rebuilt first when unwatched or when the bins source changed."""
-        view = await self.bins.view()
+        view = await self.sandbox.view()
         unwatched = self.watcher is None or not self.watcher.healthy
         if unwatched or view.key != self._bins_key:
             return await self.reload()
@@ -128,7 +128,7 @@ class SkillsHub:
         for copy in snapshot.copies.get(doc.name, []):
             if copy.source == "managed":
                 doc = copy
-        missing = missing_requirements(doc.meta, await self.bins.view(), os.environ)
+        missing = missing_requirements(doc.meta, await self.sandbox.view(), os.environ)
         warnings = list(installed.warnings)
         winner = snapshot.get(doc.name)
         if winner is not None and winner.doc.source != "managed":

@@ -15,7 +15,7 @@ from skills.gating import SandboxView
 log = logging.getLogger(__name__)
 
 
-class SandboxBins:
+class SandboxViewSource:
     """Asks the tool-runner's DescribeSandbox (cached); falls back to the local PATH, saying why."""
 
     def __init__(self, address: str, cache_seconds: float = 60.0, retry_seconds: float = 5.0):
