@@ -7,8 +7,9 @@ from pathlib import Path
 
 import openpyxl
 import pytest
-from tool_runner import files, fsafe, spreadsheet
-from tool_runner.fsafe import ToolError, Workspace
+from crayfish_common import safe_files
+from tool_runner import files, spreadsheet
+from tool_runner.fsafe import FileRefused, ToolError, Workspace
 
 
 @pytest.fixture
@@ -18,23 +19,23 @@ def ws(workspace: Path) -> Workspace:
 
 def test_fifo_is_refused_without_blocking(ws, workspace):
     os.mkfifo(workspace / "pipe")
-    with pytest.raises(ToolError, match="not a regular file"):
+    with pytest.raises(FileRefused, match="not a regular file"):
         files.read_file(ws, {"path": "pipe"}, 1000)
-    with pytest.raises(ToolError, match="not a regular file"):
+    with pytest.raises(FileRefused, match="not a regular file"):
         files.write_file(ws, {"path": "pipe", "content": "x"}, 1000)
 
 
 def test_device_symlink_and_socket_are_refused(ws, workspace):
     (workspace / "null").symlink_to("/dev/null")
-    with pytest.raises(ToolError, match="outside the workspace"):
+    with pytest.raises(FileRefused, match="outside the workspace"):
         files.read_file(ws, {"path": "null"}, 1000)
 
 
 def test_oversize_reads_and_writes_are_refused(ws, workspace):
     (workspace / "big.txt").write_text("x" * 5000)
-    with pytest.raises(ToolError, match="read limit"):
+    with pytest.raises(FileRefused, match="read limit"):
         files.read_file(ws, {"path": "big.txt"}, 1000)
-    with pytest.raises(ToolError, match="limit"):
+    with pytest.raises(FileRefused, match="limit"):
         files.write_file(ws, {"path": "new.txt", "content": "y" * 2000}, 1000)
     assert not (workspace / "new.txt").exists()
 
@@ -49,7 +50,7 @@ def test_symlink_inside_the_workspace_is_followed_but_not_written_through(ws, wo
     (workspace / "real.txt").write_text("hello\n")
     (workspace / "alias.txt").symlink_to("real.txt")
     assert files.read_file(ws, {"path": "alias.txt"}, 1000).output == "hello\n"
-    with pytest.raises(ToolError, match="symbolic link"):
+    with pytest.raises(FileRefused, match="symbolic link"):
         files.write_file(ws, {"path": "alias.txt", "content": "x"}, 1000)
 
 
@@ -95,19 +96,19 @@ def test_fallback_walk_refuses_every_symlink_and_dotdot(workspace):
     (workspace / "ln").symlink_to("d")
     root = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        fd = fsafe._walk_nofollow(root, "d/f", os.O_RDONLY, 0)
+        fd = safe_files._walk_nofollow(root, "d/f", os.O_RDONLY, 0)
         assert os.read(fd, 10) == b"x"
         os.close(fd)
         for path in ["ln/f", "d/../d/f"]:
             with pytest.raises(OSError):
-                fsafe._walk_nofollow(root, path, os.O_RDONLY, 0)
+                safe_files._walk_nofollow(root, path, os.O_RDONLY, 0)
     finally:
         os.close(root)
 
 
 def test_openat2_is_available_here():
     # If this fails, the file tools silently use the stricter fallback: say so in the README.
-    assert fsafe.HAVE_OPENAT2
+    assert safe_files.HAVE_OPENAT2
 
 
 def test_spreadsheet_xlsx_and_csv(ws, workspace):

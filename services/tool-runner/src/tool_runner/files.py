@@ -7,7 +7,9 @@ import os
 import stat
 from typing import Any
 
-from tool_runner.fsafe import ToolError, Workspace, describe_os_error, openat2_beneath
+from crayfish_common.safe_files import describe_os_error, openat2_beneath
+
+from tool_runner.fsafe import ToolError, Workspace
 from tool_runner.result import ToolResult
 
 DEFAULT_IGNORE = [".git", "node_modules", "__pycache__", ".venv", ".mypy_cache", ".pytest_cache"]
@@ -28,7 +30,7 @@ def read_file(ws: Workspace, args: dict[str, Any], max_bytes: int) -> ToolResult
     path = args["path"]
     offset = int(args.get("offset", 1))
     limit = int(args.get("limit", 2000))
-    text = decode_text(path, ws.read_regular(path, max_bytes))
+    text = decode_text(path, ws.read_bytes(path, max_bytes))
     lines = text.splitlines(keepends=True)
     total = len(lines)
     if total and offset > total:
@@ -59,7 +61,7 @@ def edit_file(ws: Workspace, args: dict[str, Any], max_bytes: int) -> ToolResult
     path, old, new = args["path"], args["old"], args["new"]
     if old == "":
         raise ToolError("'old' must not be empty")
-    text = decode_text(path, ws.read_regular(path, max_bytes))
+    text = decode_text(path, ws.read_bytes(path, max_bytes))
     count = text.count(old)
     if count == 0:
         raise ToolError(f"{path}: 'old' text not found (it must match exactly, whitespace too)")

@@ -16,7 +16,7 @@ def read_spreadsheet(ws: Workspace, args: dict[str, Any], max_bytes: int) -> Too
     path = args["path"]
     start = int(args.get("start_row", 1))
     limit = int(args.get("max_rows", 100))
-    data = ws.read_regular(path, max_bytes)
+    data = ws.read_bytes(path, max_bytes)
     lower = path.lower()
     if lower.endswith((".csv", ".tsv")):
         sheets, name, rows = ["(csv)"], "(csv)", _csv_rows(path, data, lower.endswith(".tsv"))

@@ -13,7 +13,7 @@ from tool_runner import files, spreadsheet
 from tool_runner.audit import audit
 from tool_runner.config import ToolRunnerSettings
 from tool_runner.exec_tool import build_spec, run_exec
-from tool_runner.fsafe import ToolError, Workspace
+from tool_runner.fsafe import FileRefused, ToolError, Workspace
 from tool_runner.policy import CommandPolicy
 from tool_runner.result import ToolResult
 from tool_runner.sandbox.base import ChunkSink, Sandbox
@@ -140,7 +140,7 @@ class ToolBox:
         started = time.monotonic()
         try:
             result = await self._run(name, arguments_json, session_id, sink)
-        except ToolError as exc:
+        except (ToolError, FileRefused) as exc:
             result = ToolResult.failure(str(exc))
         except Exception as exc:  # a bug must still reach the model as a result
             log.exception("tool %s failed", name)
