@@ -168,10 +168,17 @@ class SafeRoot:
 
     def read_bytes(self, user_path: str, max_bytes: int) -> bytes:
         """The bytes of a regular file, refusing devices, FIFOs, hard links and oversize files."""
+        return self._read(user_path, max_bytes, refuse_larger=True)[0]
+
+    def read_head(self, user_path: str, max_bytes: int) -> tuple[bytes, bool]:
+        """At most `max_bytes` of a regular file, and whether that is all of it."""
+        return self._read(user_path, max_bytes, refuse_larger=False)
+
+    def _read(self, user_path: str, max_bytes: int, refuse_larger: bool) -> tuple[bytes, bool]:
         with self.open(user_path, os.O_RDONLY) as fd:
             info = os.fstat(fd)
             require_regular(user_path, info)
-            if info.st_size > max_bytes:
+            if info.st_size > max_bytes and refuse_larger:
                 raise FileRefused(
                     f"{user_path}: {info.st_size} bytes, over the {max_bytes}-byte read limit",
                     "too_large",
@@ -180,12 +187,14 @@ class SafeRoot:
             chunks, total = [], 0
             while chunk := os.read(fd, min(1 << 20, max_bytes + 1 - total)):
                 total += len(chunk)
-                if total > max_bytes:
-                    raise FileRefused(
-                        f"{user_path}: grew past the {max_bytes}-byte read limit", "too_large"
-                    )
                 chunks.append(chunk)
-            return b"".join(chunks)
+                if total > max_bytes:
+                    if refuse_larger:
+                        raise FileRefused(
+                            f"{user_path}: grew past the {max_bytes}-byte read limit", "too_large"
+                        )
+                    return b"".join(chunks)[:max_bytes], False
+            return b"".join(chunks), True
 
     def read_text(self, user_path: str, max_bytes: int) -> str:
         """A regular file's text (UTF-8, bad bytes replaced), within `max_bytes`."""
@@ -199,39 +208,43 @@ class SafeRoot:
         with self.open(user_path, os.O_PATH) as fd:
             return stat.S_ISDIR(os.fstat(fd).st_mode)
 
-    def files(self, folder: str, suffix: str = "", limit: int = 100_000) -> list[str]:
+    def files(
+        self, folder: str, suffix: str = "", limit: int = 100_000, special: bool = False
+    ) -> list[str]:
         """Regular files under `folder` (root-relative, sorted), never following a symlink.
 
-        A missing folder yields nothing; links, FIFOs and devices are left out, and so is
-        anything deeper than MAX_DEPTH folders.
+        A missing folder yields nothing; anything deeper than MAX_DEPTH folders is left out.
+        With `special`, symlinks, FIFOs, sockets and devices are listed too (never opened
+        here), so that reading one later refuses it with a reason a caller can report.
         """
         found: list[str] = []
+
+        def walk(dir_fd: int, prefix: str, depth: int) -> None:
+            for entry in sorted(os.scandir(dir_fd), key=lambda e: e.name):
+                if len(found) >= limit:
+                    return
+                rel = entry.name if prefix in ("", ".") else f"{prefix}/{entry.name}"
+                if entry.is_dir(follow_symlinks=False) and depth > 0:
+                    try:
+                        child = os.open(entry.name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
+                    except OSError:
+                        continue  # replaced by a link or removed since the listing
+                    try:
+                        walk(child, rel, depth - 1)
+                    finally:
+                        os.close(child)
+                elif entry.name.endswith(suffix) and (
+                    special or entry.is_file(follow_symlinks=False)
+                ):
+                    found.append(rel)
+
         try:
             with self.open(folder, os.O_RDONLY | os.O_DIRECTORY) as fd:
-                self._walk(fd, self.relative(folder), suffix, found, limit, MAX_DEPTH)
+                walk(fd, self.relative(folder), MAX_DEPTH)
         except FileRefused as exc:
             if exc.kind != "missing":
                 raise
         return sorted(found)
-
-    def _walk(
-        self, dir_fd: int, prefix: str, suffix: str, found: list[str], limit: int, depth: int
-    ) -> None:
-        for entry in sorted(os.scandir(dir_fd), key=lambda e: e.name):
-            if len(found) >= limit:
-                return
-            rel = entry.name if prefix in ("", ".") else f"{prefix}/{entry.name}"
-            if entry.is_dir(follow_symlinks=False) and depth > 0:
-                try:
-                    child = os.open(entry.name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
-                except OSError:
-                    continue  # replaced by a link or removed since the listing
-                try:
-                    self._walk(child, rel, suffix, found, limit, depth - 1)
-                finally:
-                    os.close(child)
-            elif entry.is_file(follow_symlinks=False) and entry.name.endswith(suffix):
-                found.append(rel)
 
     def write_atomic(self, user_path: str, data: bytes, max_bytes: int) -> bool:
         """Writes a file (temp + fsync + rename in its folder); True if it was created."""

@@ -1,12 +1,17 @@
-"""Reading, appending to and deleting memory files, refusing paths outside memory's sources."""
+"""Memory paths: which files they name, reading lines, appending notes (never through a link)."""
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
-from memory.sources import SESSIONS_PREFIX
+from crayfish_common.safe_files import FileRefused, SafeRoot
+
+from memory.sources import SESSIONS_PREFIX, SourceFile
+
+# A notes file is rewritten whole on each append; past this size, start a new file.
+MAX_NOTE_FILE_BYTES = 8 * 1024 * 1024
 
 
 class MemoryPathError(ValueError):
@@ -38,20 +43,14 @@ def normalize(path: str) -> str:
     raise MemoryPathError(f"{path!r} is not a memory path (MEMORY.md or memory/**/*.md)")
 
 
-def resolve(workspace: Path, sessions_dir: Path | None, path: str) -> Path:
-    """The file behind a memory path, checked to stay inside its root."""
+def locate(workspace: SafeRoot, sessions: SafeRoot | None, path: str) -> SourceFile:
+    """The memory file behind a cited path; opening it later keeps it beneath its root."""
     rel = normalize(path)
     if rel.startswith(SESSIONS_PREFIX):
-        if sessions_dir is None:
+        if sessions is None:
             raise MemoryPathError("session transcripts are not enabled (MEMORY_SESSIONS_DIR)")
-        root, inner = sessions_dir, rel[len(SESSIONS_PREFIX) :]
-    else:
-        root, inner = workspace, rel
-    target = root / inner
-    resolved_root = root.resolve()
-    if not target.resolve().is_relative_to(resolved_root):
-        raise MemoryPathError(f"{path!r} leaves the workspace")
-    return target
+        return SourceFile(rel, sessions, rel[len(SESSIONS_PREFIX) :], "sessions")
+    return SourceFile(rel, workspace, rel, "memory")
 
 
 def read_lines(lines: list[str], path: str, start_line: int, count: int, cap: int) -> LineRange:
@@ -69,13 +68,21 @@ def today_path(now: dt.datetime | None = None) -> str:
     return f"memory/{day}.md"
 
 
-def append_note(file: Path, text: str, title: str) -> tuple[int, int]:
-    """Appends `text` as its own paragraph; returns its 1-based first and last line."""
+def append_note(root: SafeRoot, rel: str, text: str, title: str) -> tuple[int, int]:
+    """Appends `text` as its own paragraph; returns its 1-based first and last line.
+
+    The file is replaced whole (temp file + rename), so a link planted at `rel` is refused and
+    never written through.
+    """
     body = text.strip("\n")
     if not body.strip():
         raise ValueError("nothing to write: the note is empty")
-    file.parent.mkdir(parents=True, exist_ok=True)
-    existing = file.read_text(encoding="utf-8") if file.exists() else ""
+    try:
+        existing = root.read_text(rel, MAX_NOTE_FILE_BYTES)
+    except FileRefused as exc:
+        if exc.kind != "missing":
+            raise
+        existing = ""
     prefix = f"# {title}\n\n" if not existing.strip() else ""
     if existing and not existing.endswith("\n"):
         existing += "\n"
@@ -84,6 +91,5 @@ def append_note(file: Path, text: str, title: str) -> tuple[int, int]:
     before = (existing if existing.strip() else "") + prefix
     start = before.count("\n") + 1
     end = start + body.count("\n")
-    with file.open("w", encoding="utf-8") as out:
-        out.write(before + body + "\n")
+    root.write_atomic(rel, (before + body + "\n").encode("utf-8"), MAX_NOTE_FILE_BYTES)
     return start, end

@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from crayfish_common.safe_files import FileRefused, SafeRoot
 
 from memory.backends import VectorBackend, VectorPoint
 from memory.chunking import Chunk, ChunkParams, chunk_lines
 from memory.embedder import Embedder
 from memory.keyword import BM25Index
-from memory.sources import SourceFile, discover, read_bytes, to_lines
+from memory.sources import Discovery, SourceFile, discover, read_bytes, to_lines
 from memory.store import EmbeddingCache, StateStore, StoredChunk
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,8 @@ class SyncReport:
     chunks_indexed: int = 0
     chunks_embedded: int = 0
     duration_ms: float = 0.0
+    # Files found but left out (a link leaving the workspace, a FIFO, ...): path -> reason.
+    skipped: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -42,6 +45,15 @@ class IndexConfig:
     workspace: Path
     sessions_dir: Path | None = None
     chunk: ChunkParams = field(default_factory=ChunkParams)
+    # New and rewritten notes get this owner (the sandbox's, when the service runs as root).
+    owner: tuple[int, int] | None = None
+
+    def roots(self) -> tuple[SafeRoot, SafeRoot | None]:
+        """The workspace and the transcripts folder, as roots nothing read may leave."""
+        sessions = None
+        if self.sessions_dir is not None:
+            sessions = SafeRoot(self.sessions_dir, label="sessions folder")
+        return SafeRoot(self.workspace, self.owner), sessions
 
 
 def point_id(chunk: Chunk) -> int:
@@ -70,6 +82,8 @@ class MemoryIndex:
         self.chunks: dict[int, StoredChunk] = {}
         self.bm25 = BM25Index()
         self._lines: dict[str, list[str]] = {}
+        self.roots = config.roots()
+        self.skipped: dict[str, str] = {}
         backend.ensure(embedder.dim)
         for chunk in state.all_chunks():
             self.chunks[chunk.id] = chunk
@@ -79,8 +93,8 @@ class MemoryIndex:
     def workspace(self) -> Path:
         return self.config.workspace
 
-    def sources(self) -> dict[str, SourceFile]:
-        return discover(self.config.workspace, self.config.sessions_dir)
+    def sources(self) -> Discovery:
+        return discover(*self.roots)
 
     def sync(self, force: bool = False, only: set[str] | None = None) -> SyncReport:
         """Brings the index up to date: changed files re-embed, deleted files leave it."""
@@ -88,16 +102,26 @@ class MemoryIndex:
         report = SyncReport()
         with self.lock:
             found = self.sources()
+            report.skipped.update(found.skipped)
             known = self.state.file_hashes()
-            for path in sorted(set(known) - set(found)):
+            for path in sorted(set(known) - set(found.files)):
                 if only is None or path in only:
                     self._drop(path)
                     report.files_removed += 1
             todo: list[tuple[SourceFile, str, list[str], list[Chunk]]] = []
-            for path, source in found.items():
+            for path, source in found.files.items():
                 if only is not None and path not in only:
                     continue
-                data = read_bytes(source)
+                try:
+                    data = read_bytes(source)
+                except FileRefused as exc:
+                    # What a refused file said before it changed is no longer the user's note.
+                    if path in known:
+                        self._drop(path)
+                        report.files_removed += 1
+                    if exc.kind != "missing":
+                        report.skipped[path] = str(exc)
+                    continue
                 digest = hashlib.sha256(data).hexdigest()
                 if not force and known.get(path) == digest:
                     report.files_unchanged += 1
@@ -111,9 +135,16 @@ class MemoryIndex:
                 report.files_indexed += 1
                 report.chunks_indexed += len(chunks)
             self.backend.flush()
+            if only is None:
+                self.skipped = dict(report.skipped)
+            else:
+                kept = {p: r for p, r in self.skipped.items() if p not in only}
+                self.skipped = kept | report.skipped
         report.duration_ms = (time.perf_counter() - started) * 1000
         if report.files_indexed or report.files_removed:
             log.info("sync: %s", report)
+        for reason in report.skipped.values():
+            log.warning("not indexed: %s", reason)
         return report
 
     def _chunk(self, source: SourceFile, lines: list[str]) -> list[Chunk]:
@@ -159,8 +190,11 @@ class MemoryIndex:
         """The lines of an indexed file as last indexed (read from disk after a restart)."""
         lines = self._lines.get(path)
         if lines is None:
-            source = self.sources().get(path)
-            lines = to_lines(source, read_bytes(source)) if source else []
+            source = self.sources().files.get(path)
+            try:
+                lines = to_lines(source, read_bytes(source)) if source else []
+            except FileRefused:
+                lines = []
             self._lines[path] = lines
         return lines
 

@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+
+from crayfish_common.safe_files import FileRefused
 
 from memory.backends import make_backend
 from memory.chunking import ChunkParams
 from memory.config import MemorySettings
 from memory.embedder import Embedder, load_embedder
-from memory.files import LineRange, append_note, normalize, read_lines, resolve, today_path
+from memory.files import (
+    LineRange,
+    MemoryPathError,
+    append_note,
+    locate,
+    normalize,
+    read_lines,
+    today_path,
+)
 from memory.index import IndexConfig, MemoryIndex, SyncReport
 from memory.search import Hit, SearchOptions, search
-from memory.sources import SESSIONS_PREFIX, SourceFile, read_bytes, to_lines
+from memory.sources import read_bytes, to_lines
 from memory.store import EmbeddingCache, StateStore
 
 log = logging.getLogger(__name__)
@@ -31,6 +44,17 @@ DEFAULT_MIN_SCORE = {
 }
 
 
+@contextlib.contextmanager
+def refused_as_path_error() -> Iterator[None]:
+    """A refused file is a missing one (FileNotFoundError) or a bad path (MemoryPathError)."""
+    try:
+        yield
+    except FileRefused as exc:
+        if exc.kind == "missing":
+            raise FileNotFoundError(str(exc)) from None
+        raise MemoryPathError(str(exc)) from None
+
+
 @dataclass(frozen=True)
 class Stats:
     files: int
@@ -39,6 +63,7 @@ class Stats:
     model: str
     dimension: int
     default_strategy: str
+    skipped: dict[str, str]  # files left out of the index at the last sync, with the reason
 
 
 @dataclass(frozen=True)
@@ -85,6 +110,7 @@ class MemoryService:
             exact_max_chunks=settings.exact_search_max_chunks,
         )
         config = IndexConfig(
+            owner=_workspace_owner(settings.workspace),
             workspace=settings.workspace,
             sessions_dir=settings.sessions_dir,
             chunk=ChunkParams(
@@ -120,39 +146,33 @@ class MemoryService:
         return search(self.index, query, options)
 
     def get(self, path: str, start_line: int = 0, line_count: int = 0) -> LineRange:
-        rel = normalize(path)
-        file = resolve(self.settings.workspace, self.settings.sessions_dir, rel)
-        if not file.is_file():
-            raise FileNotFoundError(f"no memory file {rel!r}")
-        source = "sessions" if rel.startswith(SESSIONS_PREFIX) else "memory"
-        lines = to_lines(SourceFile(rel, file, source), read_bytes(SourceFile(rel, file, source)))
-        return read_lines(lines, rel, start_line, line_count, self.settings.get_max_lines)
+        file = locate(*self.index.roots, path)
+        with refused_as_path_error():
+            lines = to_lines(file, read_bytes(file))
+        return read_lines(lines, file.path, start_line, line_count, self.settings.get_max_lines)
 
     def write(self, text: str, path: str = "") -> WriteResult:
         """Appends a note (default: today's memory/YYYY-MM-DD.md) and indexes it at once."""
         rel = normalize(path) if path else today_path()
         if not rel.startswith("memory/"):
             raise ValueError("notes are written under memory/ only")
-        file = resolve(self.settings.workspace, None, rel)
-        title = Path(rel).stem
-        with self.index.lock:
-            start, end = append_note(file, text, title)
+        workspace, _ = self.index.roots
+        with self.index.lock, refused_as_path_error():
+            start, end = append_note(workspace, rel, text, PurePosixPath(rel).stem)
             self.index.sync(only={rel})
         return WriteResult(rel, start, end)
 
     def delete(self, path: str) -> tuple[int, bool]:
         """Removes a file from the index, and deletes it when it is a workspace memory file."""
-        rel = normalize(path)
+        file = locate(*self.index.roots, path)
         with self.index.lock:
-            removed = self.index.remove(rel)
+            removed = self.index.remove(file.path)
             deleted = False
-            if not rel.startswith(SESSIONS_PREFIX):
-                file = resolve(self.settings.workspace, None, rel)
-                if file.is_file():
-                    file.unlink()
-                    deleted = True
+            if file.source == "memory":
+                with refused_as_path_error():
+                    deleted = file.root.remove(file.rel)
         if not removed and not deleted:
-            raise FileNotFoundError(f"no memory file {rel!r}")
+            raise FileNotFoundError(f"no memory file {file.path!r}")
         return removed, deleted
 
     def stats(self) -> Stats:
@@ -164,7 +184,19 @@ class MemoryService:
             model=self.index.embedder.model_id,
             dimension=self.index.embedder.dim,
             default_strategy=self.defaults.strategy,
+            skipped=dict(self.index.skipped),
         )
 
     def close(self) -> None:
         self.index.close()
+
+
+def _workspace_owner(workspace: Path) -> tuple[int, int] | None:
+    """Run as root, notes get the workspace's owner (the sandbox uid) so commands can edit them."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        info = os.stat(workspace)
+    except OSError:
+        return None
+    return info.st_uid, info.st_gid

@@ -135,6 +135,7 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
             files_removed=report.files_removed,
             chunks_indexed=report.chunks_indexed,
             duration_ms=report.duration_ms,
+            skipped=report.skipped,
         )
 
     async def GetMemoryStats(self, request, context):
@@ -147,4 +148,5 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
             model=stats.model,
             dimension=stats.dimension,
             default_strategy=stats.default_strategy,
+            skipped=stats.skipped,
         )

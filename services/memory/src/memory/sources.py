@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
-from pathlib import Path
+import os
+from dataclasses import dataclass, field
 from typing import Any
+
+from crayfish_common.safe_files import FileRefused, SafeRoot
 
 log = logging.getLogger(__name__)
 
@@ -16,47 +18,51 @@ MAX_FILE_BYTES = 8 * 1024 * 1024
 
 @dataclass(frozen=True)
 class SourceFile:
-    """A file to index: `path` as cited (workspace-relative, or sessions/...)."""
+    """A file to index: `path` as cited (workspace-relative, or sessions/...), `rel` in `root`."""
 
     path: str
-    file: Path
+    root: SafeRoot
+    rel: str
     source: str = "memory"
 
 
-def discover(workspace: Path, sessions_dir: Path | None = None) -> dict[str, SourceFile]:
-    """Every indexable file by cited path; symlinks out of the workspace are skipped."""
-    found: dict[str, SourceFile] = {}
-    root = workspace.resolve()
-    candidates = [workspace / "MEMORY.md"]
-    memory_dir = workspace / "memory"
-    if memory_dir.is_dir():
-        candidates += sorted(memory_dir.rglob("*.md"))
-    for file in candidates:
-        if not file.is_file() or not _inside(file, root):
-            continue
-        rel = file.relative_to(workspace).as_posix()
-        found[rel] = SourceFile(rel, file, "memory")
-    if sessions_dir is not None and sessions_dir.is_dir():
-        sroot = sessions_dir.resolve()
-        for file in sorted(sessions_dir.rglob("*.jsonl")):
-            if file.is_file() and _inside(file, sroot):
-                rel = SESSIONS_PREFIX + file.relative_to(sessions_dir).as_posix()
-                found[rel] = SourceFile(rel, file, "sessions")
+@dataclass
+class Discovery:
+    """The files found, and the reasons for what was found but left out."""
+
+    files: dict[str, SourceFile] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def discover(workspace: SafeRoot, sessions: SafeRoot | None = None) -> Discovery:
+    """Every indexable file by cited path; links and FIFOs are listed, never opened here.
+
+    Reading (`read_bytes`) decides: a link leaving its root or a FIFO is refused with a reason.
+    """
+    found = Discovery()
+    if os.path.lexists(workspace.root / "MEMORY.md"):
+        found.files["MEMORY.md"] = SourceFile("MEMORY.md", workspace, "MEMORY.md", "memory")
+    _list(found, workspace, "memory", ".md", "", "memory")
+    if sessions is not None:
+        _list(found, sessions, ".", ".jsonl", SESSIONS_PREFIX, "sessions")
     return found
 
 
-def _inside(file: Path, root: Path) -> bool:
+def _list(found: Discovery, root: SafeRoot, folder: str, suffix: str, cite: str, kind: str) -> None:
     try:
-        return file.resolve().is_relative_to(root)
-    except OSError:
-        return False
+        names = root.files(folder, suffix, special=True)
+    except FileRefused as exc:
+        found.skipped[cite + folder] = str(exc)
+        return
+    for rel in names:
+        found.files[cite + rel] = SourceFile(cite + rel, root, rel, kind)
 
 
 def read_bytes(source: SourceFile) -> bytes:
-    data = source.file.read_bytes()
-    if len(data) > MAX_FILE_BYTES:
+    """The file's bytes (its head when huge); FileRefused for links out, FIFOs, devices."""
+    data, whole = source.root.read_head(source.rel, MAX_FILE_BYTES)
+    if not whole:
         log.warning("%s is larger than %d bytes; indexing its head", source.path, MAX_FILE_BYTES)
-        data = data[:MAX_FILE_BYTES]
     return data
 
 

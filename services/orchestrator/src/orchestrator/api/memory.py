@@ -66,6 +66,10 @@ class MemorySynced(BaseModel):
     files_removed: int
     chunks_indexed: int
     duration_ms: float
+    skipped: dict[str, str] = Field(
+        default_factory=dict,
+        description="Files found but left out (a link leaving the workspace, a FIFO), path -> reason",
+    )
 
 
 def _timeout(runtime: Runtime) -> float:
@@ -154,4 +158,5 @@ async def sync_memory(runtime: RuntimeDep, force: bool = False) -> MemorySynced:
         files_removed=reply.files_removed,
         chunks_indexed=reply.chunks_indexed,
         duration_ms=reply.duration_ms,
+        skipped=dict(reply.skipped),
     )

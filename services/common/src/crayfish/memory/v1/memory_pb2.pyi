@@ -114,35 +114,53 @@ class SyncMemoryRequest(_message.Message):
     def __init__(self, force: _Optional[bool] = ...) -> None: ...
 
 class SyncMemoryResponse(_message.Message):
-    __slots__ = ("files_indexed", "files_unchanged", "files_removed", "chunks_indexed", "duration_ms")
+    __slots__ = ("files_indexed", "files_unchanged", "files_removed", "chunks_indexed", "duration_ms", "skipped")
+    class SkippedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     FILES_INDEXED_FIELD_NUMBER: _ClassVar[int]
     FILES_UNCHANGED_FIELD_NUMBER: _ClassVar[int]
     FILES_REMOVED_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_INDEXED_FIELD_NUMBER: _ClassVar[int]
     DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
     files_indexed: int
     files_unchanged: int
     files_removed: int
     chunks_indexed: int
     duration_ms: float
-    def __init__(self, files_indexed: _Optional[int] = ..., files_unchanged: _Optional[int] = ..., files_removed: _Optional[int] = ..., chunks_indexed: _Optional[int] = ..., duration_ms: _Optional[float] = ...) -> None: ...
+    skipped: _containers.ScalarMap[str, str]
+    def __init__(self, files_indexed: _Optional[int] = ..., files_unchanged: _Optional[int] = ..., files_removed: _Optional[int] = ..., chunks_indexed: _Optional[int] = ..., duration_ms: _Optional[float] = ..., skipped: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class GetMemoryStatsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class GetMemoryStatsResponse(_message.Message):
-    __slots__ = ("files", "chunks", "backend", "model", "dimension", "default_strategy")
+    __slots__ = ("files", "chunks", "backend", "model", "dimension", "default_strategy", "skipped")
+    class SkippedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     FILES_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     DIMENSION_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
     files: int
     chunks: int
     backend: str
     model: str
     dimension: int
     default_strategy: str
-    def __init__(self, files: _Optional[int] = ..., chunks: _Optional[int] = ..., backend: _Optional[str] = ..., model: _Optional[str] = ..., dimension: _Optional[int] = ..., default_strategy: _Optional[str] = ...) -> None: ...
+    skipped: _containers.ScalarMap[str, str]
+    def __init__(self, files: _Optional[int] = ..., chunks: _Optional[int] = ..., backend: _Optional[str] = ..., model: _Optional[str] = ..., dimension: _Optional[int] = ..., default_strategy: _Optional[str] = ..., skipped: _Optional[_Mapping[str, str]] = ...) -> None: ...

@@ -1,0 +1,139 @@
+"""Workspace files a sandboxed command planted: links out, magic links, FIFOs, devices, races."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from memory.files import MemoryPathError
+from memory.service import MemoryService
+
+SECRET = "sk-live-7f3e9a-memory-must-never-see-this"
+
+
+@pytest.fixture
+def service(make_settings, embedder, monkeypatch):
+    monkeypatch.setenv("CRAYFISH_TEST_SECRET", SECRET)  # what /proc/self/environ now holds
+    opened = MemoryService.open(make_settings(), embedder)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def host_secret(tmp_path: Path) -> Path:
+    secret = tmp_path / "host-secret.md"
+    secret.write_text(f"# credentials\n\nThe deploy key is {SECRET}\n")
+    return secret
+
+
+def indexed_text(service: MemoryService) -> str:
+    return "\n".join(chunk.text for chunk in service.index.chunks.values())
+
+
+def test_links_out_fifos_and_devices_are_skipped_with_a_reason(service, workspace, host_secret):
+    memory = workspace / "memory"
+    (memory / "environ.md").symlink_to("/proc/self/environ")
+    (memory / "init.md").symlink_to("/proc/1/environ")
+    (memory / "host.md").symlink_to(host_secret)
+    (memory / "zero.md").symlink_to("/dev/zero")
+    (memory / "relative.md").symlink_to("../../host-secret.md")
+    os.mkfifo(memory / "pipe.md")
+
+    report = service.sync()  # would block forever on the FIFO, or never end on /dev/zero
+
+    assert set(report.skipped) == {
+        "memory/environ.md",
+        "memory/init.md",
+        "memory/host.md",
+        "memory/zero.md",
+        "memory/relative.md",
+        "memory/pipe.md",
+    }
+    assert "outside the workspace" in report.skipped["memory/host.md"]
+    assert "not a regular file" in report.skipped["memory/pipe.md"]
+    assert report.files_indexed == 4, "the user's own notes are still indexed"
+    assert SECRET not in indexed_text(service)
+    for hit in service.search("deploy key credentials", strategy="keyword"):
+        assert hit.path not in report.skipped and SECRET not in hit.snippet
+    assert service.stats().skipped == report.skipped, "stats report what the last sync left out"
+    assert service.search("border collie")[0].path == "MEMORY.md"
+
+
+def test_a_memory_folder_that_is_a_link_out_is_not_indexed(service, workspace, tmp_path):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "notes.md").write_text(f"leaked {SECRET}\n")
+    real = workspace / "memory"
+    real.rename(workspace / "old-memory")
+    real.symlink_to(outside)
+
+    report = service.sync()
+
+    assert "memory" in report.skipped and "outside the workspace" in report.skipped["memory"]
+    assert SECRET not in indexed_text(service)
+
+
+def test_a_file_that_becomes_a_link_leaves_the_index(service, workspace, host_secret):
+    service.sync()
+    note = workspace / "memory/2026-05-02.md"
+    note.unlink()
+    note.symlink_to(host_secret)
+
+    report = service.sync()
+
+    assert report.files_removed == 1 and "memory/2026-05-02.md" in report.skipped
+    assert not [h for h in service.search("Lisbon passport") if h.path == "memory/2026-05-02.md"]
+    assert SECRET not in indexed_text(service)
+
+
+def test_get_write_and_delete_never_go_through_a_link(service, workspace, host_secret):
+    service.sync()
+    planted = workspace / "memory/2026-06-01.md"
+    planted.symlink_to(host_secret)
+    before = host_secret.read_text()
+
+    with pytest.raises(MemoryPathError, match="outside the workspace"):
+        service.get("memory/2026-06-01.md")
+    with pytest.raises(MemoryPathError, match="outside the workspace"):
+        service.write("Remember the milk.", "memory/2026-06-01.md")
+    assert host_secret.read_text() == before, "the link's target was written through"
+
+    _, deleted = service.delete("memory/2026-06-01.md")
+    assert deleted and not os.path.lexists(planted)
+    assert host_secret.read_text() == before, "delete removes the link, never its target"
+
+
+def test_write_creates_a_regular_file_and_indexes_it(service, workspace):
+    service.sync()
+    written = service.write("The plumber comes on Friday.", "memory/2026-06-02.md")
+    path = workspace / written.path
+    assert path.is_file() and not path.is_symlink()
+    assert written.citation == "memory/2026-06-02.md#L3-L3"
+    assert service.search("plumber Friday")[0].path == written.path
+
+
+def test_a_link_swapped_in_between_listing_and_reading_never_leaks(service, workspace, host_secret):
+    target = workspace / "memory/race.md"
+    stop = threading.Event()
+
+    def swap() -> None:
+        staged = workspace / "memory/.race.tmp"
+        while not stop.is_set():
+            staged.write_text("an ordinary note about the deploy key rotation\n")
+            os.replace(staged, target)
+            staged.symlink_to(host_secret)
+            os.replace(staged, target)
+
+    swapper = threading.Thread(target=swap, daemon=True)
+    swapper.start()
+    try:
+        for _ in range(40):
+            service.sync()
+            assert SECRET not in indexed_text(service)
+            for hit in service.search("deploy key", strategy="keyword"):
+                assert SECRET not in hit.snippet
+    finally:
+        stop.set()
+        swapper.join()
