@@ -39,6 +39,7 @@ proto-check: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	$(VENV)/bin/hadolint services/*/Dockerfile services/tool-runner/sandbox-image/Dockerfile
 
 test: install system-deps-test proto-check lint

@@ -27,10 +27,16 @@ def make_backend(
     if name == "qdrant":
         from memory.backends.qdrant_client_backend import QdrantClientBackend
 
-        exact = {"exact_max_chunks": exact_max_chunks}
         if qdrant_url:
-            return QdrantClientBackend(collection, url=qdrant_url, api_key=qdrant_api_key, **exact)
-        return QdrantClientBackend(collection, path=folder / "qdrant-local", **exact)
+            return QdrantClientBackend(
+                collection,
+                url=qdrant_url,
+                api_key=qdrant_api_key,
+                exact_max_chunks=exact_max_chunks,
+            )
+        return QdrantClientBackend(
+            collection, path=folder / "qdrant-local", exact_max_chunks=exact_max_chunks
+        )
     if name == "qdrant-edge":
         from memory.backends.qdrant_edge_backend import QdrantEdgeBackend
 

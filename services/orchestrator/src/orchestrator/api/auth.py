@@ -6,7 +6,7 @@ import hmac
 from collections.abc import Callable
 from typing import Any
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from orchestrator.api.errors import BodyTooLarge, error_response
 
@@ -58,7 +58,7 @@ class BodyLimit:
             return
         seen = 0
 
-        async def limited_receive() -> dict:  # type: ignore[type-arg]
+        async def limited_receive() -> Message:
             nonlocal seen
             message = await receive()
             seen += len(message.get("body", b""))
@@ -82,7 +82,7 @@ class RequestMetrics:
             return
         status = 500
 
-        async def capture(message: dict) -> None:  # type: ignore[type-arg]
+        async def capture(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]

@@ -167,8 +167,8 @@ class BwrapSandbox(Sandbox):
             str(self.workspace),
             "/workspace",
         ]
-        for name, target in self.skill_roots.items():
-            args += ["--ro-bind", str(self.root_sources[name]), target]
+        for name, mount_point in self.skill_roots.items():
+            args += ["--ro-bind", str(self.root_sources[name]), mount_point]
         args += [
             # The root bwrap builds (with /etc etc.) becomes read-only too.
             "--remount-ro",
