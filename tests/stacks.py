@@ -17,12 +17,16 @@ from crayfish_common.launcher import LocalStack, free_port
 
 @contextmanager
 def running_stack(
-    llm_url: str, files: dict[str, str] | None = None, env: dict[str, str] | None = None
+    llm_url: str,
+    files: dict[str, str] | None = None,
+    env: dict[str, str] | None = None,
+    data_dir: Path | None = None,
 ) -> Iterator[LocalStack]:
     """Starts all four services on free ports against llm_url; stops them all afterwards.
 
     `files` are written into the workspace (paths relative to it). The folder lives under
     /tmp with mode 0755 because the sandbox uid must traverse it (pytest's tmp dirs are 0700).
+    `data_dir` (e.g. a small mount) replaces the data folder made beside the workspace.
     """
     root = Path(tempfile.mkdtemp(prefix="crayfish-stack-"))
     root.chmod(0o755)
@@ -34,7 +38,7 @@ def running_stack(
         path.write_text(content)
     stack = LocalStack(
         workspace=workspace,
-        data_dir=root / "data",
+        data_dir=data_dir or root / "data",
         http_port=free_port(),
         log_dir=root / "logs",
         extra_env={

@@ -8,7 +8,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 
 @dataclass
@@ -28,6 +28,7 @@ class ErrorReply:
     message: str
     type: str = "server_error"
     code: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)  # e.g. retry-after
 
     def body(self) -> dict[str, Any]:
         return {
@@ -48,6 +49,15 @@ class Reply:
     finish_reason: str | None = None
     # Stream each tool call's id and name again in every chunk, as llama.cpp's server does.
     repeat_names: bool = False
+    # Streams only: how the answer breaks after its deltas (instead of the finish chunk, the
+    # usage chunk and [DONE]). "reset": a TCP reset; "close": the connection closes mid-body;
+    # "end": the body ends cleanly, with no finish_reason and no [DONE]; "stall": nothing more
+    # is sent and the connection stays open (until the fake stops).
+    cut: Literal["", "reset", "close", "end", "stall"] = ""
+    # Streams only: a raw SSE data line (e.g. "{not json") sent after the deltas.
+    garbage: str | None = None
+    # Streams only: after the deltas, this content delta again every 50 ms, never finishing.
+    endless: str | None = None
 
     @property
     def resolved_finish_reason(self) -> str:
@@ -109,6 +119,14 @@ def completion(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
 
 def chunks(body: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
     """The chat.completion.chunk objects of a streamed answer, in the order OpenAI sends them."""
+    deltas, ending = stream_parts(body, reply)
+    return deltas + ending
+
+
+def stream_parts(
+    body: dict[str, Any], reply: Reply
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the delta chunks, the ending: the finish chunk and, if asked for, the usage chunk)."""
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     base = {
         "id": _completion_id(),
@@ -127,13 +145,17 @@ def chunks(body: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
             out["usage"] = None
         return out
 
-    deltas = list(_deltas(reply))
-    out = [chunk(delta) for delta in deltas]
-    out.append(chunk({}, reply.resolved_finish_reason))
+    deltas = [chunk(delta) for delta in _deltas(reply)]
+    ending = [chunk({}, reply.resolved_finish_reason)]
     if include_usage:
-        last = dict(base, choices=[], usage=usage_for(body, reply))
-        out.append(last)
-    return out
+        ending.append(dict(base, choices=[], usage=usage_for(body, reply)))
+    return deltas, ending
+
+
+def content_chunk(like: dict[str, Any], text: str) -> dict[str, Any]:
+    """A chunk of the same stream as `like` carrying one content delta (endless streams)."""
+    choice = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": None}
+    return dict(like, choices=[choice])
 
 
 def _deltas(reply: Reply):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import struct
+import sys
 import threading
 import time
 from collections import deque
@@ -12,13 +14,14 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .completions import ErrorReply, Reply, ToolCall, chunks, completion
+from .completions import ErrorReply, Reply, ToolCall, completion, content_chunk, stream_parts
 from .validation import Rejection, validate_request
 
 log = logging.getLogger(__name__)
 
 ReplyFn = Callable[[dict[str, Any]], Reply]
 NO_REPLY_LEFT = "fake LLM: no scripted reply left"
+ENDLESS_PAUSE = 0.05  # seconds between the deltas of an endless stream
 
 
 class FakeLLM:
@@ -36,6 +39,7 @@ class FakeLLM:
         self.model = model
         self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []
+        self.request_times: list[float] = []  # time.monotonic() of each request's arrival
         self.rejections: list[dict[str, Any]] = []
         self._queue: deque[Reply | ReplyFn] = deque()
         self._default: Reply | ReplyFn | None = None
@@ -108,8 +112,11 @@ class FakeLLM:
         type: str = "server_error",
         code: str | None = None,
         delay: float = 0.0,
+        headers: dict[str, str] | None = None,
     ) -> None:
-        self._enqueue(Reply(error=ErrorReply(status, message, type, code), delay=delay))
+        """Queue an HTTP error; `headers` go with it (e.g. {"retry-after": "1"})."""
+        error = ErrorReply(status, message, type, code, dict(headers or {}))
+        self._enqueue(Reply(error=error, delay=delay))
 
     def reply_with(self, fn: ReplyFn) -> None:
         """Queue a function that computes the reply from the request body when it arrives."""
@@ -172,6 +179,7 @@ class FakeLLM:
         with self._cond:
             self.requests.append(body)
             self.request_headers.append(headers)
+            self.request_times.append(time.monotonic())
             self._cond.notify_all()
 
     def _next_reply(self, body: dict[str, Any]) -> Reply:
@@ -203,6 +211,13 @@ class _Server(ThreadingHTTPServer):
     # The default backlog of 5 drops connection attempts under load (clients then wait a
     # 1 s SYN retransmit), which would make the fake, not Crayfish, the bottleneck.
     request_queue_size = 512
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that drops a kept-alive connection (e.g. after a malformed chunk) is normal.
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            log.debug("fake LLM: %s went away", client_address)
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -264,46 +279,83 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.fake._sleep(reply.delay / 2 if streaming and not reply.error else reply.delay):
             return
         if reply.error is not None:
-            no_retry = reply.error.message == NO_REPLY_LEFT
-            self._send_json(reply.error.status, reply.error.body(), no_retry=no_retry)
+            error = reply.error
+            headers = dict(error.headers)
+            if error.message == NO_REPLY_LEFT:
+                # The openai SDK honours this: an empty script fails the test at once.
+                headers["x-should-retry"] = "false"
+            self._send_json(error.status, error.body(), headers=headers)
         elif streaming:
-            self._stream(chunks(body, reply), reply.delay / 2)
+            try:
+                self._stream(body, reply)
+            except (BrokenPipeError, ConnectionResetError):
+                log.debug("fake LLM: client went away mid-stream")
+                self.close_connection = True
         else:
             self._send_json(200, completion(body, reply))
 
-    def _stream(self, objects: list[dict[str, Any]], spread: float) -> None:
+    def _stream(self, body: dict[str, Any], reply: Reply) -> None:
+        deltas, ending = stream_parts(body, reply)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        pause = spread / max(1, len(objects) - 1)
-        try:
-            for i, obj in enumerate(objects):
-                if i and not self.fake._sleep(pause):
+        pause = reply.delay / 2 / max(1, len(deltas) + len(ending) - 1)
+        for i, obj in enumerate(deltas):
+            if i and not self.fake._sleep(pause):
+                return
+            self._write_event(obj)
+        if reply.garbage is not None:
+            self._write_chunk(f"data: {reply.garbage}\n\n")
+        while reply.endless is not None:
+            if not self.fake._sleep(ENDLESS_PAUSE):
+                return
+            self._write_event(content_chunk(deltas[0], reply.endless))
+        if reply.cut == "stall":
+            self.fake._stopping.wait()
+            return
+        if reply.cut in ("reset", "close"):
+            self._break_connection(reset=reply.cut == "reset")
+            return
+        if not reply.cut:
+            for obj in ending:
+                if not self.fake._sleep(pause):
                     return
-                self._write_chunk(f"data: {json.dumps(obj, ensure_ascii=False)}\n\n")
+                self._write_event(obj)
             self._write_chunk("data: [DONE]\n\n")
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError):
-            log.debug("fake LLM: client went away mid-stream")
-            self.close_connection = True
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _break_connection(self, reset: bool) -> None:
+        """Ends the connection mid-body: with a TCP reset, or a plain close (FIN)."""
+        self.close_connection = True
+        if reset:
+            # Linger 0: close() sends RST instead of FIN. The socket must be closed here, as
+            # the server's own shutdown(SHUT_WR) would send a FIN first.
+            linger = struct.pack("ii", 1, 0)
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+            self.rfile.close()
+            self.connection.close()
+
+    def _write_event(self, obj: dict[str, Any]) -> None:
+        self._write_chunk(f"data: {json.dumps(obj, ensure_ascii=False)}\n\n")
 
     def _write_chunk(self, text: str) -> None:
         data = text.encode()
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 
-    def _send_json(self, status: int, payload: dict[str, Any], *, no_retry: bool = False) -> None:
+    def _send_json(
+        self, status: int, payload: dict[str, Any], *, headers: dict[str, str] | None = None
+    ) -> None:
         data = json.dumps(payload, ensure_ascii=False).encode()
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
-            if no_retry:
-                # The openai SDK honours this: an empty script fails the test at once.
-                self.send_header("x-should-retry", "false")
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
             self.wfile.flush()

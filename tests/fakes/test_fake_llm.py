@@ -384,3 +384,65 @@ async def test_async_client_streams_tool_calls(fake: FakeLLM) -> None:
             for piece in chunk.choices[0].delta.tool_calls or [] if chunk.choices else []:
                 calls[piece.index] = calls.get(piece.index, "") + (piece.function.arguments or "")
     assert json.loads(calls[0]) == {"command": "echo hi"}
+
+
+def streamed_until_error(client: openai.OpenAI) -> tuple[str, Exception | None]:
+    """(the content that arrived, the error that ended the stream, if any)."""
+    text = ""
+    try:
+        for chunk in create(client, USER, stream=True):
+            for choice in chunk.choices:
+                text += choice.delta.content or ""
+    except Exception as exc:
+        return text, exc
+    return text, None
+
+
+@pytest.mark.parametrize(
+    ("cut", "error"),
+    [("reset", "Connection reset by peer"), ("close", "incomplete chunked read"), ("end", None)],
+)
+def test_a_stream_can_break_after_its_text(
+    fake: FakeLLM, client: openai.OpenAI, cut: str, error: str | None
+) -> None:
+    fake.reply(Reply(text="The answer is MARK", cut=cut))  # type: ignore[arg-type]
+    fake.reply_text("the fake still answers")
+    text, exc = streamed_until_error(client)
+    assert text == "The answer is MARK"
+    if error is None:
+        assert exc is None  # a clean end, but no finish_reason and no [DONE]
+    else:
+        assert isinstance(exc, openai.APIConnectionError)
+        chain = []
+        while exc is not None:
+            chain.append(str(exc))
+            exc = exc.__cause__ or exc.__context__
+        assert any(error in link for link in chain), chain
+    assert streamed_until_error(client) == ("the fake still answers", None)
+
+
+def test_a_stream_can_stall_or_never_end(fake: FakeLLM) -> None:
+    fake.reply(Reply(text="Wait", cut="stall"))
+    fake.reply(Reply(text="Again", endless=" and again"))
+    with openai.OpenAI(base_url=fake.base_url, api_key="k", max_retries=0, timeout=0.3) as c:
+        assert streamed_until_error(c)[0] == "Wait"  # then a read timeout
+        pieces = []
+        for chunk in create(c, USER, stream=True):
+            pieces.append(chunk.choices[0].delta.content or "")
+            if len(pieces) > 20:
+                break
+    assert "".join(pieces).startswith("Again and again and again")
+
+
+def test_a_malformed_chunk_is_sent_verbatim(fake: FakeLLM, client: openai.OpenAI) -> None:
+    fake.reply(Reply(text="Half", garbage="{not json"))
+    text, exc = streamed_until_error(client)
+    assert text == "Half" and isinstance(exc, json.JSONDecodeError) and exc.doc == "{not json"
+
+
+def test_error_headers_reach_the_sdk_which_honours_retry_after(fake: FakeLLM) -> None:
+    fake.reply_error(429, "Rate limit reached", type="requests", headers={"retry-after": "0.5"})
+    fake.reply_text("after the wait")
+    with openai.OpenAI(base_url=fake.base_url, api_key="k", max_retries=1) as retrying:
+        assert create(retrying, USER).choices[0].message.content == "after the wait"
+    assert fake.request_times[1] - fake.request_times[0] >= 0.5

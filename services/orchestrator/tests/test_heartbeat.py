@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
+import os
 
+import pytest
 from orchestrator.heartbeat import heartbeat_tasks, is_acknowledgement
 from orchestrator.runtime import Runtime
 
 from tests.fakes import FakeLLM
 
 
-def test_comments_headings_and_blank_bullets_are_not_tasks(tmp_path: Path) -> None:
-    (tmp_path / "HEARTBEAT.md").write_text(
-        "# HEARTBEAT\n\n<!-- add tasks\n- here -->\n-\n## Later\n"
+def test_comments_headings_and_blank_bullets_are_not_tasks() -> None:
+    assert heartbeat_tasks("# HEARTBEAT\n\n<!-- add tasks\n- here -->\n-\n## Later\n") == ""
+    assert heartbeat_tasks("# HEARTBEAT\n- Water the plants on Mondays\n") == (
+        "- Water the plants on Mondays"
     )
-    assert heartbeat_tasks(tmp_path) == ""
-    (tmp_path / "HEARTBEAT.md").write_text("# HEARTBEAT\n- Water the plants on Mondays\n")
-    assert heartbeat_tasks(tmp_path) == "- Water the plants on Mondays"
-    assert heartbeat_tasks(tmp_path / "missing") == ""
 
 
 def test_acknowledgements() -> None:
@@ -48,3 +46,17 @@ async def test_the_schedule_skips_the_llm_without_tasks(runtime_factory, fake_ll
     runtime.start_heartbeats()
     await asyncio.sleep(0.4)
     assert fake_llm.requests == [] and not runtime.tasks.tasks
+
+
+@pytest.mark.parametrize("plant", ["fifo", "environ", "dev-zero"])
+async def test_a_planted_heartbeat_file_is_skipped_without_blocking(
+    runtime_factory, fake_llm: FakeLLM, plant: str
+):
+    runtime: Runtime = runtime_factory()
+    path = runtime.settings.workspace / "HEARTBEAT.md"
+    if plant == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/proc/self/environ" if plant == "environ" else "/dev/zero")
+    assert await asyncio.wait_for(runtime.trigger_heartbeat(), timeout=10) is None
+    assert fake_llm.requests == [], "a refused HEARTBEAT.md lists no tasks: no LLM call"

@@ -11,7 +11,7 @@ from tests.fakes import FakeLLM, Reply
 
 
 async def run(runtime: Runtime, message: str, session: str = "s1") -> Task:
-    task = runtime.submit(session, message)
+    task = await runtime.submit(session, message)
     assert task.runner is not None
     await task.runner
     return task
@@ -30,7 +30,7 @@ async def test_plain_answer_is_the_result_and_is_persisted(runtime_factory, fake
     runtime = runtime_factory()
     task = await run(runtime, "hi")
     assert (task.status, task.result) == ("completed", "Hello there!")
-    assert runtime.store.load("s1") == [
+    assert await runtime.store.load("s1") == [
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": "Hello there!"},
     ]
@@ -82,7 +82,7 @@ async def test_round_cap_ends_a_runaway_loop(runtime_factory, fake_llm: FakeLLM)
     assert task.status == "completed"
     assert "limit of 4 tool rounds" in (task.result or "")
     assert len(fake_llm.requests) == 4
-    history = runtime.store.load("s1")
+    history = await runtime.store.load("s1")
     assert history[-1]["role"] == "assistant" and "limit" in history[-1]["content"]
 
 
@@ -169,12 +169,12 @@ async def test_messages_to_one_session_run_one_at_a_time(runtime_factory, fake_l
     fake_llm.reply_text("first done")
     fake_llm.reply_text("second done")
     runtime = runtime_factory()
-    first = runtime.submit("s1", "first")
-    second = runtime.submit("s1", "second")
+    first = await runtime.submit("s1", "first")
+    second = await runtime.submit("s1", "second")
     assert second.status == "queued"
     await second.runner
     assert (first.result, second.result) == ("first done", "second done")
-    roles = [(m["role"], m.get("content")) for m in runtime.store.load("s1")]
+    roles = [(m["role"], m.get("content")) for m in await runtime.store.load("s1")]
     assert roles[0] == ("user", "first") and ("user", "second") in roles
     assert roles.index(("user", "second")) > roles.index(("assistant", "first done"))
 
@@ -201,7 +201,7 @@ async def test_text_tool_mode_never_sends_tool_roles(runtime_factory, fake_llm: 
     assert "tool" not in roles and not any(m.get("tool_calls") for m in second["messages"])
     assert second["messages"][-1]["content"].startswith("[tool results]")
     assert "echo: hi" in second["messages"][-1]["content"]
-    stored = runtime.store.load("s1")  # history keeps the native shape
+    stored = await runtime.store.load("s1")  # history keeps the native shape
     assert [m["role"] for m in stored] == ["user", "assistant", "tool", "assistant"]
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
 from orchestrator.agent.prompt import BOOTSTRAP_FILES, PromptInputs, build_system_prompt
+from orchestrator.workspace import WorkspaceFiles
 
 FULL_ORDER = [
     "You are crayfish",
@@ -26,7 +28,7 @@ def inputs(workspace: Path, **overrides: object) -> PromptInputs:
     values: dict[str, object] = {
         "agent_name": "crayfish",
         "model": "test-model",
-        "workspace": workspace,
+        "context_files": WorkspaceFiles(workspace).read_all(BOOTSTRAP_FILES),
         "tools": [("exec", "Runs a shell command in the sandbox."), ("read_file", "Reads a file.")],
         "skills_xml": "<available_skills><skill><name>git</name></skill></available_skills>",
         "now": datetime(2026, 11, 30, 9, 15, tzinfo=UTC),
@@ -75,6 +77,34 @@ def test_missing_bootstrap_files_are_marked(tmp_path: Path) -> None:
     assert "[missing: AGENTS.md is not in the workspace]" in prompt
     found = positions(prompt, [f"### {name}" for name in BOOTSTRAP_FILES])
     assert found == sorted(found)
+
+
+def test_planted_links_fifos_and_devices_are_marked_never_read(tmp_path: Path, monkeypatch) -> None:
+    secret = "sk-live-prompt-secret-4711"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)  # what /proc/self/environ now holds
+    host_file = tmp_path.parent / f"{tmp_path.name}-host-secret.txt"
+    host_file.write_text(f"token={secret}\n")
+    (tmp_path / "AGENTS.md").symlink_to("/proc/self/environ")
+    (tmp_path / "SOUL.md").symlink_to("/proc/1/environ")
+    (tmp_path / "IDENTITY.md").symlink_to(host_file)
+    (tmp_path / "USER.md").symlink_to(f"../{host_file.name}")
+    (tmp_path / "TOOLS.md").symlink_to("/dev/zero")
+    os.mkfifo(tmp_path / "HEARTBEAT.md")  # would block a plain open() for ever
+    (tmp_path / "MEMORY.md").write_text("The user likes tea.")
+
+    prompt = build_system_prompt(inputs(tmp_path))
+
+    assert secret not in prompt
+    for name in ("AGENTS.md", "SOUL.md", "IDENTITY.md", "USER.md", "TOOLS.md", "HEARTBEAT.md"):
+        assert f"### {name}\n[{name} skipped: not a regular file inside the workspace]" in prompt
+    assert "### MEMORY.md\nThe user likes tea." in prompt
+
+
+def test_an_oversized_bootstrap_file_is_skipped(tmp_path: Path) -> None:
+    with (tmp_path / "AGENTS.md").open("wb") as big:
+        big.truncate(3 * 1024 * 1024)  # sparse: 3 MiB of NUL bytes, over the read cap
+    prompt = build_system_prompt(inputs(tmp_path))
+    assert "[AGENTS.md skipped: larger than 2097152 bytes]" in prompt
 
 
 def test_a_long_file_keeps_head_and_tail_within_its_cap(tmp_path: Path) -> None:

@@ -101,6 +101,12 @@ async def test_describe_sandbox_reports_bwrap_and_bins(runner):
     assert "sh" in reply.available_bins and "python3" in reply.available_bins
 
 
-async def test_close_session_is_idempotent(runner):
-    for _ in range(2):
-        await runner.stub.CloseSession(tool_runner_pb2.CloseSessionRequest(session_id="s1"))
+async def test_closing_a_session_twice_keeps_its_files_and_it_runs_again(runner):
+    assert (await runner.sh("echo kept > note.txt", session="s1")).ok
+    for session_id in ("s1", "s1", "never-used"):
+        reply = await runner.stub.CloseSession(
+            tool_runner_pb2.CloseSessionRequest(session_id=session_id)
+        )
+        assert reply == tool_runner_pb2.CloseSessionResponse()
+    again = await runner.sh("cat note.txt", session="s1")
+    assert again.ok and "kept" in again.output

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from orchestrator.api import health, memory, openai_compat, ops, sessions, skills, tasks, web
 from orchestrator.api.auth import BearerAuth, BodyLimit, RequestMetrics
 from orchestrator.api.errors import install_error_handlers
+from orchestrator.api.schemas import ERROR_RESPONSES
 from orchestrator.config import Settings
 from orchestrator.runtime import Runtime
 
@@ -22,7 +23,7 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime = Runtime(settings)
         app.state.runtime = runtime
-        runtime.resume_pending()
+        await runtime.resume_pending()
         runtime.start_heartbeats()
         try:
             yield
@@ -38,7 +39,7 @@ def create_app(settings: Settings) -> FastAPI:
     install_error_handlers(app)
     routers = [health, tasks, sessions, memory, skills, ops, openai_compat, web]
     for module in routers:
-        app.include_router(module.router)
+        app.include_router(module.router, responses=ERROR_RESPONSES)
     app.add_middleware(RequestMetrics, runtime_of=lambda: app.state.runtime)
     app.add_middleware(
         BodyLimit,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -14,13 +14,20 @@ from crayfish.skills.v1 import skills_pb2
 from orchestrator.agent.compaction import Compactor
 from orchestrator.agent.llm import LLMClient
 from orchestrator.agent.loop import AgentLoop, LoopLimits
-from orchestrator.agent.prompt import SILENT_TOKEN, PromptInputs, PromptMode, build_system_prompt
+from orchestrator.agent.prompt import (
+    BOOTSTRAP_FILES,
+    SILENT_TOKEN,
+    PromptInputs,
+    PromptMode,
+    build_system_prompt,
+)
 from orchestrator.agent.tools import ToolRegistry
 from orchestrator.clients import ServiceClients
 from orchestrator.config import Settings
 from orchestrator.heartbeat import is_acknowledgement
 from orchestrator.sessions.store import SessionStore
 from orchestrator.tasks import Emit, Task
+from orchestrator.workspace import WorkspaceFiles
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +47,7 @@ class Assistant:
         self.llm = llm
         self.store = store
         self.registry = ToolRegistry(clients, settings.tool_timeout)
+        self.workspace = WorkspaceFiles(settings.workspace)
         self.loop = AgentLoop(
             llm,
             self.registry,
@@ -55,14 +63,14 @@ class Assistant:
         self.compactor = Compactor(llm, self.loop, store, settings.context_tokens)
 
     async def run_chat(
-        self, task: Task, emit: Emit, on_accepted: Callable[[str], None] | None = None
+        self, task: Task, emit: Emit, on_accepted: Callable[[str], Awaitable[None]] | None = None
     ) -> str:
         await self.registry.refresh()
-        history = self.store.load(task.session_id)
+        history = await self.store.load(task.session_id)
         system = await self.system_prompt("full")
-        user = self._accept(task)
+        user = await self._accept(task)
         if on_accepted is not None:
-            on_accepted(task.id)
+            await on_accepted(task.id)
         outgoing = dict(user)
         recall = await self.recall(task.message, emit)
         if recall:
@@ -77,17 +85,17 @@ class Assistant:
         """A light turn: the standing tasks and no history; an acknowledgement is dropped."""
         await self.registry.refresh()
         system = await self.system_prompt("full")
-        user = self._accept(task)
+        user = await self._accept(task)
         text, rounds = await self._loop(task, emit, [system_message(system), user])
         if is_acknowledgement(text):
             task.delivered = False
             text = ""
         return await self._deliver(text, rounds, task, emit)
 
-    def _accept(self, task: Task) -> dict[str, Any]:
+    async def _accept(self, task: Task) -> dict[str, Any]:
         """Persists the task's message as the session's next user message."""
         user = {"role": "user", "content": task.message}
-        self.store.append(task.session_id, [user])
+        await self.store.append(task.session_id, [user])
         return user
 
     async def _loop(
@@ -117,7 +125,7 @@ class Assistant:
             PromptInputs(
                 agent_name=self.settings.agent_name,
                 model=self.settings.model,
-                workspace=self.settings.workspace,
+                context_files=await self.workspace.load(BOOTSTRAP_FILES) if mode != "none" else [],
                 tools=[(t.name, t.description) for t in self.registry.tools.values()],
                 text_tools=[
                     (t.name, t.description, t.parameters) for t in self.registry.tools.values()

@@ -71,6 +71,13 @@ class ServiceClients:
         """Streams a tool-runner call: output chunks, then the result."""
         return self.tool_runner.RunToolStream(request, timeout=deadline)
 
+    async def close_session(self, session_id: str) -> None:
+        """Asks the tool-runner to release the session's sandbox (its container); idempotent."""
+        await self.tool_runner.CloseSession(
+            tool_runner_pb2.CloseSessionRequest(session_id=session_id),
+            timeout=self.settings.rpc_timeout,
+        )
+
     async def describe_sandbox(self) -> tool_runner_pb2.DescribeSandboxResponse:
         return await self.tool_runner.DescribeSandbox(
             tool_runner_pb2.DescribeSandboxRequest(), timeout=self.settings.rpc_timeout

@@ -22,9 +22,15 @@ class Settings(BaseSettings):
     openai_base_url: str = Field("https://api.openai.com/v1", validation_alias="OPENAI_BASE_URL")
     openai_api_key: str = Field("", validation_alias="OPENAI_API_KEY", repr=False)
     model: str = Field("gpt-4o-mini", validation_alias="CRAYFISH_MODEL")
-    llm_timeout: float = Field(120.0, validation_alias="CRAYFISH_LLM_TIMEOUT")
-    llm_retries: int = Field(3, validation_alias="CRAYFISH_LLM_RETRIES")
-    llm_retry_base_delay: float = Field(0.5, validation_alias="CRAYFISH_LLM_RETRY_BASE_DELAY")
+    # Seconds to connect, for the answer to start, and between two of its chunks.
+    llm_timeout: float = Field(120.0, gt=0, validation_alias="CRAYFISH_LLM_TIMEOUT")
+    # Retries (the openai SDK's) of a request that failed before its answer began; as many
+    # restarts of a stream that broke before any text reached the user; none once text was shown.
+    llm_retries: int = Field(3, ge=0, validation_alias="CRAYFISH_LLM_RETRIES")
+    # The first backoff when the provider sends no Retry-After; it doubles, up to 16 times it.
+    llm_retry_base_delay: float = Field(0.5, ge=0, validation_alias="CRAYFISH_LLM_RETRY_BASE_DELAY")
+    # Seconds for a whole reply, retries included: ends a stream that never finishes.
+    llm_deadline: float = Field(600.0, gt=0, validation_alias="CRAYFISH_LLM_DEADLINE")
     # Some servers (llama.cpp's function-calling handler) reject `content: null`.
     llm_empty_content: Literal["null", "empty"] = Field(
         "empty", validation_alias="CRAYFISH_LLM_EMPTY_CONTENT"

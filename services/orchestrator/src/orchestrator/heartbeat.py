@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from orchestrator.agent.prompt import HEARTBEAT_TOKEN
 
+HEARTBEAT_FILE = "HEARTBEAT.md"
 HEARTBEAT_SESSION = "heartbeat"
 # A reply of HEARTBEAT_OK plus at most this much text is an acknowledgement, not a message.
 ACK_TAIL_CHARS = 300
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
 
 
-def heartbeat_tasks(workspace: Path) -> str:
-    """HEARTBEAT.md without comments, headings and blank lines; empty means nothing to do."""
-    try:
-        text = (workspace / "HEARTBEAT.md").read_text(encoding="utf-8", errors="replace")
-    except (FileNotFoundError, IsADirectoryError):
-        return ""
+def heartbeat_tasks(text: str) -> str:
+    """HEARTBEAT.md's text without comments, headings and blank lines; empty: nothing to do."""
     lines = [line.rstrip() for line in _COMMENT.sub("", text).splitlines()]
     meaningful = [
         line

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 
 from orchestrator.agent.llm import LLMClient
 from orchestrator.assistant import Assistant
 from orchestrator.clients import ServiceClients
 from orchestrator.config import Settings
-from orchestrator.heartbeat import HEARTBEAT_SESSION, heartbeat_message, heartbeat_tasks
+from orchestrator.heartbeat import (
+    HEARTBEAT_FILE,
+    HEARTBEAT_SESSION,
+    heartbeat_message,
+    heartbeat_tasks,
+)
 from orchestrator.metrics import Metrics
 from orchestrator.sessions.store import Inbox, SessionStore
 from orchestrator.tasks import Emit, Task, TaskManager
@@ -32,37 +38,39 @@ class Runtime:
         self.tasks.on_event.append(self.metrics.observe_event)
         self._heartbeats: asyncio.Task[None] | None = None
 
-    def submit(self, session_id: str, message: str, kind: str = "chat") -> Task:
+    async def submit(self, session_id: str, message: str, kind: str = "chat") -> Task:
         """Acknowledges a message durably, then queues its turn behind the session's others."""
         self.store.path(session_id)  # validates the id before anything is written
-        task = self.tasks.create(session_id, message, kind)
-        self.inbox.add(task.id, session_id, message, kind)
-        return task
+        task_id = uuid.uuid4().hex
+        # First: a message that cannot be recorded (a full disk) is refused, not run.
+        await self.inbox.add(task_id, session_id, message, kind)
+        return self.tasks.create(session_id, message, kind, task_id)
 
-    def resume_pending(self) -> int:
+    async def resume_pending(self) -> int:
         """Requeues messages acknowledged before a crash or restart but never run."""
-        pending = self.inbox.pending()
+        pending = await self.inbox.pending()
         for entry in pending:
-            self.inbox.remove(entry["task_id"])
-            self.submit(entry["session_id"], entry["message"], entry.get("kind", "chat"))
+            await self.inbox.remove(entry["task_id"])
+            await self.submit(entry["session_id"], entry["message"], entry.get("kind", "chat"))
         if pending:
             log.info("resumed %d pending message(s)", len(pending))
         return len(pending)
 
     async def _run_turn(self, task: Task, emit: Emit) -> str:
         if task.kind == "heartbeat":
-            self.inbox.remove(task.id)
+            await self.inbox.remove(task.id)
             return await self.assistant.run_heartbeat(task, emit)
         return await self.assistant.run_chat(task, emit, on_accepted=self.inbox.remove)
 
-    def trigger_heartbeat(self) -> Task | None:
+    async def trigger_heartbeat(self) -> Task | None:
         """Queues a heartbeat turn, or None when HEARTBEAT.md lists nothing (no LLM call)."""
-        tasks = heartbeat_tasks(self.settings.workspace)
+        file = (await self.assistant.workspace.load([HEARTBEAT_FILE]))[0]
+        tasks = heartbeat_tasks(file.text or "")
         if not tasks:
             return None
         if any(t.kind == "heartbeat" for t in self.tasks.active()):
             return None  # one at a time is plenty
-        return self.submit(HEARTBEAT_SESSION, heartbeat_message(tasks), kind="heartbeat")
+        return await self.submit(HEARTBEAT_SESSION, heartbeat_message(tasks), kind="heartbeat")
 
     def start_heartbeats(self) -> None:
         if self.settings.heartbeat_interval > 0:
@@ -72,7 +80,7 @@ class Runtime:
         while True:
             await asyncio.sleep(self.settings.heartbeat_interval)
             try:
-                self.trigger_heartbeat()
+                await self.trigger_heartbeat()
             except Exception:  # a bad HEARTBEAT.md must not end the schedule
                 log.exception("heartbeat failed")
 
@@ -80,5 +88,7 @@ class Runtime:
         if self._heartbeats is not None:
             self._heartbeats.cancel()
         await self.tasks.shutdown()
+        await self.store.close()
+        await self.inbox.close()
         await self.llm.close()
         await self.clients.close()

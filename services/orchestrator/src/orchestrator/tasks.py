@@ -7,7 +7,8 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -65,8 +66,11 @@ class TaskManager:
         self.global_events = EventLog(max_events=global_events_kept)
         self.on_event: list[Callable[[str, dict[str, Any]], None]] = []
 
-    def create(self, session_id: str, message: str, kind: str = "chat") -> Task:
-        task = Task(id=uuid.uuid4().hex, session_id=session_id, message=message, kind=kind)
+    def create(
+        self, session_id: str, message: str, kind: str = "chat", task_id: str | None = None
+    ) -> Task:
+        task_id = task_id or uuid.uuid4().hex
+        task = Task(id=task_id, session_id=session_id, message=message, kind=kind)
         self.tasks[task.id] = task
         while len(self.tasks) > self.keep:
             oldest_id, oldest = next(iter(self.tasks.items()))
@@ -75,6 +79,19 @@ class TaskManager:
             del self.tasks[oldest_id]
         task.runner = asyncio.create_task(self._run(task), name=f"task-{task.id}")
         return task
+
+    @asynccontextmanager
+    async def holding(self, session_id: str) -> AsyncIterator[None]:
+        """Holds the session's queue as a running task would: its new turns wait until the end."""
+        queue = self.session_queues.setdefault(session_id, SessionQueue())
+        queue.tasks += 1
+        try:
+            async with queue.lock:
+                yield
+        finally:
+            queue.tasks -= 1
+            if not queue.tasks:
+                del self.session_queues[session_id]
 
     def get(self, task_id: str) -> Task | None:
         return self.tasks.get(task_id)

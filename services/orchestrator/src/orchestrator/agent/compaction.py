@@ -74,8 +74,8 @@ class Compactor:
         old = history[:cut]
         await self._flush_memory(session_id, system, pruned[:cut], emit, usage)
         summary = await self._summarise(old, usage)
-        self.store.append_compaction(session_id, summary, cut)
-        compacted = self.store.load(session_id)
+        await self.store.append_compaction(session_id, summary, cut)
+        compacted = await self.store.load(session_id)
         # The current user message was persisted before this ran; it is sent separately.
         if compacted and compacted[-1].get("role") == "user":
             compacted = compacted[:-1]
@@ -105,7 +105,7 @@ class Compactor:
 
         await emit("memory.flush", {"messages": len(old)})
         try:
-            await self.loop.run(messages, session_id, quiet, lambda _: None, usage, FLUSH_TOOLS)
+            await self.loop.run(messages, session_id, quiet, _discard, usage, FLUSH_TOOLS)
         except Exception as exc:  # a failed flush must not lose the user's turn
             log.warning("memory flush failed: %s", exc)
 
@@ -119,6 +119,10 @@ class Compactor:
         usage["completion_tokens"] = usage.get("completion_tokens", 0) + reply.completion_tokens
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         return reply.content.strip() or "(the earlier conversation had nothing worth keeping)"
+
+
+async def _discard(group: list[dict[str, Any]]) -> None:
+    """The flush turn's messages are not part of the session."""
 
 
 def transcript(messages: list[dict[str, Any]], max_chars_each: int = 2000) -> str:

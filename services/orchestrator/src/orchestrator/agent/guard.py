@@ -13,7 +13,7 @@ def call_key(name: str, arguments: Any) -> str:
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):  # compared as text, then
             pass
     try:
         canonical = json.dumps(arguments, sort_keys=True, ensure_ascii=False)

@@ -1,16 +1,18 @@
-"""LLM access through the openai SDK: streaming, retries with backoff and jitter, usage."""
+"""LLM access through the openai SDK: streaming, its retries, a whole-reply deadline, usage."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 import openai
 from openai import AsyncOpenAI
+from openai._constants import INITIAL_RETRY_DELAY as SDK_FIRST_DELAY
+from pydantic import BaseModel
 
 from orchestrator.agent.think import ThinkFilter, strip_think
 from orchestrator.config import Settings
@@ -18,11 +20,16 @@ from orchestrator.config import Settings
 log = logging.getLogger(__name__)
 
 DeltaCallback = Callable[[str], Awaitable[None]]
-RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}
+# The SDK's retry delays taken during the current `complete` call of this asyncio task.
+_RETRIES: ContextVar[list[float] | None] = ContextVar("llm_retries", default=None)
 
 
 class LLMError(Exception):
     """The provider failed in a way retries did not fix; the message is safe to show."""
+
+
+class _StreamBroke(Exception):
+    """The stream stopped before its finish: cut, stalled, or sent a malformed chunk."""
 
 
 @dataclass
@@ -51,17 +58,64 @@ class _StreamState:
     usage: Any = None
 
 
+@dataclass
+class _Call:
+    """One `complete` call: how much text reached the user, and the attempts so far."""
+
+    on_delta: DeltaCallback | None
+    shown: int = 0
+    retries: list[float] = field(default_factory=list)
+    restarts: int = 0
+
+    async def show(self, text: str) -> None:
+        if text and self.on_delta is not None:
+            self.shown += len(text)
+            await self.on_delta(text)
+
+    @property
+    def attempts(self) -> int:
+        return 1 + len(self.retries) + self.restarts
+
+    def gave_up(self) -> str:
+        return f" (gave up after {self.attempts} attempts)" if self.attempts > 1 else ""
+
+
+class _SDKClient(AsyncOpenAI):
+    """AsyncOpenAI whose backoff starts at `retry_base_delay` (the SDK's is fixed at 0.5 s).
+
+    The SDK retries only before a response is returned, so never mid-stream, and waits what a
+    server's Retry-After / retry-after-ms asks (up to 120 s; a longer wait fails at once).
+    """
+
+    def __init__(self, *, retry_base_delay: float = SDK_FIRST_DELAY, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.retry_base_delay = retry_base_delay
+
+    def _calculate_retry_timeout(
+        self, remaining_retries: int, options: Any, response_headers: Any = None
+    ) -> float:
+        delay = super()._calculate_retry_timeout(remaining_retries, options, response_headers)
+        if delay != self._parse_retry_after_header(response_headers):  # not the server's word
+            delay *= self.retry_base_delay / SDK_FIRST_DELAY
+        taken = _RETRIES.get()
+        if taken is not None:
+            taken.append(delay)
+        log.warning("LLM request failed; retry %d in %.2f s", len(taken or []), delay)
+        return delay
+
+
 class LLMClient:
     """One provider, one model; `complete` streams when given a delta callback."""
 
     def __init__(self, settings: Settings):
         self.settings = settings
         self.model = settings.model
-        self.client = AsyncOpenAI(
+        self.client = _SDKClient(
             base_url=settings.openai_base_url,
             api_key=settings.openai_api_key or "not-needed",
             timeout=settings.llm_timeout,
-            max_retries=0,
+            max_retries=settings.llm_retries,
+            retry_base_delay=settings.llm_retry_base_delay,
         )
 
     async def close(self) -> None:
@@ -74,78 +128,138 @@ class LLMClient:
         on_delta: DeltaCallback | None = None,
         tool_choice: str = "",
     ) -> LLMReply:
-        attempt = 0
+        """The whole reply; text goes to on_delta as it streams and is never sent twice."""
+        call = _Call(on_delta)
+        token = _RETRIES.set(call.retries)
+        deadline = self.settings.llm_deadline
+        try:
+            async with asyncio.timeout(deadline) as timer:
+                return await self._attempts(
+                    _request(self.model, messages, tools, tool_choice), call
+                )
+        except TimeoutError as exc:
+            if not timer.expired():
+                raise
+            reason = f"the LLM reply did not finish within {deadline:g} s (CRAYFISH_LLM_DEADLINE)"
+            if call.shown:
+                reason += f", {call.shown} characters in"
+            raise LLMError(reason + _partial(call.shown)) from exc
+        finally:
+            _RETRIES.reset(token)
+
+    async def _attempts(self, request: dict[str, Any], call: _Call) -> LLMReply:
+        """Restarts a stream that broke before any text reached the user, at most
+        CRAYFISH_LLM_RETRIES times (each new request has the SDK's retries again)."""
         while True:
             try:
-                return await self._stream(messages, tools, on_delta, tool_choice)
-            except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-                reason = f"cannot reach the LLM at {self.settings.openai_base_url}: {exc}"
-            except openai.APIStatusError as exc:
-                reason = f"LLM answered HTTP {exc.status_code}: {_error_message(exc)}"
-                if exc.status_code not in RETRYABLE_STATUS:
-                    raise LLMError(reason) from exc
-            attempt += 1
-            if attempt > self.settings.llm_retries:
-                raise LLMError(f"{reason} (gave up after {attempt} attempts)")
-            delay = self.settings.llm_retry_base_delay * 2 ** (attempt - 1)
-            delay *= 0.5 + random.random()
-            log.warning("LLM call failed (%s); retry %d in %.2fs", reason, attempt, delay)
-            await asyncio.sleep(delay)
+                return await self._stream(request, call)
+            except _StreamBroke as exc:
+                if call.shown:
+                    reason = f"the LLM stream broke after {call.shown} characters ({exc})"
+                    raise LLMError(reason + _partial(call.shown)) from exc
+                if call.restarts >= self.settings.llm_retries:
+                    reason = f"the LLM stream broke before any text arrived ({exc})"
+                    raise LLMError(reason + call.gave_up()) from exc
+                call.restarts += 1
+                log.warning("LLM stream broke before any text (%s); restarting it", exc)
+                await asyncio.sleep(self.settings.llm_retry_base_delay * 2 ** (call.restarts - 1))
 
-    async def _stream(
-        self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
-        on_delta: DeltaCallback | None,
-        tool_choice: str,
-    ) -> LLMReply:
-        kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
-        kwargs["stream_options"] = {"include_usage": True}
-        if tools:
-            kwargs["tools"] = tools
-            if tool_choice in ("auto", "required", "none"):
-                kwargs["tool_choice"] = tool_choice
-            elif tool_choice:
-                kwargs["tool_choice"] = {"type": "function", "function": {"name": tool_choice}}
+    async def _stream(self, request: dict[str, Any], call: _Call) -> LLMReply:
+        stream = await self._open(request, call)
         state = _StreamState()
         think = ThinkFilter()
-        stream = await self.client.chat.completions.create(**kwargs)
-        async for chunk in stream:
-            if chunk.usage is not None:
-                state.usage = chunk.usage
-            for choice in chunk.choices:
-                await self._absorb(choice, state, think, on_delta)
-        tail = think.flush()
-        if tail and on_delta is not None:
-            await on_delta(tail)
+        try:
+            while (chunk := await _next_chunk(stream, self.settings.llm_timeout)) is not None:
+                usage = getattr(chunk, "usage", None)
+                if usage is not None:
+                    state.usage = usage
+                for choice in getattr(chunk, "choices", None) or []:
+                    await call.show(_absorb(choice, state, think))
+        finally:
+            await stream.close()
+        if not state.finish_reason:
+            raise _StreamBroke("the stream ended without a finish_reason")
+        await call.show(think.flush())
         return _reply_from(state)
 
-    async def _absorb(
-        self, choice: Any, state: _StreamState, think: ThinkFilter, on_delta: DeltaCallback | None
-    ) -> None:
-        delta = choice.delta
-        if choice.finish_reason:
-            state.finish_reason = choice.finish_reason
-        if delta is None:
-            return
-        reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
-        if isinstance(reasoning, str):
-            state.reasoning.append(reasoning)
-        if delta.content:
-            state.content.append(delta.content)
-            visible = think.feed(delta.content)
-            if visible and on_delta is not None:
-                await on_delta(visible)
-        for call in delta.tool_calls or []:
-            slot = state.calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
-            if call.id:
-                slot["id"] = call.id
-            if call.function is not None:
-                name = call.function.name or ""
-                # OpenAI sends the name once; llama.cpp repeats it whole in every chunk.
-                if name != slot["name"]:
-                    slot["name"] += name
-                slot["arguments"] += call.function.arguments or ""
+    async def _open(self, request: dict[str, Any], call: _Call) -> Any:
+        """The stream, once the SDK's retries got a response; failures become LLMError."""
+        url = self.settings.openai_base_url
+        try:
+            return await self.client.chat.completions.create(**request)
+        except openai.APIStatusError as exc:
+            reason = f"LLM answered HTTP {exc.status_code}: {_error_message(exc)}"
+            wait = exc.response.headers.get("retry-after")
+            if wait:
+                reason += f"; it asks to retry after {wait} s"
+            raise LLMError(reason + call.gave_up()) from exc
+        except openai.APITimeoutError as exc:
+            timeout = self.settings.llm_timeout
+            reason = f"the LLM at {url} did not answer within {timeout:g} s (CRAYFISH_LLM_TIMEOUT)"
+            raise LLMError(reason + call.gave_up()) from exc
+        except openai.APIConnectionError as exc:
+            reason = f"cannot reach the LLM at {url}: {_cause(exc)}"
+            raise LLMError(reason + call.gave_up()) from exc
+
+
+def _request(
+    model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, choice: str
+) -> dict[str, Any]:
+    request: dict[str, Any] = {"model": model, "messages": messages, "stream": True}
+    request["stream_options"] = {"include_usage": True}
+    if tools:
+        request["tools"] = tools
+        if choice in ("auto", "required", "none"):
+            request["tool_choice"] = choice
+        elif choice:
+            request["tool_choice"] = {"type": "function", "function": {"name": choice}}
+    return request
+
+
+async def _next_chunk(stream: Any, read_timeout: float) -> Any:
+    """The next chunk, None at the end; a cut, a stall or a malformed chunk raises _StreamBroke."""
+    try:
+        chunk = await anext(stream)
+    except StopAsyncIteration:
+        return None
+    except openai.APITimeoutError as exc:
+        raise _StreamBroke(f"no data for {read_timeout:g} s") from exc
+    except openai.APIConnectionError as exc:
+        raise _StreamBroke(f"connection lost: {_cause(exc)}") from exc
+    except openai.APIError as exc:
+        raise _StreamBroke(f"the provider sent an error: {exc.message}") from exc
+    except ValueError as exc:  # json.JSONDecodeError: a data line that is not JSON
+        raise _StreamBroke(f"a chunk that is not JSON: {getattr(exc, 'doc', '')[:80]!r}") from exc
+    if not isinstance(chunk, BaseModel):
+        raise _StreamBroke(f"a chunk that is not a JSON object: {chunk!r:.80}")
+    return chunk
+
+
+def _absorb(choice: Any, state: _StreamState, think: ThinkFilter) -> str:
+    """Adds one choice's delta to state; returns the text that may be shown now."""
+    if getattr(choice, "finish_reason", None):
+        state.finish_reason = choice.finish_reason
+    delta = getattr(choice, "delta", None)
+    if delta is None:
+        return ""
+    reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
+    if isinstance(reasoning, str):
+        state.reasoning.append(reasoning)
+    for call in getattr(delta, "tool_calls", None) or []:
+        slot = state.calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
+        if call.id:
+            slot["id"] = call.id
+        if call.function is not None:
+            name = call.function.name or ""
+            # OpenAI sends the name once; llama.cpp repeats it whole in every chunk.
+            if name != slot["name"]:
+                slot["name"] += name
+            slot["arguments"] += call.function.arguments or ""
+    content = getattr(delta, "content", None)
+    if not isinstance(content, str) or not content:
+        return ""
+    state.content.append(content)
+    return think.feed(content)
 
 
 def _reply_from(state: _StreamState) -> LLMReply:
@@ -164,6 +278,19 @@ def _reply_from(state: _StreamState) -> LLMReply:
         prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
         completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
     )
+
+
+def _partial(shown: int) -> str:
+    return "; the unfinished answer shown was not kept: ask again" if shown else ""
+
+
+def _cause(exc: BaseException) -> str:
+    """The innermost explanation in the chain (e.g. "[Errno 104] Connection reset by peer")."""
+    found, seen = str(exc), exc.__cause__ or exc.__context__
+    while seen is not None:
+        found = str(seen) or found
+        seen = seen.__cause__ or seen.__context__
+    return found
 
 
 def _error_message(exc: openai.APIStatusError) -> str:

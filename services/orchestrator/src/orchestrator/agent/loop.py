@@ -22,7 +22,7 @@ from orchestrator.agent.tools import Tool, ToolOutcome, ToolRegistry
 log = logging.getLogger(__name__)
 
 Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
-Persist = Callable[[list[dict[str, Any]]], None]
+Persist = Callable[[list[dict[str, Any]]], Awaitable[None]]
 
 CORRECTIVE_NOTE = (
     "[Crayfish] Your last reply wrote a tool call as text, or named a tool that does not "
@@ -96,17 +96,17 @@ class AgentLoop:
                 await self._finish_stream(content, streamed, round_no, emit)
                 final = {"role": "assistant", "content": content}
                 messages.append(final)
-                persist([final])
+                await persist([final])
                 return TurnOutcome(content, round_no, usage=usage)
             group, stop_reason = await self._run_calls(
                 calls, content, session_id, guard, emit, set(tools)
             )
             messages.extend(group)
-            persist(group)
+            await persist(group)
             if stop_reason:
-                return self._stop(messages, persist, round_no, usage, stop_reason)
+                return await self._stop(messages, persist, round_no, usage, stop_reason)
         reason = f"it reached the limit of {self.limits.max_rounds} tool rounds"
-        return self._stop(messages, persist, self.limits.max_rounds, usage, reason)
+        return await self._stop(messages, persist, self.limits.max_rounds, usage, reason)
 
     def _read_text_reply(
         self, text: str, known: set[str], reasked: bool
@@ -259,7 +259,7 @@ class AgentLoop:
         )
         return outcome
 
-    def _stop(
+    async def _stop(
         self,
         messages: list[dict[str, Any]],
         persist: Persist,
@@ -273,5 +273,5 @@ class AgentLoop:
         )
         final = {"role": "assistant", "content": text}
         messages.append(final)
-        persist([final])
+        await persist([final])
         return TurnOutcome(text, rounds, stopped=reason, usage=usage)

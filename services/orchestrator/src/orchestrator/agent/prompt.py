@@ -6,12 +6,12 @@ import platform
 import socket
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 from orchestrator.agent.caps import cap_text
 from orchestrator.agent.text_tools import FORMAT_NOTE, tooling_lines
+from orchestrator.workspace import WorkspaceFile
 
 PromptMode = Literal["full", "minimal", "none"]
 BOOTSTRAP_FILES = (
@@ -31,7 +31,8 @@ HEARTBEAT_TOKEN = "HEARTBEAT_OK"
 class PromptInputs:
     agent_name: str
     model: str
-    workspace: Path
+    # The bootstrap files as read (WorkspaceFiles.load(BOOTSTRAP_FILES)); markers for the rest.
+    context_files: list[WorkspaceFile] = field(default_factory=list)
     tools: list[tuple[str, str]] = field(default_factory=list)
     # Set in text tool mode: (name, description, JSON schema) and the call format is taught.
     text_tools: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
@@ -127,21 +128,18 @@ inside a sandbox with no network. Keep your work there."""
 
 
 def project_context(inputs: PromptInputs) -> str:
-    """The bootstrap files, each capped (head + tail), missing ones marked, within a total cap."""
+    """The bootstrap files, each capped (head + tail), missing or refused ones marked."""
     parts: list[str] = []
     remaining = inputs.total_max_chars
-    for name in BOOTSTRAP_FILES:
-        path = inputs.workspace / name
-        try:
-            content = path.read_text(encoding="utf-8", errors="replace")
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            parts.append(f"### {name}\n[missing: {name} is not in the workspace]")
+    for file in inputs.context_files:
+        if file.text is None:
+            parts.append(f"### {file.name}\n{file.marker}")
             continue
-        capped = cap_text(content.strip(), min(inputs.file_max_chars, max(remaining, 0)))
+        capped = cap_text(file.text.strip(), min(inputs.file_max_chars, max(remaining, 0)))
         if remaining <= 0:
             capped = f"[omitted: the project context cap of {inputs.total_max_chars} chars is used]"
         remaining -= len(capped)
-        parts.append(f"### {name}\n{capped}")
+        parts.append(f"### {file.name}\n{capped}")
     return "## Project Context\n" + "\n\n".join(parts)
 
 

@@ -134,10 +134,18 @@ def parse_arguments(raw: str, schema: dict[str, Any]) -> tuple[dict[str, Any], s
     """(arguments, "") when raw is a JSON object valid against schema; else ({}, the problem)."""
     try:
         arguments = json.loads(raw) if raw.strip() else {}
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return {}, f"arguments are not valid JSON ({exc.msg} at char {exc.pos})"
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+        return {}, f"arguments are not usable JSON ({exc})"
+    except RecursionError:
+        return {}, "arguments are nested too deeply"
     if not isinstance(arguments, dict):
         return {}, "arguments must be a JSON object"
+    try:  # a lone surrogate (\ud800) parses, but cannot be sent on as UTF-8
+        json.dumps(arguments, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return {}, f"arguments hold text that is not valid Unicode ({exc.reason})"
     try:
         jsonschema.validate(arguments, schema)
     except jsonschema.ValidationError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 
 from fastapi import FastAPI, Request
@@ -71,6 +72,15 @@ def install_error_handlers(app: FastAPI) -> None:
             problems.append(f"{where}: {err.get('msg', 'invalid')}")
         message = "invalid request: " + "; ".join(problems)
         return error_response(400, message, "invalid_request")
+
+    @app.exception_handler(OSError)
+    async def _os_error(_: Request, exc: OSError) -> JSONResponse:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            log.error("data folder full: %s", exc)
+            message = "the data folder is full (No space left on device): free space, then retry"
+            return error_response(507, message, "storage_full")
+        log.exception("unhandled error")
+        return error_response(500, "internal error; see the orchestrator log", "internal_error")
 
     @app.exception_handler(BodyTooLarge)
     async def _too_large(_: Request, exc: BodyTooLarge) -> JSONResponse:

@@ -14,6 +14,8 @@ from orchestrator.api.grpc_errors import api_error
 from orchestrator.runtime import Runtime
 
 router = APIRouter(tags=["memory"])
+# The proto's line fields are int32; the line count (end - start + 1) must fit as well.
+MAX_LINE = 2**31 - 2
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
@@ -68,7 +70,7 @@ class MemorySynced(BaseModel):
     duration_ms: float
     skipped: dict[str, str] = Field(
         default_factory=dict,
-        description="Files found but left out (a link leaving the workspace, a FIFO), path -> reason",
+        description="Files left out (a link out of the workspace, a FIFO): path -> reason",
     )
 
 
@@ -109,8 +111,8 @@ async def search_memory(body: MemorySearch, runtime: RuntimeDep) -> MemoryHits:
 async def read_memory_lines(
     runtime: RuntimeDep,
     path: Annotated[str, Query(min_length=1)],
-    start_line: Annotated[int, Query(ge=0)] = 0,
-    end_line: Annotated[int, Query(ge=0)] = 0,
+    start_line: Annotated[int, Query(ge=0, le=MAX_LINE)] = 0,
+    end_line: Annotated[int, Query(ge=0, le=MAX_LINE)] = 0,
 ) -> MemoryLines:
     """Lines of a memory file (what a citation `path#Lx-Ly` points at)."""
     count = max(0, end_line - start_line + 1) if end_line else 0

@@ -56,7 +56,9 @@ async def list_models(runtime: RuntimeDep) -> dict[str, Any]:
     }
 
 
-def _start_turn(body: CompletionRequest, runtime: Runtime, session_header: str | None) -> Task:
+async def _start_turn(
+    body: CompletionRequest, runtime: Runtime, session_header: str | None
+) -> Task:
     if body.messages[-1].role != "user":
         raise ApiError(400, "the last message must have role 'user'", "invalid_messages")
     message = _text(body.messages[-1].content)
@@ -71,8 +73,8 @@ def _start_turn(body: CompletionRequest, runtime: Runtime, session_header: str |
                 for m in body.messages[:-1]
                 if m.role in ("user", "assistant") and _text(m.content)
             ]
-            runtime.store.append(session_id, prior)
-        return runtime.submit(session_id, message)
+            await runtime.store.append(session_id, prior)
+        return await runtime.submit(session_id, message)
     except InvalidSessionId as exc:
         raise ApiError(400, str(exc), "invalid_session_id") from exc
 
@@ -100,14 +102,18 @@ def _failure(task: Task) -> tuple[int, str]:
     return 502, f"the turn failed: {task.error}"
 
 
-@router.post("/v1/chat/completions", response_model=None)
+@router.post(
+    "/v1/chat/completions",
+    response_model=None,
+    responses={200: {"content": {"text/event-stream": {}}}},
+)
 async def chat_completions(
     body: CompletionRequest,
     runtime: RuntimeDep,
     x_crayfish_session: Annotated[str | None, Header()] = None,
 ) -> JSONResponse | StreamingResponse:
     """Runs a full turn (tools run server-side) and answers as an OpenAI chat completion."""
-    task = _start_turn(body, runtime, x_crayfish_session)
+    task = await _start_turn(body, runtime, x_crayfish_session)
     headers = {"X-Crayfish-Session": task.session_id, "X-Crayfish-Task": task.id}
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)

@@ -9,6 +9,7 @@ from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel
 
 from orchestrator.api.deps import get_runtime
+from orchestrator.api.schemas import TEXT_ROUTE_ERRORS
 from orchestrator.runtime import Runtime
 
 router = APIRouter(tags=["operations"])
@@ -24,7 +25,7 @@ class HeartbeatView(BaseModel):
 @router.post("/api/heartbeat", response_model=HeartbeatView)
 async def heartbeat(runtime: RuntimeDep) -> HeartbeatView:
     """Runs a heartbeat now; skipped without any LLM call when HEARTBEAT.md lists no tasks."""
-    task = runtime.trigger_heartbeat()
+    task = await runtime.trigger_heartbeat()
     if task is None:
         return HeartbeatView(
             status="skipped", reason="HEARTBEAT.md lists no tasks, or a heartbeat is running"
@@ -32,7 +33,7 @@ async def heartbeat(runtime: RuntimeDep) -> HeartbeatView:
     return HeartbeatView(status="queued", task_id=task.id)
 
 
-@router.get("/metrics", response_class=PlainTextResponse)
+@router.get("/metrics", response_class=PlainTextResponse, responses=TEXT_ROUTE_ERRORS)
 async def metrics(runtime: RuntimeDep) -> PlainTextResponse:
     """Prometheus text format."""
     return PlainTextResponse(

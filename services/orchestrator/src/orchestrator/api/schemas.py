@@ -56,3 +56,39 @@ class ReadyView(BaseModel):
 
 class HealthView(BaseModel):
     status: str = "ok"
+
+
+class ErrorDetail(BaseModel):
+    message: str = Field(description="What went wrong, for a person to read.")
+    type: str
+    code: str | None = None
+
+
+class ErrorBody(BaseModel):
+    """Every error answer, shaped like OpenAI's."""
+
+    error: ErrorDetail
+
+
+# Documented on every route, so a client (and a schema-driven fuzzer) knows error answers'
+# shape; a route's own codes (e.g. /readyz's 503) take precedence over these ranges.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    "4XX": {
+        "model": ErrorBody,
+        "description": "Refused; `error.message` says why (400 invalid input, 401 missing or "
+        "wrong token, 404 unknown id, 409 conflict, 413 too large, 415 wrong media type).",
+    },
+    "5XX": {
+        "model": ErrorBody,
+        "description": "Not done: a service is unavailable (502/503/504 name it), the data "
+        "folder is full (507), or an internal error.",
+    },
+}
+# The same for a route whose success answer is not JSON (its error answers still are).
+TEXT_ROUTE_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {
+        "description": response["description"],
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+    }
+    for code, response in ERROR_RESPONSES.items()
+}

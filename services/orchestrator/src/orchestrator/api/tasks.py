@@ -50,7 +50,7 @@ async def create_chat(body: ChatRequest, runtime: RuntimeDep) -> ChatAccepted:
     """Queues one turn; the answer arrives through the task's status or its event stream."""
     session_id = body.session_id or uuid.uuid4().hex
     try:
-        task = runtime.submit(session_id, body.message)
+        task = await runtime.submit(session_id, body.message)
     except InvalidSessionId as exc:
         raise ApiError(400, str(exc), "invalid_session_id") from exc
     return ChatAccepted(task_id=task.id, session_id=session_id)

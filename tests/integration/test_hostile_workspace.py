@@ -1,0 +1,204 @@
+"""A command the model was talked into plants links, FIFOs and devices; no service leaks or hangs.
+
+Each case goes through the public API with the fake LLM: the model asks for one `exec` that
+plants the trap in the workspace, then the user goes on using Crayfish. No secret may reach the
+LLM, a REST answer or a log line, and the stack must stay ready.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from crayfish_common.launcher import LocalStack
+
+from tests.fakes import FakeLLM
+from tests.stacks import running_stack, wait_task
+
+API_TOKEN = "crayfish-token-9d2c41-never-shown"
+CANARY = "canary-env-5be0a7-every-service-has-it"
+HOST_SECRET = "host-file-secret-31f8c2"
+SECRETS = ("sk-test-secret", API_TOKEN, CANARY, HOST_SECRET)  # sk-test-secret: tests/stacks.py
+
+
+@pytest.fixture(scope="module")
+def fake_llm() -> Iterator[FakeLLM]:
+    with FakeLLM() as fake:
+        yield fake
+
+
+@pytest.fixture(autouse=True)
+def _fresh_script(fake_llm: FakeLLM) -> Iterator[None]:
+    yield
+    fake_llm.reset()
+
+
+@pytest.fixture(scope="module")
+def stack(fake_llm: FakeLLM) -> Iterator[LocalStack]:
+    env = {"CRAYFISH_API_TOKEN": API_TOKEN, "CRAYFISH_TEST_CANARY": CANARY}
+    with running_stack(fake_llm.base_url, {"MEMORY.md": "The user likes tea.\n"}, env) as stack:
+        host_file = stack.workspace.parent / "host-secret.txt"
+        host_file.write_text(f"password={HOST_SECRET}\n")
+        host_file.chmod(0o644)  # readable by anyone: only the path rules can keep it out
+        yield stack
+
+
+@pytest.fixture
+def api(stack: LocalStack) -> Iterator[httpx.Client]:
+    headers = {"Authorization": f"Bearer {API_TOKEN}"}
+    with httpx.Client(base_url=stack.url, timeout=60, headers=headers) as client:
+        yield client
+
+
+def plant(api: httpx.Client, fake_llm: FakeLLM, command: str) -> None:
+    """One turn in which the model runs `command` in the sandbox (the attacker's one exec)."""
+    fake_llm.reply_tool_calls(("exec", {"command": command}))
+    fake_llm.reply_text("Done.")
+    task = wait_task(api, api.post("/api/chat", json={"message": "tidy up"}).json()["task_id"])
+    assert task["status"] == "completed", task
+    tool_result = [m for m in fake_llm.requests[-1]["messages"] if m["role"] == "tool"][-1]
+    assert tool_result["content"].startswith("exit code: 0"), tool_result
+
+
+def chat(api: httpx.Client, fake_llm: FakeLLM, message: str = "hello") -> str:
+    """A plain turn; returns the system prompt the LLM was sent."""
+    fake_llm.reply_text("Hi.")
+    task = wait_task(api, api.post("/api/chat", json={"message": message}).json()["task_id"])
+    assert task["status"] == "completed", task
+    return fake_llm.last_request["messages"][0]["content"]
+
+
+def assert_nothing_leaked(stack: LocalStack, fake_llm: FakeLLM, *answers: str) -> None:
+    sent = repr(fake_llm.requests)
+    logs = "".join(p.read_text(errors="replace") for p in stack.log_dir.glob("*.log"))
+    for secret in SECRETS:
+        assert secret not in sent, f"{secret} reached the LLM"
+        assert secret not in logs, f"{secret} reached a log"
+        for answer in answers:
+            assert secret not in answer, f"{secret} reached a REST answer"
+
+
+def assert_ready(api: httpx.Client) -> None:
+    started = time.monotonic()
+    ready = api.get("/readyz", timeout=10)
+    assert ready.status_code == 200, ready.text
+    assert time.monotonic() - started < 10
+
+
+def test_bootstrap_files_linked_to_secrets_are_marked_not_read(api, fake_llm, stack):
+    host_file = stack.workspace.parent / "host-secret.txt"
+    plant(
+        api,
+        fake_llm,
+        "ln -sf /proc/self/environ AGENTS.md && ln -sf /proc/1/environ USER.md"
+        f" && ln -sf {host_file} SOUL.md && ln -sf ../host-secret.txt IDENTITY.md"
+        " && ln -sf /dev/zero TOOLS.md && mkfifo HEARTBEAT.md",
+    )
+    for _ in range(2):  # every later turn still works
+        system = chat(api, fake_llm)
+        for name in ("AGENTS.md", "USER.md", "SOUL.md", "IDENTITY.md", "TOOLS.md", "HEARTBEAT.md"):
+            assert f"[{name} skipped: not a regular file inside the workspace]" in system
+        assert "The user likes tea." in system
+    heartbeat = api.post("/api/heartbeat", timeout=10)
+    assert heartbeat.status_code == 200 and heartbeat.json()["status"] == "skipped"
+    assert_ready(api)
+    assert_nothing_leaked(stack, fake_llm, heartbeat.text)
+    plant(api, fake_llm, "rm -f AGENTS.md USER.md SOUL.md IDENTITY.md TOOLS.md HEARTBEAT.md")
+
+
+def test_memory_never_indexes_what_a_link_or_fifo_points_at(api, fake_llm, stack):
+    plant(
+        api,
+        fake_llm,
+        "mkdir -p memory && ln -sf /proc/self/environ memory/env.md"
+        " && ln -sf ../../host-secret.txt memory/host.md && mkfifo memory/pipe.md"
+        " && ln -sf /dev/zero memory/zero.md",
+    )
+    synced = api.post("/api/memory/sync", timeout=30)
+    assert synced.status_code == 200, synced.text
+    skipped = synced.json()["skipped"]
+    assert set(skipped) >= {"memory/env.md", "memory/host.md", "memory/pipe.md", "memory/zero.md"}
+    answers = [synced.text]
+    for query in ("password", "CRAYFISH_TEST_CANARY", "OPENAI_API_KEY"):
+        found = api.post("/api/memory/search", json={"query": query, "strategy": "keyword"})
+        assert found.status_code == 200, found.text
+        answers.append(found.text)
+    got = api.get("/api/memory/file", params={"path": "memory/host.md"})
+    assert got.status_code in (400, 404) and "outside the workspace" in got.text
+    fake_llm.reply_tool_calls(("memory_get", {"path": "memory/env.md"}))
+    fake_llm.reply_text("ok")
+    task = wait_task(api, api.post("/api/chat", json={"message": "read it"}).json()["task_id"])
+    assert task["status"] == "completed"
+    assert_ready(api)
+    assert_nothing_leaked(stack, fake_llm, got.text, *answers)
+    plant(api, fake_llm, "rm -f memory/env.md memory/host.md memory/pipe.md memory/zero.md")
+
+
+def test_skill_files_linked_to_secrets_become_diagnostics(api, fake_llm, stack):
+    plant(
+        api,
+        fake_llm,
+        "mkdir -p skills/env skills/host skills/pipe"
+        " && ln -sf /proc/self/environ skills/env/SKILL.md"
+        " && ln -sf ../../../host-secret.txt skills/host/SKILL.md"
+        " && mkfifo skills/pipe/SKILL.md && ln -sfn /proc/self/cwd skills/cwd",
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the catalog reloads on change
+        listing = api.get("/api/skills", timeout=10)
+        assert listing.status_code == 200, listing.text
+        reasons = {d["path"]: d["reason"] for d in listing.json()["diagnostics"]}
+        if (
+            sum("skills/" in p and p.split("/")[-2] in ("env", "host", "pipe") for p in reasons)
+            == 3
+        ):
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"no diagnostic for every planted SKILL.md: {listing.json()}")
+    system = chat(api, fake_llm)
+    assert "<name>env</name>" not in system and "<name>host</name>" not in system
+    assert_ready(api)
+    assert_nothing_leaked(stack, fake_llm, listing.text)
+    plant(api, fake_llm, "rm -rf skills/env skills/host skills/pipe skills/cwd")
+
+
+def test_a_link_swapped_in_between_check_and_use_never_leaks(api, fake_llm, stack):
+    """Races the readers: AGENTS.md and a memory note flip between a file and a secret link."""
+    workspace: Path = stack.workspace
+    stop = threading.Event()
+
+    def flip(name: str, target: str) -> None:
+        staged = workspace / f".{name.replace('/', '_')}.swap"
+        while not stop.is_set():
+            staged.write_text("An ordinary note about the deploy password policy.\n")
+            os.replace(staged, workspace / name)
+            staged.symlink_to(target)
+            os.replace(staged, workspace / name)
+
+    flippers = [
+        threading.Thread(target=flip, args=("AGENTS.md", "/proc/self/environ"), daemon=True),
+        threading.Thread(target=flip, args=("memory/race.md", "../../host-secret.txt")),
+    ]
+    for thread in flippers:
+        thread.start()
+    answers = []
+    try:
+        for _ in range(8):
+            chat(api, fake_llm)
+            answers.append(api.post("/api/memory/sync", timeout=30).text)
+            found = api.post("/api/memory/search", json={"query": "deploy password"})
+            answers.append(found.text)
+    finally:
+        stop.set()
+        for thread in flippers:
+            thread.join()
+    assert_ready(api)
+    assert_nothing_leaked(stack, fake_llm, *answers)
+    for name in ("AGENTS.md", "memory/race.md"):
+        (workspace / name).unlink()
