@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from crayfish.common.v1 import tools_pb2
@@ -44,7 +45,8 @@ class ServiceClients:
         self.tool_runner = tool_runner_pb2_grpc.ToolRunnerServiceStub(self.channels["tool-runner"])
         self.memory = memory_pb2_grpc.MemoryServiceStub(self.channels["memory"])
         self.skills = skills_pb2_grpc.SkillsServiceStub(self.channels["skills"])
-        self.tool_stubs = {
+        # Every stub has ListTools and RunTool (crayfish.common.v1); the stubs share no base type.
+        self.tool_stubs: dict[str, Any] = {
             "tool-runner": self.tool_runner,
             "memory": self.memory,
             "skills": self.skills,
