@@ -38,7 +38,7 @@ class DescribeSandboxRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeSandboxResponse(_message.Message):
-    __slots__ = ("backend", "insecure", "warnings", "available_bins", "workspace_path", "skill_roots")
+    __slots__ = ("backend", "insecure", "warnings", "available_bins", "workspace_path", "skill_roots", "env_names")
     class SkillRootsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -52,10 +52,12 @@ class DescribeSandboxResponse(_message.Message):
     AVAILABLE_BINS_FIELD_NUMBER: _ClassVar[int]
     WORKSPACE_PATH_FIELD_NUMBER: _ClassVar[int]
     SKILL_ROOTS_FIELD_NUMBER: _ClassVar[int]
+    ENV_NAMES_FIELD_NUMBER: _ClassVar[int]
     backend: str
     insecure: bool
     warnings: _containers.RepeatedScalarFieldContainer[str]
     available_bins: _containers.RepeatedScalarFieldContainer[str]
     workspace_path: str
     skill_roots: _containers.ScalarMap[str, str]
-    def __init__(self, backend: _Optional[str] = ..., insecure: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., available_bins: _Optional[_Iterable[str]] = ..., workspace_path: _Optional[str] = ..., skill_roots: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    env_names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, backend: _Optional[str] = ..., insecure: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., available_bins: _Optional[_Iterable[str]] = ..., workspace_path: _Optional[str] = ..., skill_roots: _Optional[_Mapping[str, str]] = ..., env_names: _Optional[_Iterable[str]] = ...) -> None: ...

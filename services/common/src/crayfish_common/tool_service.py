@@ -1,0 +1,55 @@
+"""The gRPC side of the tool contract: ListTools and RunTool for any servicer with a ToolSet."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+from crayfish.common.v1 import tools_pb2
+
+from crayfish_common.tools import ToolCall, ToolResult, ToolSet
+
+
+def list_tools_response(tools: ToolSet) -> tools_pb2.ListToolsResponse:
+    return tools_pb2.ListToolsResponse(
+        tools=[
+            tools_pb2.ToolSpec(
+                name=tool.name,
+                description=tool.description,
+                parameters_json=json.dumps(tool.parameters),
+            )
+            for tool in tools
+        ]
+    )
+
+
+def run_tool_response(result: ToolResult) -> tools_pb2.RunToolResponse:
+    return tools_pb2.RunToolResponse(
+        ok=result.ok,
+        output=result.output,
+        result_json=json.dumps(result.data, ensure_ascii=False),
+        error=result.error,
+        exit_code=result.exit_code,
+        duration_ms=result.duration_ms,
+        truncated=result.truncated,
+    )
+
+
+def tool_call(request: tools_pb2.RunToolRequest) -> ToolCall:
+    return ToolCall(session_id=request.session_id, call_id=request.call_id)
+
+
+class ToolServicerMixin:
+    """ListTools / RunTool (crayfish.common.v1) for a servicer; it supplies `tool_set`."""
+
+    async def tool_set(self, context: grpc.aio.ServicerContext) -> ToolSet:
+        """The service's tools (may wait for start-up, or abort with UNAVAILABLE)."""
+        raise NotImplementedError
+
+    async def ListTools(self, request, context):  # type: ignore[no-untyped-def]
+        return list_tools_response(await self.tool_set(context))
+
+    async def RunTool(self, request, context):  # type: ignore[no-untyped-def]
+        tools = await self.tool_set(context)
+        result = await tools.run(request.name, request.arguments_json, tool_call(request))
+        return run_tool_response(result)
