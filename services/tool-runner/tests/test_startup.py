@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from crayfish.tool_runner.v1 import tool_runner_pb2
 from crayfish_common.healthcheck import check
 from crayfish_common.launcher import free_port
 from tool_runner.sandbox.base import SandboxUnavailable
+from tool_runner.sandbox.cgroups import GROUP, CgroupLimiter
 from tool_runner.servicer import SERVICE_NAME
 
 from .conftest import start_runner, stop_runner
@@ -88,6 +90,28 @@ async def test_per_command_cgroups_are_cleaned_up(workspace, data_dir):
 
 def _child_groups(folder: Path) -> list[Path]:
     return [p for p in folder.iterdir() if p.is_dir()]
+
+
+def test_a_starting_runner_kills_what_a_dead_runner_left_in_its_cgroups():
+    # A runner killed as a command started leaves that command running in its group.
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = CgroupLimiter()
+    dead.group = f"{GROUP}-{gone.pid}-stale0"
+    if not dead.setup():
+        pytest.skip(f"no per-command cgroups here: {dead.problem}")
+    orphan = subprocess.Popen([*dead.create(64, 16).shell_prefix(), "sleep", "60.0457"])
+    try:
+        time.sleep(0.2)
+        assert orphan.poll() is None
+        fresh = CgroupLimiter()
+        assert fresh.setup()
+        assert orphan.wait(timeout=5) == -9
+        assert not any(p.exists() for p in dead.parents.values())
+        asyncio.run(fresh.close())
+    finally:
+        orphan.kill()
+        orphan.wait()
 
 
 async def test_refuses_a_workspace_the_sandbox_uid_cannot_reach(tmp_path, data_dir):

@@ -13,6 +13,9 @@ from tool_runner.sandbox.base import ChunkSink, ExecOutcome, ExecSpec, Limits, S
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED_ENV = {"PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT"}
+# Linux's limit on one argv string (MAX_ARG_STRLEN, with its NUL): `sh -c <command>` fails
+# with E2BIG above it.
+MAX_COMMAND_BYTES = 131_071
 
 
 def limits_for(
@@ -45,6 +48,12 @@ def build_spec(
 ) -> ExecSpec:
     """An ExecSpec from validated arguments, or a ToolError saying what is refused."""
     command = args["command"]
+    size = len(command.encode("utf-8", errors="surrogatepass"))
+    if size > MAX_COMMAND_BYTES:
+        raise ToolError(
+            f"the command is {size} bytes; a command line holds at most {MAX_COMMAND_BYTES}: "
+            "write the long part to a file with write_file and run that"
+        )
     refusal = policy.check(command)
     if refusal:
         raise ToolError(f"refused by policy: {refusal}")

@@ -60,7 +60,9 @@ class ToolRegistry:
         self._fetched_at = 0.0
 
     async def refresh(self, force: bool = False) -> dict[str, Tool]:
-        if not force and self.tools and time.monotonic() - self._fetched_at < self.ttl:
+        # A service that was down is asked again at once: its tools are back when it is.
+        fresh = time.monotonic() - self._fetched_at < self.ttl
+        if not force and self.tools and not self.unavailable and fresh:
             return self.tools
         tools: dict[str, Tool] = {}
         unavailable: dict[str, str] = {}
@@ -91,7 +93,9 @@ class ToolRegistry:
         tool = self.tools.get(name)
         if tool is None:
             known = ", ".join(sorted(self.tools)) or "none"
-            return ToolOutcome(False, f"Error: unknown tool `{name}`. Available tools: {known}.")
+            down = "".join(f" The {s} service is unavailable now." for s in self.unavailable)
+            message = f"Error: unknown tool `{name}`. Available tools: {known}.{down}"
+            return ToolOutcome(False, message)
         arguments, problem = parse_arguments(raw_arguments, tool.parameters)
         if problem:
             return ToolOutcome(False, f"Error: invalid arguments for `{name}`: {problem}")

@@ -10,6 +10,8 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,9 +136,33 @@ def _remove_tree(folder: Path) -> None:
 
 
 def _remove_stale(level: Path) -> None:
-    """Removes groups left by tool-runner instances that are no longer running."""
+    """Removes groups left by tool-runner instances that are no longer running, killing what
+    still runs in them: a command whose runner was killed as it started (before bwrap's
+    --die-with-parent took hold) outlives the runner."""
     with contextlib.suppress(OSError):
         for folder in level.glob(f"{GROUP}-*"):
             pid = folder.name.split("-")[-2]
             if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                _kill_members(folder)
                 _remove_tree(folder)
+
+
+def _kill_members(folder: Path, wait: float = 2.0) -> None:
+    """SIGKILLs every process in folder's groups, then waits (briefly) until they are gone."""
+    lists = list(folder.rglob("cgroup.procs"))
+    deadline = time.monotonic() + wait
+    while True:
+        pids = {int(p) for f in lists for p in _read(f).split()}
+        if not pids or time.monotonic() > deadline:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
