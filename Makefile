@@ -28,7 +28,7 @@ system-deps-test:
 	scripts/system_deps.sh test
 
 run: install system-deps
-	$(PY) -m crayfish_common.launcher
+	$(PY) -m devstack.launcher
 
 proto: install
 	$(PY) scripts/gen_proto.py

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from crayfish_common.launcher import LocalStack, free_port
+
+from devstack.launcher import LocalStack, free_port
 
 
 @contextmanager

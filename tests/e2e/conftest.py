@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from crayfish_common.launcher import LocalStack
 
+from devstack.launcher import LocalStack
 from tests.fakes import FakeLLM
 from tests.stacks import running_stack
 

@@ -6,9 +6,9 @@ import os
 from typing import Any
 
 import pytest
-from crayfish_common.launcher import LocalStack
 from playwright.sync_api import expect
 
+from devstack.launcher import LocalStack
 from tests.e2e.conftest import TOKEN
 from tests.fakes import FakeLLM, Reply
 

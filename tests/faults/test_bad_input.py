@@ -10,7 +10,6 @@ import httpx
 import pytest
 import requests
 import schemathesis
-from crayfish_common.launcher import LocalStack
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
@@ -23,6 +22,7 @@ from schemathesis.checks import (
 )
 from schemathesis.core.failures import FailureGroup
 
+from devstack.launcher import LocalStack
 from tests.fakes import FakeLLM, Reply
 from tests.stacks import running_stack, wait_task
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
-from crayfish_common.launcher import LocalStack
 
+from devstack.launcher import LocalStack
 from tests.fakes import FakeLLM, Reply, ToolCall
 from tests.stacks import running_stack, wait_task
 

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from crayfish_common.launcher import LocalStack
 
+from devstack.launcher import LocalStack
 from tests.fakes import FakeLLM
 from tests.stacks import running_stack
 

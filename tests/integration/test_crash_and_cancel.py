@@ -6,8 +6,8 @@ import subprocess
 import time
 
 import httpx
-from crayfish_common.launcher import LocalStack
 
+from devstack.launcher import LocalStack
 from tests.fakes import FakeLLM, Reply
 from tests.integration.test_chat_turn import last_tool_output
 from tests.stacks import wait_task

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from crayfish_common.launcher import LocalStack
 
+from devstack.launcher import LocalStack
 from tests.fakes import FakeLLM
 from tests.stacks import running_stack, wait_task
 

@@ -11,8 +11,8 @@ import zipfile
 import httpx
 import openai
 import pytest
-from crayfish_common.launcher import LocalStack
 
+from devstack.launcher import LocalStack
 from tests.fakes import FakeLLM, Reply
 from tests.stacks import wait_task
 

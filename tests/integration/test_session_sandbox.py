@@ -10,8 +10,8 @@ from typing import Any
 import docker
 import httpx
 import pytest
-from crayfish_common.launcher import LocalStack
 
+from devstack.launcher import LocalStack
 from tests.fakes import FakeLLM, Reply
 from tests.stacks import running_stack, wait_task
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from crayfish_common.launcher import LocalStack, free_port
 
+from devstack.launcher import LocalStack, free_port
 from tests.stacks import running_stack
 
 

@@ -12,10 +12,10 @@ import pytest
 from crayfish.common.v1 import tools_pb2
 from crayfish.tool_runner.v1 import tool_runner_pb2, tool_runner_pb2_grpc
 from crayfish_common.grpc_server import GrpcService
-from crayfish_common.launcher import free_port
 from orchestrator.config import Settings
 from orchestrator.runtime import Runtime
 
+from devstack.launcher import free_port
 from tests.fakes import FakeLLM
 
 TOY_TOOLS = {

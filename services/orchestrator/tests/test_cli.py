@@ -13,9 +13,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from crayfish_common.launcher import LocalStack, free_port
 from orchestrator.cli.api import CrayfishClient
 
+from devstack.launcher import LocalStack, free_port
 from tests.fakes import FakeLLM, Reply
 from tests.stacks import running_stack
 

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from crayfish.tool_runner.v1 import tool_runner_pb2
 from crayfish_common.healthcheck import check
-from crayfish_common.launcher import free_port
 from tool_runner.sandbox.base import SandboxUnavailable
 from tool_runner.sandbox.cgroups import GROUP, CgroupLimiter
 from tool_runner.servicer import SERVICE_NAME
+
+from devstack.launcher import free_port
 
 from .conftest import start_runner, stop_runner
 

@@ -1,0 +1,1 @@
+"""Developer tooling: the whole stack as local processes for make run, tests and benches."""
