@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from crayfish.skills.v1 import skills_pb2_grpc
 from crayfish_common.channels import aio_channel
 from skills.config import SkillsSettings
+from skills.hub import SkillsHub
 from skills.server import start_service
 
 SkillWriter = Callable[..., Path]
@@ -67,14 +69,28 @@ def write_skill() -> SkillWriter:
     return write
 
 
+@dataclass
+class Served:
+    """A running skills server: a client stub, and its hub (to see what the watcher did)."""
+
+    stub: skills_pb2_grpc.SkillsServiceStub
+    hub: SkillsHub
+
+
 @pytest.fixture
-async def stub(settings: SkillsSettings) -> AsyncIterator[skills_pb2_grpc.SkillsServiceStub]:
-    """A real skills server on a free loopback port, and a client stub for it."""
+async def served(settings: SkillsSettings) -> AsyncIterator[Served]:
+    """A real skills server on a free loopback port, a client stub for it, and its hub."""
     service, hub = await start_service(settings)
     channel = aio_channel(f"127.0.0.1:{service.port}")
     try:
-        yield skills_pb2_grpc.SkillsServiceStub(channel)
+        yield Served(skills_pb2_grpc.SkillsServiceStub(channel), hub)
     finally:
         await channel.close()
         await service.stop(0)
         await hub.stop()
+
+
+@pytest.fixture
+def stub(served: Served) -> skills_pb2_grpc.SkillsServiceStub:
+    """A client stub for a real skills server on a free loopback port."""
+    return served.stub

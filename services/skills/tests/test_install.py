@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -11,8 +12,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from skills.archive import Limits
 from skills.install import Installer, InstallError
+from skills.staging import Limits
 
 GOOD = (
     "---\nname: {name}\ndescription: Says hello.\nversion: 2.1.0\n---\n# Hello\nRun scripts/hi.sh\n"
@@ -54,6 +55,23 @@ def link(name: str, target: str, kind: bytes = tarfile.SYMTYPE) -> tarfile.TarIn
     info.type = kind
     info.linkname = target
     return info
+
+
+def pax_record_bomb(size: int) -> bytes:
+    """A .tar.gz whose first member is a pax header record of `size` zero bytes."""
+    record = tarfile.TarInfo("././@PaxHeader")
+    record.type, record.size = tarfile.XHDTYPE, size
+    return gzip.compress(record.tobuf(format=tarfile.USTAR_FORMAT) + bytes(size) + make_tar(SKILL))
+
+
+def corrupt_zip() -> bytes:
+    """A zip whose deflated SKILL.md has its compressed bytes overwritten."""
+    data = bytearray(
+        make_zip({"s/SKILL.md": GOOD.format(name="s") * 20}, None, zipfile.ZIP_DEFLATED)
+    )
+    start = 30 + len("s/SKILL.md")
+    data[start : start + 40] = b"\xff" * 40
+    return bytes(data)
 
 
 @pytest.fixture
@@ -126,6 +144,10 @@ REJECTIONS = {
         make_tar(SKILL, [link("s/d", "."), link("s/d/l", "../../..")]),
         "points outside",
     ),
+    "symlink out of a skill one folder down": (
+        make_zip(SKILL, {"s/up": "../SKILL.md"}),
+        "symlink 'up' points outside the skill",
+    ),
     "hard link": (make_tar(SKILL, [link("s/h", "s/SKILL.md", tarfile.LNKTYPE)]), "hard link"),
     "fifo": (make_tar(SKILL, [link("s/p", "", tarfile.FIFOTYPE)]), "special file"),
     "big archive": (make_zip({**SKILL, "s/big.bin": os.urandom(250_000)}), "archive too large"),
@@ -155,6 +177,23 @@ REJECTIONS = {
     "not an archive": (b"hello world", "not a .zip or .tar.gz"),
     "corrupt zip": (b"PK\x03\x04garbage", "not a valid zip"),
     "encrypted": (None, "encrypted"),
+    "zip link target over 4 KiB": (
+        make_zip(SKILL, {"s/l": "a" * 5000}),
+        "symlink 's/l': its target is 5000 bytes (limit 4096)",
+    ),
+    "link target with NUL": (make_zip(SKILL, {"s/l": "a\x00b"}), "its target is not a valid path"),
+    "zip entry flood": (
+        make_zip({**SKILL, **{f"s/d{i}/": "" for i in range(100)}}),
+        "too many entries in the archive (limit 80)",
+    ),
+    "tar entry flood": (
+        make_tar(SKILL, [link(f"s/d{i}", "", tarfile.DIRTYPE) for i in range(100)]),
+        "too many entries in the archive (limit 80)",
+    ),
+    "tar pax record over 1 MiB": (pax_record_bomb(2 << 20), "a tar header record is 2097152 bytes"),
+    "tar name not UTF-8": (make_tar({**SKILL, "s/\udcff.md": "x"}), "not valid UTF-8"),
+    "truncated tar.gz": (make_tar(SKILL)[:-30], "tar archive (Compressed file ended"),
+    "corrupt zip data": (corrupt_zip(), "damaged zip archive"),
 }
 
 

@@ -141,8 +141,8 @@ def test_every_variant_loads_or_is_diagnosed(tmp_path: Path) -> None:
     assert "upper case" in reasons["lowercase-file"]
     assert len(snap.entries) == counts["ok"] + counts["missing"]
     assert "not a regular file" in reasons["fifo"]
-    assert "not a regular file" in reasons["skill-as-dir"]
-    assert "outside its skill folder" in reasons["link-out"]
+    assert reasons["skill-as-dir"] == "SKILL.md is a directory"
+    assert "SKILL.md resolves outside the workspace" in reasons["link-out"]
     assert len(snap.diagnostics) == counts["diag"] + 5
     print(
         f"\nSKILL.md variants: {len(VARIANTS)} total, {counts['ok']} available, "

@@ -1,121 +1,41 @@
-"""Unpacks skill archives (.zip, .tar.gz) and copies folders into staging, refusing the unsafe."""
+"""Unpacks skill archives (.zip, .tar.gz) into staging, refusing the unsafe before it inflates."""
 
 from __future__ import annotations
 
+import gzip
 import io
-import os
-import posixpath
-import re
 import stat
+import struct
 import tarfile
 import zipfile
-from dataclasses import dataclass
+import zlib
 from pathlib import Path, PurePosixPath
-from typing import IO
 
-_DRIVE = re.compile(r"^[A-Za-z]:")
-CHUNK = 64 * 1024
+from skills.staging import MAX_LINK_TARGET, Limits, Rejected, StagingWriter, member_path, shown
 
-
-class Rejected(Exception):
-    """The archive or folder is refused; the message says why."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_archive_bytes: int = 20 * 1024 * 1024
-    max_total_bytes: int = 50 * 1024 * 1024
-    max_file_bytes: int = 10 * 1024 * 1024
-    max_files: int = 1000
-
-
-def member_path(name: str) -> PurePosixPath | None:
-    """A safe relative path for an entry, None for entries to skip (root, macOS junk)."""
-    if "\\" in name:
-        raise Rejected(f"entry '{name}': backslash in path")
-    if name.startswith("/") or _DRIVE.match(name):
-        raise Rejected(f"entry '{name}': absolute path")
-    parts = [p for p in name.split("/") if p not in ("", ".")]
-    if ".." in parts:
-        raise Rejected(f"entry '{name}': path traversal ('..')")
-    if not parts or parts[0] == "__MACOSX" or parts[-1] == ".DS_Store":
-        return None
-    return PurePosixPath(*parts)
-
-
-class StagingWriter:
-    """Writes entries under `dest` within limits; symlinks are made last and must stay inside."""
-
-    def __init__(self, dest: Path, limits: Limits):
-        self.dest = dest
-        self.limits = limits
-        self.files = 0
-        self.total = 0
-        self.links: list[tuple[PurePosixPath, str]] = []
-        dest.mkdir(parents=True)
-
-    def _count(self, rel: PurePosixPath) -> None:
-        self.files += 1
-        if self.files > self.limits.max_files:
-            raise Rejected(f"too many files (limit {self.limits.max_files})")
-
-    def add_dir(self, rel: PurePosixPath) -> None:
-        try:
-            (self.dest / rel).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise Rejected(
-                f"entry '{rel}/': conflicts with another entry ({exc.strerror})"
-            ) from None
-
-    def add_file(self, rel: PurePosixPath, stream: IO[bytes], size: int, executable: bool) -> None:
-        self._count(rel)
-        if size > self.limits.max_file_bytes:
-            raise Rejected(
-                f"file '{rel}' is too large: {size} bytes (limit {self.limits.max_file_bytes})"
-            )
-        target = self.dest / rel
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with target.open("xb") as out:
-                self._copy(rel, stream, out)
-        except OSError as exc:
-            raise Rejected(f"entry '{rel}': cannot be written ({exc.strerror})") from None
-        target.chmod(0o755 if executable else 0o644)
-
-    def _copy(self, rel: PurePosixPath, stream: IO[bytes], out: IO[bytes]) -> None:
-        written = 0
-        while chunk := stream.read(CHUNK):
-            written += len(chunk)
-            self.total += len(chunk)
-            if written > self.limits.max_file_bytes:
-                raise Rejected(
-                    f"file '{rel}' is too large (limit {self.limits.max_file_bytes} bytes)"
-                )
-            if self.total > self.limits.max_total_bytes:
-                raise Rejected(f"contents too large (limit {self.limits.max_total_bytes} bytes)")
-            out.write(chunk)
-
-    def add_link(self, rel: PurePosixPath, target: str) -> None:
-        self._count(rel)
-        if target.startswith("/") or _DRIVE.match(target) or not target:
-            raise Rejected(f"symlink '{rel}' points outside the skill (to '{target}')")
-        resolved = posixpath.normpath(posixpath.join(str(rel.parent), target))
-        if resolved == ".." or resolved.startswith("../"):
-            raise Rejected(f"symlink '{rel}' points outside the skill (to '{target}')")
-        self.links.append((rel, target))
-
-    def finish(self) -> None:
-        """Creates the symlinks, then checks every one really resolves inside."""
-        root = self.dest.resolve()
-        for rel, target in self.links:
-            try:
-                (self.dest / rel).parent.mkdir(parents=True, exist_ok=True)
-                os.symlink(target, self.dest / rel)
-            except OSError as exc:
-                raise Rejected(f"symlink '{rel}': cannot be created ({exc.strerror})") from None
-        for rel, target in self.links:
-            if not (self.dest / rel).resolve().is_relative_to(root):
-                raise Rejected(f"symlink '{rel}' points outside the skill (to '{target}')")
+# Largest tar header record (pax attributes, a GNU long name), which tarfile reads whole.
+MAX_TAR_HEADER = 1 << 20
+_HEADER_TYPES = (
+    tarfile.XHDTYPE,
+    tarfile.XGLTYPE,
+    tarfile.SOLARIS_XHDTYPE,
+    tarfile.GNUTYPE_LONGNAME,
+    tarfile.GNUTYPE_LONGLINK,
+)
+# What a damaged or hostile archive makes the zip, tar and gzip readers raise.
+DAMAGED = (
+    zipfile.BadZipFile,
+    tarfile.TarError,
+    zlib.error,
+    struct.error,
+    EOFError,
+    OSError,
+    ValueError,
+    NotImplementedError,
+    RuntimeError,
+    OverflowError,
+    LookupError,
+)
 
 
 def archive_kind(data: bytes, filename: str) -> str:
@@ -131,15 +51,26 @@ def extract_archive(data: bytes, filename: str, dest: Path, limits: Limits) -> N
     """Unpacks into `dest` (created); Rejected with the reason for anything unsafe."""
     if len(data) > limits.max_archive_bytes:
         raise Rejected(f"archive too large: {len(data)} bytes (limit {limits.max_archive_bytes})")
+    kind = archive_kind(data, filename)
     writer = StagingWriter(dest, limits)
-    if archive_kind(data, filename) == "zip":
-        _from_zip(data, writer)
-    else:
-        _from_tar(data, writer)
+    try:
+        if kind == "zip":
+            _from_zip(data, writer)
+        else:
+            _from_tar(data, writer)
+    except Rejected:
+        raise
+    except DAMAGED as exc:
+        detail = shown(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        raise Rejected(f"damaged {kind} archive ({detail})") from None
     writer.finish()
 
 
 def _from_zip(data: bytes, writer: StagingWriter) -> None:
+    # Each central directory entry becomes a ZipInfo: a 20 MB zip of tiny entries would take
+    # ~170 MB before the first could be refused. Every entry starts with this signature.
+    if data.count(b"PK\x01\x02") > writer.limits.max_members:
+        raise Rejected(f"too many entries in the archive (limit {writer.limits.max_members})")
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile as exc:
@@ -153,8 +84,7 @@ def _from_zip(data: bytes, writer: StagingWriter) -> None:
                 raise Rejected(f"entry '{rel}' is encrypted")
             mode = info.external_attr >> 16
             if stat.S_ISLNK(mode):
-                target = archive.read(info)[:4096].decode("utf-8", "replace")
-                writer.add_link(rel, target)
+                writer.add_link(rel, _zip_link_target(archive, info, rel))
             elif info.is_dir():
                 writer.add_dir(rel)
             elif stat.S_IFMT(mode) and not stat.S_ISREG(mode):
@@ -164,17 +94,74 @@ def _from_zip(data: bytes, writer: StagingWriter) -> None:
                     writer.add_file(rel, stream, info.file_size, bool(mode & 0o111))
 
 
+def _zip_link_target(archive: zipfile.ZipFile, info: zipfile.ZipInfo, rel: PurePosixPath) -> str:
+    """A symlink entry's target, refused by its declared size before a byte is inflated."""
+    if info.file_size > MAX_LINK_TARGET:
+        raise Rejected(
+            f"symlink '{rel}': its target is {info.file_size} bytes (limit {MAX_LINK_TARGET})"
+        )
+    with archive.open(info) as stream:
+        raw = stream.read(MAX_LINK_TARGET + 1)
+    if len(raw) > MAX_LINK_TARGET:
+        raise Rejected(f"symlink '{rel}': its target is over {MAX_LINK_TARGET} bytes")
+    return raw.decode("utf-8", "replace")
+
+
+class _Budget(io.RawIOBase):
+    """A read-only stream that fails once more than `limit` bytes were read from it: tar
+    headers (pax records, GNU long names) are read whole, before any entry can be refused."""
+
+    def __init__(self, raw: io.BufferedIOBase, limit: int):
+        self.raw = raw
+        self.limit = limit
+        self.used = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        room = self.limit - self.used + 1
+        data = self.raw.read(room if size is None or size < 0 else min(size, room))
+        self.used += len(data)
+        if self.used > self.limit:
+            raise Rejected(f"contents too large: over {self.limit} bytes unpacked")
+        return data
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def, override]
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+class _CappedTarInfo(tarfile.TarInfo):
+    """Refuses an oversized pax or GNU long-name record before tarfile reads it into memory."""
+
+    def _proc_member(self, tarfile):  # type: ignore[no-untyped-def]  # tarfile's per-header hook
+        if self.type in _HEADER_TYPES and self.size > MAX_TAR_HEADER:
+            raise Rejected(f"a tar header record is {self.size} bytes (limit {MAX_TAR_HEADER})")
+        return super()._proc_member(tarfile)  # type: ignore[misc]
+
+
 def _from_tar(data: bytes, writer: StagingWriter) -> None:
+    limits = writer.limits
+    raw: io.BufferedIOBase = io.BytesIO(data)
+    if data.startswith(b"\x1f\x8b"):
+        raw = gzip.GzipFile(fileobj=raw, mode="rb")
+    # Headers take 512 bytes, pax records a little more: this bounds what is ever inflated.
+    budget = _Budget(raw, limits.max_total_bytes + limits.max_members * 2048 + (1 << 20))
     try:
-        archive = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")
-    except (tarfile.TarError, EOFError, OSError) as exc:
+        archive = tarfile.open(fileobj=budget, mode="r|", tarinfo=_CappedTarInfo)
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
         raise Rejected(f"not a valid tar archive ({str(exc).splitlines()[0]})") from None
     with archive:
-        try:
-            for member in archive:
-                _tar_member(archive, member, writer)
-        except (tarfile.TarError, EOFError, OSError) as exc:
-            raise Rejected(f"damaged tar archive ({exc})") from None
+        declared = 0
+        for count, member in enumerate(archive, start=1):
+            if count > limits.max_members:
+                raise Rejected(f"too many entries in the archive (limit {limits.max_members})")
+            declared += max(member.size, 0)
+            if declared > limits.max_total_bytes:
+                raise Rejected(f"contents too large (limit {limits.max_total_bytes} bytes)")
+            _tar_member(archive, member, writer)
 
 
 def _tar_member(archive: tarfile.TarFile, member: tarfile.TarInfo, writer: StagingWriter) -> None:
@@ -196,24 +183,3 @@ def _tar_member(archive: tarfile.TarFile, member: tarfile.TarInfo, writer: Stagi
         writer.add_file(rel, stream, member.size, bool(member.mode & 0o111))
     else:
         raise Rejected(f"entry '{rel}' is a special file (device or FIFO)")
-
-
-def copy_folder(source: Path, dest: Path, limits: Limits) -> None:
-    """Copies a folder into `dest` with the same checks as an archive."""
-    writer = StagingWriter(dest, limits)
-    for dirpath, dirnames, filenames in os.walk(source):
-        base = Path(dirpath)
-        for name in sorted(dirnames + filenames):
-            path = base / name
-            rel = PurePosixPath(path.relative_to(source).as_posix())
-            info = path.lstat()
-            if stat.S_ISLNK(info.st_mode):
-                writer.add_link(rel, os.readlink(path))
-            elif stat.S_ISDIR(info.st_mode):
-                writer.add_dir(rel)
-            elif stat.S_ISREG(info.st_mode):
-                with path.open("rb") as stream:
-                    writer.add_file(rel, stream, info.st_size, bool(info.st_mode & 0o111))
-            else:
-                raise Rejected(f"'{rel}' is a special file (device, socket or FIFO)")
-    writer.finish()

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import re
-import stat
-from pathlib import Path
 from typing import Any
 
 import yaml
+from crayfish_common.safe_files import FileRefused, SafeRoot
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _FENCE = re.compile(r"^---[ \t]*$")
 _END = re.compile(r"^(---|\.\.\.)[ \t]*$")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# Values in a frontmatter, counted as if aliases were copies: `&a [*a, *a]` nests double.
+MAX_VALUES = 20_000
 
 
 class SkillFileError(Exception):
@@ -60,23 +62,49 @@ def parse_yaml(source: str) -> dict[str, Any]:
         raise SkillFileError("frontmatter is empty: it needs at least a description")
     if not isinstance(data, dict):
         raise SkillFileError(f"frontmatter is a {type(data).__name__}, not a mapping")
+    check_values(data, "frontmatter")
     return {str(key): value for key, value in data.items()}
 
 
-def read_skill_file(path: Path, max_bytes: int) -> tuple[dict[str, Any], str, str]:
-    """(frontmatter, body, whole text) of a SKILL.md, or SkillFileError with the reason."""
+def check_values(data: Any, what: str) -> None:
+    """Refuses what would break later steps: YAML aliases that expand too far or refer to
+    themselves (JSON and str() of them never end), and strings that cannot be UTF-8 encoded."""
+    pending, seen = [data], 0
+    while pending:
+        value = pending.pop()
+        seen += 1
+        if seen > MAX_VALUES:
+            raise SkillFileError(
+                f"{what} holds over {MAX_VALUES} values (YAML aliases that repeat or refer to "
+                "themselves?)"
+            )
+        if isinstance(value, dict):
+            pending.extend(value.keys())
+            pending.extend(value.values())
+        elif isinstance(value, list | tuple | set):
+            pending.extend(value)
+        elif isinstance(value, str) and _SURROGATE.search(value):
+            raise SkillFileError(f"{what} contains an invalid Unicode escape (a lone surrogate)")
+
+
+def read_skill_file(base: SafeRoot, rel: str, max_bytes: int) -> tuple[dict[str, Any], str, str]:
+    """(frontmatter, body, whole text) of the SKILL.md at `rel` beneath `base`, or
+    SkillFileError with the reason: a link out of `base`, a FIFO or device, too large, broken."""
     try:
-        info = path.stat()
-        if not stat.S_ISREG(info.st_mode):
-            raise SkillFileError("not a regular file (FIFO, device or folder)")
-        size = info.st_size
-        if size > max_bytes:
-            raise SkillFileError(f"file too large: {size} bytes (limit {max_bytes})")
-        data = path.read_bytes()
+        data = base.read_bytes(rel, max_bytes)
+    except FileRefused as exc:
+        raise SkillFileError(refusal_reason(exc, rel)) from None
     except OSError as exc:
-        raise SkillFileError(f"cannot read file: {exc.strerror or exc}") from None
-    if len(data) > max_bytes:
-        raise SkillFileError(f"file too large: {len(data)} bytes (limit {max_bytes})")
+        raise SkillFileError(f"cannot read {rel}: {exc.strerror or exc}") from None
     text = decode(data)
     front, body, _ = split(text)
     return parse_yaml(front), body, text
+
+
+def refusal_reason(exc: FileRefused, rel: str) -> str:
+    """The reason a SKILL.md was not read, without the root-relative path the helper adds."""
+    detail = str(exc).removeprefix(f"{rel}: ").removeprefix(f"{rel} ")
+    if exc.kind == "too_large":
+        return f"file too large: {detail}"
+    joiner = " " if detail.startswith(("is ", "has ", "resolves ")) else ": "
+    return f"SKILL.md{joiner}{detail}"

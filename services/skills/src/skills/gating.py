@@ -10,23 +10,34 @@ from skills.metadata import SkillMeta
 
 
 class SandboxView:
-    """Where commands run, as far as skills care: its executables (a known set, or the local PATH)
-    and where it shows each skills root (source -> folder commands see; empty when unknown)."""
+    """Where commands run, as far as skills care: its executables (a known set, or the local
+    PATH), the names of the environment variables commands get (a known set, or None: this
+    service's own environment decides) and where it shows each skills root (source -> folder
+    commands see; empty when unknown)."""
 
     def __init__(
         self,
         source: str,
         bins: frozenset[str] | None = None,
         folders: Mapping[str, str] | None = None,
+        env_names: frozenset[str] | None = None,
     ):
         self.source = source
         self.bins = bins
         self.folders = dict(folders or {})
+        self.env_names = env_names
         self._seen: dict[str, bool] = {}
 
     @property
-    def key(self) -> tuple[str, frozenset[str] | None, tuple[tuple[str, str], ...]]:
-        return self.source, self.bins, tuple(sorted(self.folders.items()))
+    def key(self) -> tuple[object, ...]:
+        folders = tuple(sorted(self.folders.items()))
+        return self.source, self.bins, folders, self.env_names
+
+    def has_env(self, name: str, env: Mapping[str, str]) -> bool:
+        """Whether commands get the variable (only names are compared, never values)."""
+        if self.env_names is not None:
+            return name in self.env_names
+        return bool(env.get(name))
 
     def has(self, name: str) -> bool:
         if self.bins is not None:
@@ -47,11 +58,13 @@ def missing_requirements(
     env: Mapping[str, str],
     platform: str = sys.platform,
 ) -> list[str]:
-    """Unmet requirements as `bin:x`, `anyBin:x|y`, `env:X`, `os:a|b` (empty = available)."""
+    """Unmet requirements as `bin:x`, `anyBin:x|y`, `env:X`, `os:a|b` (empty = available).
+
+    `env` is consulted only when the view does not know the sandbox's variable names."""
     missing = [f"bin:{b}" for b in meta.bins if not bins.has(b)]
     if meta.any_bins and not any(bins.has(b) for b in meta.any_bins):
         missing.append("anyBin:" + "|".join(meta.any_bins))
-    missing += [f"env:{e}" for e in meta.env if not env.get(e)]
+    missing += [f"env:{e}" for e in meta.env if not bins.has_env(e, env)]
     if meta.os and not any(platform.startswith(o) for o in meta.os):
         missing.append("os:" + "|".join(meta.os))
     return missing

@@ -7,14 +7,14 @@ import logging
 import os
 from pathlib import Path
 
-from skills.archive import Limits
-from skills.catalog import Catalog
+from skills.catalog import Catalog, SkillRoot
 from skills.config import SkillsSettings
 from skills.gating import missing_requirements
 from skills.install import Installed, Installer
 from skills.model import Entry, Snapshot
 from skills.prompt import PromptSection, always_bodies, build_xml
 from skills.sandbox_view import SandboxViewSource
+from skills.staging import Limits
 from skills.watcher import SkillsWatcher
 
 log = logging.getLogger(__name__)
@@ -27,9 +27,10 @@ class SkillsHub:
         self.settings = settings
         self.catalog = Catalog(
             [
-                ("workspace", settings.workspace_skills_dir),
-                ("managed", settings.managed_dir),
-                ("builtin", settings.builtin_dir),
+                # Read beneath the workspace: sandboxed commands can swap `skills/` itself.
+                SkillRoot("workspace", settings.workspace_skills_dir, settings.workspace),
+                SkillRoot("managed", settings.managed_dir),
+                SkillRoot("builtin", settings.builtin_dir),
             ],
             settings.max_skill_file_bytes,
         )
@@ -46,6 +47,7 @@ class SkillsHub:
                 max_files=settings.max_install_files,
             ),
             settings.max_skill_file_bytes,
+            workspace=settings.workspace,
         )
         self.watcher: SkillsWatcher | None = None
         if settings.watch:

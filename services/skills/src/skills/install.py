@@ -15,14 +15,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crayfish_common.safe_files import FileRefused, SafeRoot
+
 from skills import risk
-from skills.archive import Limits, Rejected, copy_folder, extract_archive
+from skills.archive import extract_archive
 from skills.catalog import load_doc
 from skills.frontmatter import SkillFileError
-from skills.model import RECORD_FILE, SkillDoc
+from skills.model import RECORD_FILE, SkillDoc, SkillPlace
+from skills.staging import Limits, Rejected, check_links, copy_folder
+from skills.tree import read_head, walk
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _SUFFIXES = re.compile(r"(\.tar\.gz|\.tgz|\.tar|\.zip)$", re.I)
+SCAN_BYTES = 2 * 1024 * 1024
 _BINARY_MAGIC = {b"\x7fELF": "ELF", b"\xcf\xfa\xed\xfe": "Mach-O", b"MZ": "Windows PE"}
 
 
@@ -42,34 +47,38 @@ class Installed:
     record: dict[str, Any] = field(default_factory=dict)
 
 
-def tree_digest(root: Path) -> str:
-    """sha256 over sorted (path, kind, content) of a folder; the install record is left out."""
+def tree_digest(root: Path, max_file_bytes: int = 64 << 20) -> str:
+    """sha256 over sorted (path, kind, content) of a folder; the install record is left out.
+
+    Read through SafeRoot like everything else: links are hashed by their target, never
+    followed."""
+    base = SafeRoot(root, label="skill folder")
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        if rel == RECORD_FILE:
+    for node in walk(base):
+        if node.rel == RECORD_FILE:
             continue
-        if path.is_symlink():
-            digest.update(f"L {rel} -> {os.readlink(path)}\n".encode())
-        elif path.is_file():
-            digest.update(f"F {rel} {hashlib.sha256(path.read_bytes()).hexdigest()}\n".encode())
+        if node.kind == "link":
+            digest.update(f"L {node.rel} -> {node.target}\n".encode())
+        elif node.kind == "file":
+            content = hashlib.sha256(base.read_bytes(node.rel, max_file_bytes)).hexdigest()
+            digest.update(f"F {node.rel} {content}\n".encode())
     return "sha256:" + digest.hexdigest()
 
 
 def scan_tree(root: Path) -> list[str]:
     """Risk warnings for every text file, and a warning for bundled executables."""
+    base = SafeRoot(root, label="skill folder")
     warnings: list[str] = []
-    for path in sorted(root.rglob("*")):
-        if path.is_symlink() or not path.is_file() or path.name == RECORD_FILE:
+    for node in walk(base):
+        if node.kind != "file" or node.rel.rsplit("/", 1)[-1] == RECORD_FILE:
             continue
-        rel = path.relative_to(root).as_posix()
-        data = path.read_bytes()[: 2 * 1024 * 1024]
+        data, _ = read_head(base, node.rel, SCAN_BYTES)
         kind = next((k for magic, k in _BINARY_MAGIC.items() if data.startswith(magic)), None)
         if kind is not None:
-            warnings.append(f"{rel}: bundles a {kind} executable")
+            warnings.append(f"{node.rel}: bundles a {kind} executable")
             continue
         try:
-            warnings += risk.scan(data.decode("utf-8"), rel)
+            warnings += risk.scan(data.decode("utf-8"), node.rel)
         except UnicodeDecodeError:
             continue
     return warnings
@@ -88,11 +97,20 @@ def skill_root(top: Path) -> Path:
 class Installer:
     """Installs and uninstalls managed skills; one at a time, each atomic."""
 
-    def __init__(self, managed_dir: Path, state_dir: Path, limits: Limits, max_skill_bytes: int):
+    def __init__(
+        self,
+        managed_dir: Path,
+        state_dir: Path,
+        limits: Limits,
+        max_skill_bytes: int,
+        workspace: Path | None = None,
+    ):
         self.managed_dir = managed_dir
         self.staging_dir = state_dir / ".staging"
         self.limits = limits
         self.max_skill_bytes = max_skill_bytes
+        # Folders inside it are read beneath it: sandboxed commands can swap any of them.
+        self.workspace = workspace
         self._lock = threading.Lock()
 
     def install_archive(self, data: bytes, filename: str, replace: bool = False) -> Installed:
@@ -110,13 +128,24 @@ class Installer:
             raise InstallError("invalid", f"folder path must be absolute: {folder}")
         if not folder.is_dir():
             raise InstallError("not_found", f"no such folder: {folder}")
+        base, rel = self._anchor(folder)
         return self._install(
-            lambda top: copy_folder(folder, top, self.limits),
+            lambda top: copy_folder(base, rel, top, self.limits),
             folder.name,
             f"folder:{folder}",
             replace,
             folder_is_name=True,
         )
+
+    def _anchor(self, folder: Path) -> tuple[SafeRoot, str]:
+        """The SafeRoot to read a source folder beneath, and the folder relative to it: the
+        workspace for a folder in it (named directly or through a link), else the folder."""
+        if self.workspace is not None:
+            workspace = self.workspace.resolve()
+            for candidate in (Path(os.path.normpath(folder)), folder.resolve()):
+                if candidate.is_relative_to(workspace):
+                    return SafeRoot(workspace), candidate.relative_to(workspace).as_posix()
+        return SafeRoot(folder, label="source folder"), "."
 
     def _install(
         self,
@@ -136,19 +165,29 @@ class Installer:
             except Rejected as exc:
                 raise InstallError("invalid", str(exc)) from None
             root = skill_root(top)
+            try:
+                check_links(root)
+            except (Rejected, FileRefused) as exc:
+                raise InstallError("invalid", str(exc)) from None
             doc = self._validate(root, named_folder=folder_is_name or root != top)
-            installed = self._stamp(root, doc, source)
+            try:
+                installed = self._stamp(root, doc, source)
+            except FileRefused as exc:
+                raise InstallError("invalid", f"cannot read the unpacked skill: {exc}") from None
             readable_by_all(root)
             with self._lock:
                 self._move_in(root, doc.name, replace)
-            installed.doc.path = self.managed_dir / doc.name / "SKILL.md"
+            folder = self.managed_dir / doc.name
+            installed.doc.path = folder / "SKILL.md"
+            installed.doc.place = SkillPlace(SafeRoot(self.managed_dir), doc.name, folder)
             return installed
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
     def _validate(self, root: Path, named_folder: bool) -> SkillDoc:
+        place = SkillPlace(SafeRoot(root, label="skill folder"), ".", root)
         try:
-            doc = load_doc("managed", root / "SKILL.md", self.max_skill_bytes)
+            doc = load_doc("managed", place, self.max_skill_bytes)
         except SkillFileError as exc:
             raise InstallError("invalid", f"invalid SKILL.md: {exc}") from None
         if named_folder and doc.name != root.name:

@@ -9,12 +9,13 @@ from typing import Any
 
 import yaml
 
-from skills.frontmatter import SkillFileError
+from skills.frontmatter import SkillFileError, check_values
 
 NAMESPACES = ("nanobot", "openclaw", "clawdbot")
 NAME_MAX = 64
 DESCRIPTION_MAX = 1024
 _OS_ALIASES = {"macos": "darwin", "mac": "darwin", "osx": "darwin", "windows": "win32"}
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _BAD_NAME = re.compile(r"[/\\\x00-\x1f<>&\"']")
 
 
@@ -40,13 +41,18 @@ class SkillMeta:
 def _from_text(value: str, what: str) -> Any:
     """A metadata value written as a JSON (or YAML flow) string."""
     try:
-        return json.loads(value)
+        parsed = json.loads(value)
+    except RecursionError:
+        raise SkillFileError(f"{what} is nested too deeply") from None
     except ValueError:
-        pass
-    try:
-        return yaml.safe_load(value)
-    except yaml.YAMLError:
-        raise SkillFileError(f"{what} is a string but not valid JSON") from None
+        try:
+            parsed = yaml.load(value, Loader=_Loader)
+        except yaml.YAMLError:
+            raise SkillFileError(f"{what} is a string but not valid JSON") from None
+        except RecursionError:
+            raise SkillFileError(f"{what} is nested too deeply") from None
+    check_values(parsed, what)
+    return parsed
 
 
 def _mapping(value: Any, what: str) -> dict[str, Any]:

@@ -6,10 +6,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crayfish_common.safe_files import SafeRoot
+
 from skills.metadata import SkillMeta
 
 SOURCES = ("workspace", "managed", "builtin")
 RECORD_FILE = ".crayfish-install.json"
+
+
+@dataclass(frozen=True)
+class SkillPlace:
+    """A skill folder: read at `rel` beneath `base` (nothing is read from outside `base`),
+    shown as `path`."""
+
+    base: SafeRoot
+    rel: str
+    path: Path
+
+    def file(self, name: str) -> str:
+        """`name` inside the folder, relative to `base`."""
+        return name if self.rel in ("", ".") else f"{self.rel}/{name}"
 
 
 @dataclass
@@ -24,6 +40,8 @@ class SkillDoc:
     record: dict[str, Any] | None = None
     # sha256 of the file's text: a body edit changes the catalog version too.
     digest: str = ""
+    # Where its files are read from (resources, the install record).
+    place: SkillPlace | None = None
 
     @property
     def name(self) -> str:
@@ -32,6 +50,13 @@ class SkillDoc:
     @property
     def folder(self) -> Path:
         return self.path.parent
+
+    @property
+    def where(self) -> SkillPlace:
+        """Its place; a doc made without one is read beneath its own folder."""
+        if self.place is None:
+            return SkillPlace(SafeRoot(self.folder, label="skill folder"), ".", self.folder)
+        return self.place
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""Where commands run, for skills: the tool-runner's sandbox (its executables and the skill
-folders it mounts), else the local PATH."""
+"""Where commands run, for skills: the tool-runner's sandbox (its executables, the names of the
+environment variables commands get, the skill folders it mounts), else the local PATH."""
 
 from __future__ import annotations
 
@@ -15,14 +15,22 @@ from skills.gating import SandboxView
 log = logging.getLogger(__name__)
 
 
+UNKNOWN_ENV = "env requirements unknown, shown as missing"
+
+
 class SandboxViewSource:
-    """Asks the tool-runner's DescribeSandbox (cached); falls back to the local PATH, saying why."""
+    """Asks the tool-runner's DescribeSandbox (cached); falls back to the local PATH, saying why.
+
+    `env:` requirements are met only by variables the sandbox passes to every command. When
+    the tool-runner cannot say (unreachable, or too old to report names), they count as missing:
+    this service's own environment never reaches a command. Only without a tool-runner at all
+    does this service's environment decide."""
 
     def __init__(self, address: str, cache_seconds: float = 60.0, retry_seconds: float = 5.0):
         self.address = address
         self.cache_seconds = cache_seconds
         self.retry_seconds = retry_seconds
-        self._view = SandboxView("local PATH (SKILLS_TOOL_RUNNER_ADDR not set)")
+        self._view = SandboxView("local PATH and environment (SKILLS_TOOL_RUNNER_ADDR not set)")
         self._expires = 0.0 if address else float("inf")
         self._channel: grpc.aio.Channel | None = None
 
@@ -43,16 +51,19 @@ class SandboxViewSource:
         try:
             reply = await stub.DescribeSandbox(tool_runner_pb2.DescribeSandboxRequest(), timeout=3)
         except grpc.aio.AioRpcError as exc:
-            reason = f"tool-runner {self.address} unreachable: {exc.code().name}"
-            return SandboxView(f"local PATH ({reason})"), self.retry_seconds
+            reason = f"tool-runner {self.address} unreachable: {exc.code().name}; {UNKNOWN_ENV}"
+            return SandboxView(f"local PATH ({reason})", env_names=frozenset()), self.retry_seconds
+        env_names = frozenset(reply.env_names)
+        unknown_env = "" if env_names else f"; {UNKNOWN_ENV}"
         if not reply.available_bins:
-            reason = f"tool-runner {self.address} reported no bins"
-            return SandboxView(f"local PATH ({reason})"), self.retry_seconds
-        source = f"tool-runner {self.address} ({reply.backend} sandbox)"
+            reason = f"tool-runner {self.address} reported no bins{unknown_env}"
+            view = SandboxView(f"local PATH ({reason})", env_names=env_names)
+            return view, self.retry_seconds
+        source = f"tool-runner {self.address} ({reply.backend} sandbox{unknown_env})"
         folders = dict(reply.skill_roots)
         if reply.workspace_path:
             folders["workspace"] = reply.workspace_path.rstrip("/") + "/skills"
-        view = SandboxView(source, frozenset(reply.available_bins), folders)
+        view = SandboxView(source, frozenset(reply.available_bins), folders, env_names)
         return view, self.cache_seconds
 
     async def close(self) -> None:

@@ -41,7 +41,9 @@ def skill_proto(entry: Entry) -> skills_pb2.Skill:
         always=meta.always,
         version=meta.version,
         shadowed=entry.shadowed,
-        install_json=json.dumps(meta.install, ensure_ascii=False) if meta.install else "",
+        install_json=json.dumps(meta.install, ensure_ascii=False, default=str)
+        if meta.install
+        else "",
         warnings=entry.doc.warnings,
         primary_env=meta.primary_env,
         install=record_proto(entry.doc.record),
@@ -129,14 +131,14 @@ class SkillsServicer(skills_pb2_grpc.SkillsServiceServicer):
         return skills_pb2.GetSkillResponse(
             skill=skill_proto(entry),
             body=entry.doc.body,
-            resources=list_resources(entry.doc.folder),
+            resources=list_resources(entry.doc.where),
         )
 
     async def ReadSkillResource(self, request, context):
         entry = await self._entry(request.name, context)
         try:
             limit = self.hub.settings.max_resource_chars
-            text, _ = read_resource(entry.doc.folder, request.path, limit)
+            text, _ = read_resource(entry.doc.where, request.path, limit)
         except ResourceError as exc:
             code = grpc.StatusCode.INVALID_ARGUMENT
             if exc.kind == "not_found":

@@ -42,7 +42,7 @@ class ToolResult:
 def skill_text(entry: Entry) -> str:
     """The body with a header telling where the folder is and what else it holds."""
     folder = entry.doc.folder
-    resources = list_resources(folder)
+    resources = list_resources(entry.doc.where)
     lines = [f"Skill: {entry.name} ({entry.doc.source})"]
     if entry.sandbox_folder:
         lines.append(f"Folder: {entry.sandbox_folder} (read-only; run its scripts from there)")
@@ -79,7 +79,7 @@ def run_tool(
             text = text[:max_chars] + f"\n[... truncated at {max_chars} characters]"
         return ToolResult(True, text, {"name": entry.name, "path": "SKILL.md"}, cut)
     try:
-        text, truncated = read_resource(entry.doc.folder, path, max_chars)
+        text, truncated = read_resource(entry.doc.where, path, max_chars)
     except ResourceError as exc:
         return ToolResult(False, f"Skill '{entry.name}': {exc}")
     return ToolResult(True, text, {"name": entry.name, "path": path}, truncated)

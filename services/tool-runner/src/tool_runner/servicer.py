@@ -12,6 +12,7 @@ from crayfish.common.v1 import tools_pb2
 from crayfish.tool_runner.v1 import tool_runner_pb2, tool_runner_pb2_grpc
 
 from tool_runner.result import ToolResult
+from tool_runner.sandbox.base import sandbox_env
 from tool_runner.tools import ToolBox
 
 SERVICE_NAME = "crayfish.tool_runner.v1.ToolRunnerService"
@@ -94,4 +95,5 @@ class ToolRunnerServicer(tool_runner_pb2_grpc.ToolRunnerServiceServicer):
             available_bins=list(box.available_bins),
             workspace_path=box.workspace_path,
             skill_roots=dict(box.skill_roots),
+            env_names=sorted(sandbox_env({})),
         )
