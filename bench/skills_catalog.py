@@ -15,8 +15,8 @@ from pathlib import Path
 
 from skills.catalog import Catalog
 from skills.config import SkillsSettings
+from skills.core import SkillsCore
 from skills.gating import SandboxView
-from skills.hub import SkillsHub
 from skills.prompt import build_xml
 
 TEMPLATES = [
@@ -69,21 +69,21 @@ async def reload_latency(root: Path, count: int, reloads: int) -> None:
     workspace = root.parent
     with tempfile.TemporaryDirectory() as data:
         settings = SkillsSettings(workspace=workspace, data_dir=Path(data), tool_runner_addr="")
-        hub = SkillsHub(settings)
-        await hub.start()
+        core = SkillsCore(settings)
+        await core.start()
         await asyncio.sleep(0.3)
         latencies = []
         target = root / "skill-0000" / "SKILL.md"
         for n in range(reloads):
-            before = hub.catalog.snapshot.version
+            before = core.catalog.snapshot.version
             target.write_text(target.read_text() + f"\nedit {n}\n")
             started = time.perf_counter()
-            # Polling is the measurement: the hub has no event to wait on.
-            while hub.catalog.snapshot.version == before:  # noqa: ASYNC110
+            # Polling is the measurement: the core has no event to wait on.
+            while core.catalog.snapshot.version == before:  # noqa: ASYNC110
                 await asyncio.sleep(0.001)
             latencies.append(time.perf_counter() - started)
             await asyncio.sleep(0.1)
-        await hub.stop()
+        await core.stop()
     median = statistics.median(latencies) * 1000
     worst = max(latencies) * 1000
     step = settings.watch_step_ms

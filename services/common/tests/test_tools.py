@@ -71,6 +71,13 @@ async def test_bad_arguments_are_refused_with_the_reason(tools, arguments, reaso
     assert result.output == f"Error: {result.error}"
 
 
+async def test_optional_arguments_sent_as_null_count_as_not_given(tools: ToolSet):
+    result = await run(tools, {"who": "Ada", "style": None, "times": None})
+    assert result.ok and result.output == "hello Ada"
+    missing = await run(tools, {"who": None})
+    assert not missing.ok and "who: None is not of type 'string'" in missing.error
+
+
 async def test_a_huge_bad_value_is_not_echoed_whole(tools: ToolSet):
     result = await run(tools, {"who": "A" + "x" * 100_000})
     assert not result.ok and "is too long" in result.error and len(result.error) < 400

@@ -11,7 +11,7 @@ import pytest
 from crayfish.skills.v1 import skills_pb2_grpc
 from crayfish_common.channels import aio_channel
 from skills.config import SkillsSettings
-from skills.hub import SkillsHub
+from skills.core import SkillsCore
 from skills.server import start_service
 
 SkillWriter = Callable[..., Path]
@@ -71,23 +71,23 @@ def write_skill() -> SkillWriter:
 
 @dataclass
 class Served:
-    """A running skills server: a client stub, and its hub (to see what the watcher did)."""
+    """A running skills server: a client stub, and its core (to see what the watcher did)."""
 
     stub: skills_pb2_grpc.SkillsServiceStub
-    hub: SkillsHub
+    core: SkillsCore
 
 
 @pytest.fixture
 async def served(settings: SkillsSettings) -> AsyncIterator[Served]:
-    """A real skills server on a free loopback port, a client stub for it, and its hub."""
-    service, hub = await start_service(settings)
+    """A real skills server on a free loopback port, a client stub for it, and its core."""
+    service, core = await start_service(settings)
     channel = aio_channel(f"127.0.0.1:{service.port}")
     try:
-        yield Served(skills_pb2_grpc.SkillsServiceStub(channel), hub)
+        yield Served(skills_pb2_grpc.SkillsServiceStub(channel), core)
     finally:
         await channel.close()
         await service.stop(0)
-        await hub.stop()
+        await core.stop()
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ Each test prints how many generated inputs it tried and what became of them.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
@@ -19,15 +20,17 @@ from pathlib import Path
 import pytest
 import yaml
 from crayfish.skills.v1 import skills_pb2
+from crayfish_common.tools import ToolResult, ToolSet
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from skills.catalog import Catalog
 from skills.gating import SandboxView
 from skills.install import Installer, InstallError
+from skills.model import Snapshot
 from skills.prompt import always_bodies, build_xml
 from skills.servicer import skill_proto
 from skills.staging import Limits
-from skills.tools import run_tool
+from skills.tools import ReadSkill
 
 MAX_FILE = 4096  # small, so "too large" inputs stay cheap
 FUZZ = settings(
@@ -228,6 +231,16 @@ skill_files = st.one_of(
 )
 
 
+def read_skill(snapshot: Snapshot, name: str) -> ToolResult:
+    """What the model gets from read_skill, through the shared tool contract."""
+
+    async def current() -> Snapshot:
+        return snapshot
+
+    tools = ToolSet([ReadSkill(current, 10_000)])
+    return asyncio.run(tools.run("read_skill", json.dumps({"name": name})))
+
+
 def check_catalog(content: bytes, counts: Counter) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "skills" / "generated"
@@ -251,7 +264,7 @@ def check_catalog(content: bytes, counts: Counter) -> None:
         assert entry.doc.meta.description.strip() and entry.doc.meta.name
         build_xml(snapshot.entries, 30_000)
         always_bodies(snapshot.entries)
-        tool = run_tool(snapshot, "read_skill", {"name": entry.name}, 10_000)
+        tool = read_skill(snapshot, entry.name)
         assert tool.ok, tool.output
         counts["loaded"] += 1
 

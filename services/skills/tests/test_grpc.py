@@ -30,7 +30,7 @@ def workspace_skills(settings, write_skill):
 
 
 async def test_health_reports_serving(settings) -> None:
-    service, hub = await start_service(settings)
+    service, core = await start_service(settings)
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{service.port}") as channel:
             health = health_pb2_grpc.HealthStub(channel)
@@ -38,7 +38,7 @@ async def test_health_reports_serving(settings) -> None:
             assert reply.status == health_pb2.HealthCheckResponse.SERVING
     finally:
         await service.stop(0)
-        await hub.stop()
+        await core.stop()
 
 
 async def test_list_skills_shows_workspace_builtin_and_diagnostics(workspace_skills, stub) -> None:
@@ -117,11 +117,14 @@ async def test_read_skill_tool(workspace_skills, stub) -> None:
 
     unknown = await run('{"name": "wether"}')
     assert not unknown.ok and "Unknown skill 'wether'" in unknown.output
+    assert unknown.output == f"Error: {unknown.error}"
     assert "weather" in unknown.output
     bad_path = await run('{"name": "weather", "path": "scripts/nope.sh"}')
     assert not bad_path.ok and "scripts/w.sh, references/api.md" in bad_path.output
     outside = await run('{"name": "weather", "path": "/etc/passwd"}')
     assert not outside.ok and "absolute" in outside.output
+    extra = await run('{"name": "weather", "page": 2}')
+    assert not extra.ok and "Additional properties are not allowed ('page'" in extra.output
     bad_json = await run("{name: weather")
     assert not bad_json.ok and "not valid JSON" in bad_json.output
     wrong_tool = await stub.RunTool(tools_pb2.RunToolRequest(name="exec", arguments_json="{}"))

@@ -198,12 +198,12 @@ def flipping(one: Path, other: Path) -> Iterator[None]:
         process.wait()
 
 
-def rescan_for(hub, seconds: float) -> dict[str, int]:
+def rescan_for(core, seconds: float) -> dict[str, int]:
     """Rescans the catalog as fast as it goes; counts loaded and refused, fails on a leak."""
     seen = {"loaded": 0, "refused": 0}
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        snapshot = hub.catalog.refresh(SandboxView("race"))
+        snapshot = core.catalog.refresh(SandboxView("race"))
         entry = snapshot.get("racy")
         if entry is not None:
             assert SECRET not in entry.doc.body + entry.doc.meta.description
@@ -212,7 +212,7 @@ def rescan_for(hub, seconds: float) -> dict[str, int]:
 
 
 async def test_a_link_swapped_in_between_check_and_use_never_leaks(served, settings, host) -> None:
-    stub, hub = served.stub, served.hub
+    stub, core = served.stub, served.core
     folder = settings.workspace_skills_dir / "racy"
     folder.mkdir()
     (folder / "SKILL.md").write_text("---\nname: racy\ndescription: Harmless.\n---\nHarmless.\n")
@@ -226,7 +226,7 @@ async def test_a_link_swapped_in_between_check_and_use_never_leaks(served, setti
             tool = await read_skill(stub, "racy")
             no_secret(listed, tool)
             answers["loaded" if tool.ok else "refused"] += 1
-        direct = await asyncio.to_thread(rescan_for, hub, 1.0)
+        direct = await asyncio.to_thread(rescan_for, core, 1.0)
     assert min(answers.values()) > 0 and min(direct.values()) > 0, (answers, direct)
     print(f"\nSKILL.md flipping to a link: over gRPC {answers}; direct rescans {direct}")
 
@@ -247,16 +247,16 @@ async def test_service_stays_healthy_after_hostile_files(settings, write_skill, 
     from skills.server import SERVICE_NAME, start_service
 
     expected = plant(settings.workspace_skills_dir, host)
-    service, hub = await start_service(settings)
+    service, core = await start_service(settings)
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{service.port}") as channel:
             health = health_pb2_grpc.HealthStub(channel)
             reply = await health.Check(health_pb2.HealthCheckRequest(service=SERVICE_NAME))
             assert reply.status == health_pb2.HealthCheckResponse.SERVING
-            assert len(hub.catalog.snapshot.diagnostics) == len(expected)
+            assert len(core.catalog.snapshot.diagnostics) == len(expected)
     finally:
         await service.stop(0)
-        await hub.stop()
+        await core.stop()
 
 
 async def test_installing_a_workspace_folder_reads_nothing_outside_it(

@@ -12,7 +12,7 @@ import grpc
 import pytest
 from crayfish.skills.v1 import skills_pb2, skills_pb2_grpc
 from crayfish_common.channels import aio_channel
-from skills.hub import SkillsHub
+from skills.core import SkillsCore
 from skills.model import Snapshot
 from skills.server import start_service
 
@@ -110,43 +110,43 @@ async def test_install_warns_about_risk_and_shadowing(stub, settings, write_skil
     assert list(hello.shadowed) == [str(settings.managed_dir / "hello" / "SKILL.md")]
 
 
-async def published(hub: SkillsHub, check: Callable[[Snapshot], bool]) -> Snapshot:
+async def published(core: SkillsCore, check: Callable[[Snapshot], bool]) -> Snapshot:
     """Waits up to 6 s, asking the service nothing, for the watcher to publish a catalog where
     `check` holds; returns the last one published. (A request rescans by itself while the watcher
     is down, so polling with requests would hide a dead watcher.)"""
     deadline = time.monotonic() + 6.0
-    # Polling is the point: the hub has no event to wait on, and it must not be asked.
-    while not check(hub.catalog.snapshot) and time.monotonic() < deadline:  # noqa: ASYNC110
+    # Polling is the point: the core has no event to wait on, and it must not be asked.
+    while not check(core.catalog.snapshot) and time.monotonic() < deadline:  # noqa: ASYNC110
         await asyncio.sleep(0.02)
-    return hub.catalog.snapshot
+    return core.catalog.snapshot
 
 
 async def test_hot_reload_sees_new_changed_and_removed_skills(served, settings, write_skill):
-    stub, hub = served.stub, served.hub
+    stub, core = served.stub, served.core
     first = await stub.ListSkills(skills_pb2.ListSkillsRequest())
     await stub.GetSkillsPrompt(skills_pb2.GetSkillsPromptRequest())  # warms the prompt cache
     path = write_skill(settings.workspace_skills_dir, "fresh", description="Brand new.")
-    watched = await published(hub, lambda s: s.get("fresh") is not None)
+    watched = await published(core, lambda s: s.get("fresh") is not None)
     assert watched.get("fresh") is not None, "the watcher did not pick up the new skill"
     added = await stub.ListSkills(skills_pb2.ListSkillsRequest())
     assert "fresh" in {s.name for s in added.skills}
     assert added.version == watched.version != first.version
 
     path.write_text(SKILL.format(name="fresh", description="Edited."))
-    watched = await published(hub, lambda s: described(s, "fresh") == "Edited.")
+    watched = await published(core, lambda s: described(s, "fresh") == "Edited.")
     assert described(watched, "fresh") == "Edited.", "the watcher did not pick up the edit"
     prompt = await stub.GetSkillsPrompt(skills_pb2.GetSkillsPromptRequest())
     assert "<description>Edited.</description>" in prompt.xml
     assert prompt.version == watched.version
 
     path.write_text("---\ndescription: [broken\n---\n")
-    watched = await published(hub, lambda s: s.get("fresh") is None)
+    watched = await published(core, lambda s: s.get("fresh") is None)
     broken = await stub.ListSkills(skills_pb2.ListSkillsRequest())
     assert [d.path for d in broken.diagnostics] == [str(path)]
     assert "fresh" not in {s.name for s in broken.skills} and broken.version == watched.version
     path.unlink()
     path.parent.rmdir()
-    watched = await published(hub, lambda s: not s.diagnostics)
+    watched = await published(core, lambda s: not s.diagnostics)
     assert not watched.diagnostics, "the watcher did not see the skill go"
     removed = await stub.ListSkills(skills_pb2.ListSkillsRequest())
     assert "fresh" not in {s.name for s in removed.skills} and not removed.diagnostics
@@ -159,16 +159,16 @@ def described(snapshot: Snapshot, name: str) -> str | None:
 
 async def test_skills_folder_created_after_start_is_watched(settings, write_skill) -> None:
     settings.workspace_skills_dir.rmdir()
-    service, hub = await start_service(settings)
+    service, core = await start_service(settings)
     try:
         async with aio_channel(f"127.0.0.1:{service.port}") as channel:
             stub = skills_pb2_grpc.SkillsServiceStub(channel)
             write_skill(settings.workspace_skills_dir, "late", description="Arrived later.")
-            watched = await published(hub, lambda s: s.get("late") is not None)
+            watched = await published(core, lambda s: s.get("late") is not None)
             assert watched.get("late") is not None, "the new skills folder was not watched"
             reply = await stub.ListSkills(skills_pb2.ListSkillsRequest())
             assert {s.name: s.description for s in reply.skills}["late"] == "Arrived later."
-            assert hub.watcher is not None and hub.watcher.healthy
+            assert core.watcher is not None and core.watcher.healthy
     finally:
         await service.stop(0)
-        await hub.stop()
+        await core.stop()

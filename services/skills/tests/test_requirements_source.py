@@ -22,14 +22,14 @@ NEEDS = 'metadata: {{"nanobot": {{"requires": {{"bins": ["{bin}"]}}}}}}'
 
 
 async def list_skills(settings) -> skills_pb2.ListSkillsResponse:
-    service, hub = await start_service(settings)
+    service, core = await start_service(settings)
     try:
         async with aio_channel(f"127.0.0.1:{service.port}") as channel:
             stub = skills_pb2_grpc.SkillsServiceStub(channel)
             return await stub.ListSkills(skills_pb2.ListSkillsRequest())
     finally:
         await service.stop(0)
-        await hub.stop()
+        await core.stop()
 
 
 @pytest.fixture
@@ -149,7 +149,7 @@ async def command_env_names(port: int) -> set[str]:
 
 async def test_unwatched_catalog_rescans_on_every_request(settings, write_skill):
     settings.watch = False
-    service, hub = await start_service(settings)
+    service, core = await start_service(settings)
     try:
         async with aio_channel(f"127.0.0.1:{service.port}") as channel:
             stub = skills_pb2_grpc.SkillsServiceStub(channel)
@@ -158,4 +158,4 @@ async def test_unwatched_catalog_rescans_on_every_request(settings, write_skill)
             assert "instant" in {s.name for s in reply.skills}
     finally:
         await service.stop(0)
-        await hub.stop()
+        await core.stop()

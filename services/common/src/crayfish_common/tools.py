@@ -116,7 +116,7 @@ class ToolSet:
         tool = self.tools.get(name)
         if tool is None:
             raise ToolError(f"unknown tool {name!r} (known: {', '.join(self.tools)})")
-        args = parse_arguments(arguments_json)
+        args = drop_null_options(parse_arguments(arguments_json), tool.parameters)
         problems = validation_problems(self._validators[name], args)
         if problems:
             raise ToolError(f"invalid arguments for {name}: " + "; ".join(problems))
@@ -136,6 +136,12 @@ def parse_arguments(arguments_json: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ToolError(f"arguments must be a JSON object, got {type(value).__name__}")
     return value
+
+
+def drop_null_options(args: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """Optional arguments sent as null mean "not given": models often write them that way."""
+    required = set(schema.get("required", ()))
+    return {key: value for key, value in args.items() if value is not None or key in required}
 
 
 def validation_problems(validator: jsonschema.protocols.Validator, args: Any) -> list[str]:

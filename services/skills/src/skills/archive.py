@@ -1,4 +1,8 @@
-"""Unpacks skill archives (.zip, .tar.gz) into staging, refusing the unsafe before it inflates."""
+"""Unpacks skill archives (.zip, .tar.gz) into staging, refusing the unsafe before it inflates.
+
+Not shutil.unpack_archive or tarfile's `data` filter: they judge a member once its header (a
+pax record, a GNU long name) or body is already read; here sizes and counts are bounded first.
+"""
 
 from __future__ import annotations
 

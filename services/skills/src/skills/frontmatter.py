@@ -1,4 +1,8 @@
-"""Reading a SKILL.md file: size and encoding checks, YAML frontmatter, Markdown body."""
+"""Reading a SKILL.md file: size and encoding checks, YAML frontmatter, Markdown body.
+
+Not python-frontmatter: it reads a file without (or with unclosed) frontmatter as all body and
+drops a non-mapping one, where the catalog must say why in a diagnostic; the split is 10 lines.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Skill metadata the way nanobot and OpenClaw write it: `metadata.<nanobot|openclaw|clawdbot>`."""
+"""Skill metadata the way nanobot and OpenClaw write it: `metadata.<nanobot|openclaw|clawdbot>`.
+
+Checked by hand, not by a pydantic model: the loose shapes authors write (a string for a list,
+metadata as a JSON string, yes/no flags) are accepted and each reason names the key as written.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""The prompt's Skills section: escaped `<available_skills>` XML within a size budget."""
+"""The prompt's Skills section: escaped `<available_skills>` XML within a size budget.
+
+Written as text, not with ElementTree: the budget counts characters of the exact output, so
+each element's size is needed before the section is put together.
+"""
 
 from __future__ import annotations
 

@@ -2,34 +2,33 @@
 
 from __future__ import annotations
 
+import grpc
 from crayfish.skills.v1 import skills_pb2_grpc
-from crayfish_common.grpc_server import GrpcService, serve
+from crayfish_common.grpc_server import GrpcService, Registrar, serve
 
 from skills.config import SkillsSettings
-from skills.hub import SkillsHub
-from skills.servicer import SkillsServicer
-
-SERVICE_NAME = "crayfish.skills.v1.SkillsService"
+from skills.core import SkillsCore
+from skills.servicer import SERVICE_NAME, SkillsServicer
 
 
-def registrar(hub: SkillsHub):
-    def register(server) -> None:
-        skills_pb2_grpc.add_SkillsServiceServicer_to_server(SkillsServicer(hub), server)
+def registrar(core: SkillsCore) -> Registrar:
+    def register(server: grpc.aio.Server) -> None:
+        skills_pb2_grpc.add_SkillsServiceServicer_to_server(SkillsServicer(core), server)
 
     return register
 
 
-async def start_service(settings: SkillsSettings) -> tuple[GrpcService, SkillsHub]:
-    """Starts hub and server (tests use port 0); the caller stops both."""
-    hub = SkillsHub(settings)
-    await hub.start()
-    service = GrpcService([SERVICE_NAME], [registrar(hub)])
+async def start_service(settings: SkillsSettings) -> tuple[GrpcService, SkillsCore]:
+    """Starts the core, then the server (tests use port 0); the caller stops both."""
+    core = SkillsCore(settings)
+    await core.start()
+    service = GrpcService([SERVICE_NAME], [registrar(core)])
     await service.start(settings.listen_address)
-    return service, hub
+    return service, core
 
 
 async def run(settings: SkillsSettings) -> None:
-    """Serves until SIGTERM/SIGINT."""
-    hub = SkillsHub(settings)
-    await hub.start()
-    await serve(settings, [SERVICE_NAME], [registrar(hub)], on_shutdown=hub.stop)
+    """Serves until SIGTERM/SIGINT; in-flight RPCs drain before the core stops."""
+    core = SkillsCore(settings)
+    await core.start()
+    await serve(settings, [SERVICE_NAME], [registrar(core)], on_shutdown=core.stop)

@@ -1,20 +1,22 @@
-"""gRPC servicer: translates SkillsService RPCs to the hub and back, with precise status codes."""
+"""gRPC SkillsService: translates protos to the domain façade and back, sets status codes."""
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import grpc
-from crayfish.common.v1 import tools_pb2
 from crayfish.skills.v1 import skills_pb2, skills_pb2_grpc
+from crayfish_common.tool_service import ToolServicerMixin
+from crayfish_common.tools import ToolSet
 
-from skills.hub import SkillsHub
+from skills.core import SkillsCore, UnknownSkill
 from skills.install import InstallError
 from skills.model import Entry
-from skills.resources import ResourceError, list_resources, read_resource
-from skills.tools import TOOLS, parse_arguments, run_tool
+from skills.resources import ResourceError, list_resources
+from skills.tools import skill_tools
+
+SERVICE_NAME = "crayfish.skills.v1.SkillsService"
 
 
 def record_proto(record: dict | None) -> skills_pb2.InstallRecord | None:
@@ -52,6 +54,10 @@ def skill_proto(entry: Entry) -> skills_pb2.Skill:
     )
 
 
+RESOURCE_CODES = {
+    "invalid": grpc.StatusCode.INVALID_ARGUMENT,
+    "not_found": grpc.StatusCode.NOT_FOUND,
+}
 INSTALL_CODES = {
     "invalid": grpc.StatusCode.INVALID_ARGUMENT,
     "exists": grpc.StatusCode.ALREADY_EXISTS,
@@ -59,42 +65,18 @@ INSTALL_CODES = {
 }
 
 
-class SkillsServicer(skills_pb2_grpc.SkillsServiceServicer):
-    """Thin translation layer; the domain lives in catalog/prompt/resources/install."""
+class SkillsServicer(ToolServicerMixin, skills_pb2_grpc.SkillsServiceServicer):
+    """Thin translation layer; the domain lives behind SkillsCore."""
 
-    def __init__(self, hub: SkillsHub):
-        self.hub = hub
+    def __init__(self, core: SkillsCore):
+        self.core = core
+        self.tools = skill_tools(core)
 
-    async def ListTools(self, request, context):
-        return tools_pb2.ListToolsResponse(
-            tools=[
-                tools_pb2.ToolSpec(
-                    name=t["name"],
-                    description=t["description"],
-                    parameters_json=json.dumps(t["parameters"]),
-                )
-                for t in TOOLS
-            ]
-        )
-
-    async def RunTool(self, request, context):
-        started = time.perf_counter()
-        arguments = parse_arguments(request.arguments_json)
-        if isinstance(arguments, str):
-            return tools_pb2.RunToolResponse(ok=False, output=arguments, error=arguments)
-        snapshot = await self.hub.snapshot()
-        result = run_tool(snapshot, request.name, arguments, self.hub.settings.max_resource_chars)
-        return tools_pb2.RunToolResponse(
-            ok=result.ok,
-            output=result.output,
-            result_json=json.dumps(result.result),
-            error="" if result.ok else result.output,
-            duration_ms=(time.perf_counter() - started) * 1000,
-            truncated=result.truncated,
-        )
+    async def tool_set(self, context: grpc.aio.ServicerContext) -> ToolSet:
+        return self.tools  # the core is started before the server is
 
     async def ListSkills(self, request, context):
-        snapshot = await self.hub.snapshot()
+        snapshot = await self.core.snapshot()
         return skills_pb2.ListSkillsResponse(
             skills=[skill_proto(e) for e in snapshot.entries],
             diagnostics=[
@@ -107,9 +89,8 @@ class SkillsServicer(skills_pb2_grpc.SkillsServiceServicer):
     async def GetSkillsPrompt(self, request, context):
         if request.max_chars < 0:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "max_chars must be >= 0")
-        snapshot = await self.hub.snapshot()
-        budget = request.max_chars or self.hub.settings.prompt_max_chars
-        section, bodies = self.hub.prompt(snapshot, budget)
+        snapshot = await self.core.snapshot()
+        section, bodies = self.core.prompt(snapshot, request.max_chars)
         return skills_pb2.GetSkillsPromptResponse(
             xml=section.xml,
             always_bodies=bodies,
@@ -117,14 +98,12 @@ class SkillsServicer(skills_pb2_grpc.SkillsServiceServicer):
             omitted=section.omitted,
         )
 
-    async def _entry(self, name: str, context) -> Entry:
-        snapshot = await self.hub.snapshot()
-        entry = snapshot.get(name)
-        if entry is None:
-            known = ", ".join(snapshot.names()) or "none"
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"no skill '{name}'; skills: {known}")
-        assert entry is not None  # abort raised otherwise
-        return entry
+    async def _entry(self, name: str, context: grpc.aio.ServicerContext) -> Entry:
+        try:
+            return await self.core.entry(name)
+        except UnknownSkill as exc:
+            await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+            raise  # abort raises; this line only tells type checkers so
 
     async def GetSkill(self, request, context):
         entry = await self._entry(request.name, context)
@@ -137,25 +116,21 @@ class SkillsServicer(skills_pb2_grpc.SkillsServiceServicer):
     async def ReadSkillResource(self, request, context):
         entry = await self._entry(request.name, context)
         try:
-            limit = self.hub.settings.max_resource_chars
-            text, _ = read_resource(entry.doc.where, request.path, limit)
+            text, _ = self.core.read_resource(entry, request.path)
         except ResourceError as exc:
-            code = grpc.StatusCode.INVALID_ARGUMENT
-            if exc.kind == "not_found":
-                code = grpc.StatusCode.NOT_FOUND
-            await context.abort(code, str(exc))
+            await context.abort(RESOURCE_CODES[exc.kind], str(exc))
         return skills_pb2.ReadSkillResourceResponse(content=text)
 
     async def InstallSkill(self, request, context):
         source = request.WhichOneof("source")
         try:
             if source == "archive":
-                entry, warnings = await self.hub.install_archive(
+                entry, warnings = await self.core.install_archive(
                     request.archive, request.archive_name, request.replace
                 )
             elif source == "folder_path":
                 folder = Path(request.folder_path)
-                entry, warnings = await self.hub.install_folder(folder, request.replace)
+                entry, warnings = await self.core.install_folder(folder, request.replace)
             else:
                 raise InstallError("invalid", "give either folder_path or archive")
         except InstallError as exc:
@@ -170,13 +145,7 @@ class SkillsServicer(skills_pb2_grpc.SkillsServiceServicer):
 
     async def UninstallSkill(self, request, context):
         try:
-            await self.hub.uninstall(request.name)
+            await self.core.uninstall(request.name)
         except InstallError as exc:
-            code = INSTALL_CODES[exc.kind]
-            snapshot = await self.hub.snapshot()
-            entry = snapshot.get(request.name)
-            if exc.kind == "not_found" and entry is not None:
-                reason = f"{exc}; '{request.name}' is a {entry.doc.source} skill ({entry.doc.path})"
-                await context.abort(code, reason)
-            await context.abort(code, str(exc))
+            await context.abort(INSTALL_CODES[exc.kind], str(exc))
         return skills_pb2.UninstallSkillResponse()

@@ -1,5 +1,8 @@
-"""Writing a skill into staging within limits: safe entry names, links made last and checked
-inside, and copies of folders read through SafeRoot."""
+"""Writing a skill into staging within limits: safe names, links made last and checked inside.
+
+Folders are copied here, not with shutil.copytree: it opens each path by name (a file swapped for
+a link meanwhile is followed) and knows no limits; here each file is opened beneath SafeRoot.
+"""
 
 from __future__ import annotations
 

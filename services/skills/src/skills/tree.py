@@ -1,4 +1,8 @@
-"""Reading a skill folder's tree through `SafeRoot`: a link-free walk and capped file reads."""
+"""Reading a skill folder's tree through `SafeRoot`: a link-free walk and capped file reads.
+
+Not os.fwalk: each folder here is opened beneath the root with openat2 (RESOLVE_BENEATH) and
+the walk stops at an entry limit while it lists, not after.
+"""
 
 from __future__ import annotations
 

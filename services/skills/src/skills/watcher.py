@@ -1,4 +1,8 @@
-"""Hot reload: watches the skills folders with watchfiles and calls back after a quiet period."""
+"""Hot reload: watches the skills folders with watchfiles and calls back after a quiet period.
+
+watchfiles does the watching; the loop around it exists because watchfiles refuses a folder
+that does not exist yet (`managed/`, `workspace/skills/` may appear later).
+"""
 
 from __future__ import annotations
 

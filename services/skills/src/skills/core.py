@@ -1,4 +1,4 @@
-"""The running service's state: catalog, requirement source, watcher, installer, wired together."""
+"""The skills domain façade: catalog, sandbox view, watcher and installer, built from settings."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import logging
 import os
 from pathlib import Path
 
+from skills import resources
 from skills.catalog import Catalog, SkillRoot
 from skills.config import SkillsSettings
 from skills.gating import missing_requirements
-from skills.install import Installed, Installer
+from skills.install import Installed, Installer, InstallError
 from skills.model import Entry, Snapshot
 from skills.prompt import PromptSection, always_bodies, build_xml
 from skills.sandbox_view import SandboxViewSource
@@ -18,36 +19,50 @@ from skills.staging import Limits
 from skills.watcher import SkillsWatcher
 
 log = logging.getLogger(__name__)
+MAX_CACHED_PROMPTS = 16
 
 
-class SkillsHub:
+class UnknownSkill(LookupError):
+    """No skill of that name; the message lists the skills there are."""
+
+
+def build_catalog(settings: SkillsSettings) -> Catalog:
+    return Catalog(
+        [
+            # Read beneath the workspace: sandboxed commands can swap `skills/` itself.
+            SkillRoot("workspace", settings.workspace_skills_dir, settings.workspace),
+            SkillRoot("managed", settings.managed_dir),
+            SkillRoot("builtin", settings.builtin_dir),
+        ],
+        settings.max_skill_file_bytes,
+    )
+
+
+def build_installer(settings: SkillsSettings) -> Installer:
+    limits = Limits(
+        max_archive_bytes=settings.max_archive_bytes,
+        max_total_bytes=settings.max_install_bytes,
+        max_file_bytes=settings.max_install_file_bytes,
+        max_files=settings.max_install_files,
+    )
+    return Installer(
+        settings.managed_dir,
+        settings.data_dir,
+        limits,
+        settings.max_skill_file_bytes,
+        workspace=settings.workspace,
+    )
+
+
+class SkillsCore:
     """Serves snapshots that are current: rebuilt by the watcher, or per request without it."""
 
     def __init__(self, settings: SkillsSettings):
         self.settings = settings
-        self.catalog = Catalog(
-            [
-                # Read beneath the workspace: sandboxed commands can swap `skills/` itself.
-                SkillRoot("workspace", settings.workspace_skills_dir, settings.workspace),
-                SkillRoot("managed", settings.managed_dir),
-                SkillRoot("builtin", settings.builtin_dir),
-            ],
-            settings.max_skill_file_bytes,
-        )
+        self.catalog = build_catalog(settings)
+        self.installer = build_installer(settings)
         self.sandbox = SandboxViewSource(
             settings.tool_runner_addr, settings.bins_cache_seconds, settings.bins_retry_seconds
-        )
-        self.installer = Installer(
-            settings.managed_dir,
-            settings.data_dir,
-            Limits(
-                max_archive_bytes=settings.max_archive_bytes,
-                max_total_bytes=settings.max_install_bytes,
-                max_file_bytes=settings.max_install_file_bytes,
-                max_files=settings.max_install_files,
-            ),
-            settings.max_skill_file_bytes,
-            workspace=settings.workspace,
         )
         self.watcher: SkillsWatcher | None = None
         if settings.watch:
@@ -101,14 +116,29 @@ class SkillsHub:
             return await self.reload()
         return self.catalog.snapshot
 
-    def prompt(self, snapshot: Snapshot, max_chars: int) -> tuple[PromptSection, str]:
-        """(XML section, always bodies), cached per catalog version and budget."""
-        key = (snapshot.version, max_chars)
+    async def entry(self, name: str) -> Entry:
+        """The winning skill of that name; UnknownSkill naming the skills there are."""
+        snapshot = await self.snapshot()
+        entry = snapshot.get(name)
+        if entry is None:
+            known = ", ".join(snapshot.names()) or "none"
+            raise UnknownSkill(f"no skill '{name}'; skills: {known}")
+        return entry
+
+    def read_resource(self, entry: Entry, path: str) -> tuple[str, bool]:
+        """(text, truncated) of one resource file; ResourceError with the reason."""
+        return resources.read_resource(entry.doc.where, path, self.settings.max_resource_chars)
+
+    def prompt(self, snapshot: Snapshot, max_chars: int = 0) -> tuple[PromptSection, str]:
+        """(XML section, always bodies) within `max_chars` (0: the configured budget), cached
+        per catalog version and budget."""
+        budget = max_chars or self.settings.prompt_max_chars
+        key = (snapshot.version, budget)
         if key not in self._prompts:
-            if len(self._prompts) > 16:
+            if len(self._prompts) > MAX_CACHED_PROMPTS:
                 self._prompts.clear()
             self._prompts[key] = (
-                build_xml(snapshot.entries, max_chars),
+                build_xml(snapshot.entries, budget),
                 always_bodies(snapshot.entries),
             )
         return self._prompts[key]
@@ -139,6 +169,15 @@ class SkillsHub:
         return Entry(doc, not missing, missing), warnings
 
     async def uninstall(self, name: str) -> None:
-        await asyncio.to_thread(self.installer.uninstall, name)
+        """Removes a managed skill; InstallError("not_found") says where a builtin or
+        workspace skill of that name lives."""
+        try:
+            await asyncio.to_thread(self.installer.uninstall, name)
+        except InstallError as exc:
+            entry = (await self.snapshot()).get(name) if exc.kind == "not_found" else None
+            if entry is None:
+                raise
+            where = f"'{name}' is a {entry.doc.source} skill ({entry.doc.path})"
+            raise InstallError(exc.kind, f"{exc}; {where}") from None
         await self.reload()
         log.info("uninstalled skill %s", name)
