@@ -50,7 +50,7 @@ async def measure(backend: str, runs: int, extra: dict[str, str]) -> dict[str, f
     settings = ToolRunnerSettings(
         host="127.0.0.1", port=0, workspace=workspace, data_dir=data, sandbox=backend, **extra
     )
-    service, toolbox = await start_service(settings)
+    service, core = await start_service(settings)
     channel = aio_channel(f"127.0.0.1:{service.port}")
     stub = tool_runner_pb2_grpc.ToolRunnerServiceStub(channel)
     args = json.dumps({"command": "true"})
@@ -58,7 +58,7 @@ async def measure(backend: str, runs: int, extra: dict[str, str]) -> dict[str, f
         direct, grpc_times = [], []
         for i in range(runs + 3):
             start = time.perf_counter()
-            await toolbox.sandbox.run(ExecSpec(command="true", session_id="bench"))
+            await core.sandbox.run(ExecSpec(command="true", session_id="bench"))
             direct.append((time.perf_counter() - start) * 1000)
             start = time.perf_counter()
             reply = await stub.RunTool(
@@ -74,7 +74,7 @@ async def measure(backend: str, runs: int, extra: dict[str, str]) -> dict[str, f
     finally:
         await channel.close()
         await service.stop(0)
-        await toolbox.sandbox.stop()
+        await core.close()
         shutil.rmtree(workspace, ignore_errors=True)
         shutil.rmtree(data, ignore_errors=True)
 

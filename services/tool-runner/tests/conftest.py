@@ -16,6 +16,7 @@ from crayfish.common.v1 import tools_pb2
 from crayfish.tool_runner.v1 import tool_runner_pb2_grpc
 from crayfish_common.channels import aio_channel
 from tool_runner.config import ToolRunnerSettings
+from tool_runner.core import ToolRunnerCore
 from tool_runner.server import start_service
 
 
@@ -44,11 +45,11 @@ def make_settings(workspace: Path, data_dir: Path, **overrides: Any) -> ToolRunn
 class Runner:
     """A client of a running tool-runner."""
 
-    def __init__(self, channel: grpc.aio.Channel, workspace: Path, toolbox: Any):
+    def __init__(self, channel: grpc.aio.Channel, workspace: Path, core: ToolRunnerCore):
         self.channel = channel
         self.stub = tool_runner_pb2_grpc.ToolRunnerServiceStub(channel)
         self.workspace = workspace
-        self.toolbox = toolbox
+        self.core = core
 
     async def run(self, name: str, session: str = "s1", **args: Any) -> tools_pb2.RunToolResponse:
         request = tools_pb2.RunToolRequest(
@@ -66,14 +67,14 @@ class Runner:
 async def stop_runner(service: Any, channel: grpc.aio.Channel, client: Runner) -> None:
     await channel.close()
     await service.stop(0)
-    await client.toolbox.sandbox.stop()
+    await client.core.close()
 
 
 async def start_runner(workspace: Path, data_dir: Path, **overrides: Any):  # type: ignore[no-untyped-def]
     settings = make_settings(workspace, data_dir, **overrides)
-    service, toolbox = await start_service(settings)
+    service, core = await start_service(settings)
     channel = aio_channel(f"127.0.0.1:{service.port}")
-    return service, channel, Runner(channel, workspace, toolbox)
+    return service, channel, Runner(channel, workspace, core)
 
 
 async def start_docker_runner(workspace: Path, data_dir: Path, engine: Any, **overrides: Any):  # type: ignore[no-untyped-def]

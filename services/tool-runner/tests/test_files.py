@@ -8,8 +8,10 @@ from pathlib import Path
 import openpyxl
 import pytest
 from crayfish_common import safe_files
+from crayfish_common.safe_files import FileRefused
+from crayfish_common.tools import ToolError
 from tool_runner import files, spreadsheet
-from tool_runner.fsafe import FileRefused, ToolError, Workspace
+from tool_runner.fsafe import Workspace
 
 
 @pytest.fixture

@@ -77,11 +77,11 @@ async def test_bad_arguments_are_readable_results_not_rpc_errors(runner):
     )
     assert not bad_json.ok and "not valid JSON" in bad_json.output
     wrong_type = await runner.run("read_file", path=5)
-    assert not wrong_type.ok and "path must be string" in wrong_type.output
+    assert not wrong_type.ok and "path: 5 is not of type 'string'" in wrong_type.output
     missing = await runner.run("write_file", path="x")
-    assert not missing.ok and "missing required 'content'" in missing.output
+    assert not missing.ok and "'content' is a required property" in missing.output
     extra = await runner.run("list_dir", colour="blue")
-    assert not extra.ok and "unknown argument 'colour'" in extra.output
+    assert not extra.ok and "('colour' was unexpected)" in extra.output
     unknown = await runner.run("teleport")
     assert not unknown.ok and "unknown tool" in unknown.output
 

@@ -79,7 +79,7 @@ async def test_none_backend_is_explicit_and_reported_insecure(workspace, data_di
 
 async def test_per_command_cgroups_are_cleaned_up(workspace, data_dir):
     service, channel, runner = await start_runner(workspace, data_dir)
-    limiter = runner.toolbox.sandbox.cgroups
+    limiter = runner.core.sandbox.cgroups
     if not limiter.parents:
         await stop_runner(service, channel, runner)
         pytest.skip(f"no per-command cgroups here: {limiter.problem}")

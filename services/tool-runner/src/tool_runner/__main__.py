@@ -10,14 +10,14 @@ from crayfish_common.logs import configure_logging
 
 from tool_runner.config import ToolRunnerSettings
 from tool_runner.sandbox.base import SandboxUnavailable
-from tool_runner.server import run
+from tool_runner.server import serve
 
 
 def main() -> int:
     settings = ToolRunnerSettings()
     configure_logging("tool-runner", settings.log_level, settings.log_json)
     try:
-        asyncio.run(run(settings))
+        asyncio.run(serve(settings))
     except SandboxUnavailable as exc:
         logging.getLogger("tool_runner").error("refusing to start: %s", exc)
         return 2

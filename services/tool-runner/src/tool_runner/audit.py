@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 
-from tool_runner.result import ToolResult
+from crayfish_common.tools import ToolResult
 
 log = logging.getLogger("tool_runner.audit")
 

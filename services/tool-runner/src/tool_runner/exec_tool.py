@@ -5,17 +5,65 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from crayfish_common.tools import Tool, ToolCall, ToolError, ToolResult, object_schema
+
 from tool_runner.config import ToolRunnerSettings
-from tool_runner.fsafe import ToolError, Workspace
+from tool_runner.fsafe import Workspace
 from tool_runner.policy import CommandPolicy
-from tool_runner.result import ToolResult
-from tool_runner.sandbox.base import ChunkSink, ExecOutcome, ExecSpec, Limits, Sandbox
+from tool_runner.sandbox.base import ExecOutcome, ExecSpec, Limits, Sandbox
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED_ENV = {"PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT"}
 # Linux's limit on one argv string (MAX_ARG_STRLEN, with its NUL): `sh -c <command>` fails
 # with E2BIG above it.
 MAX_COMMAND_BYTES = 131_071
+LIMIT_NAMES = ["cpu_seconds", "memory_mb", "max_processes", "max_file_mb", "output_limit"]
+
+
+class ExecTool(Tool):
+    """exec: a shell command in the sandbox, within the policy and the (lowered) limits."""
+
+    name = "exec"
+    description = (
+        "Run a shell command in the sandboxed workspace (no network); returns exit "
+        "code, stdout and stderr."
+    )
+    parameters = object_schema(
+        {
+            "command": {"type": "string", "minLength": 1, "description": "sh -c command line."},
+            "workdir": {"type": "string", "description": "Folder relative to the workspace."},
+            "timeout": {"type": "number", "minimum": 0.1, "description": "Seconds."},
+            "env": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "description": "Extra environment variables.",
+            },
+            "limits": {
+                "type": "object",
+                "description": "Optional lower limits for this call.",
+                "properties": {k: {"type": "integer", "minimum": 1} for k in LIMIT_NAMES},
+                "additionalProperties": False,
+            },
+        },
+        required=["command"],
+    )
+
+    def __init__(
+        self,
+        ws: Workspace,
+        settings: ToolRunnerSettings,
+        policy: CommandPolicy,
+        sandbox: Sandbox,
+    ) -> None:
+        self.ws = ws
+        self.settings = settings
+        self.policy = policy
+        self.sandbox = sandbox
+
+    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+        spec = build_spec(self.ws, self.settings, self.policy, args, call.session_id)
+        outcome = await self.sandbox.run(spec, call.sink)
+        return describe(outcome, spec.limits)
 
 
 def limits_for(
@@ -71,11 +119,6 @@ def build_spec(
         limits=limits_for(settings, args.get("timeout"), args.get("limits")),
         session_id=session_id,
     )
-
-
-async def run_exec(sandbox: Sandbox, spec: ExecSpec, sink: ChunkSink | None) -> ToolResult:
-    outcome = await sandbox.run(spec, sink)
-    return describe(outcome, spec.limits)
 
 
 def describe(outcome: ExecOutcome, limits: Limits) -> ToolResult:

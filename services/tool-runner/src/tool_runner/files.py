@@ -1,17 +1,25 @@
-"""The file tools: read_file, write_file, edit_file, list_dir (host side, beneath the workspace)."""
+"""The file tools: read_file, write_file, edit_file, list_dir (host side, beneath the workspace).
+
+Binary sniffing is a NUL byte and a share of bad UTF-8, not charset-normalizer or libmagic: the
+tools only ever show UTF-8 text. The listing is not os.fwalk: it interleaves each folder's
+entries depth-first, sorted, and stops at a cap.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import os
 import stat
+from abc import abstractmethod
 from typing import Any
 
 from crayfish_common.safe_files import describe_os_error, openat2_beneath
+from crayfish_common.tools import Tool, ToolCall, ToolError, ToolResult, object_schema
 
-from tool_runner.fsafe import ToolError, Workspace
-from tool_runner.result import ToolResult
+from tool_runner.fsafe import Workspace
 
+PATH_ARG = {"type": "string", "minLength": 1, "description": "Path relative to the workspace."}
 DEFAULT_IGNORE = [".git", "node_modules", "__pycache__", ".venv", ".mypy_cache", ".pytest_cache"]
 BINARY_SNIFF = 8192
 
@@ -127,3 +135,75 @@ def _walk_child(
         return _walk(child, prefix, depth, ignore, out, cap)
     finally:
         os.close(child)
+
+
+class FileTool(Tool):
+    """A host-side file tool with its size or entry cap; the blocking work runs in a thread."""
+
+    def __init__(self, ws: Workspace, cap: int) -> None:
+        self.ws = ws
+        self.cap = cap
+
+    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+        return await asyncio.to_thread(self.work, args)
+
+    @abstractmethod
+    def work(self, args: dict[str, Any]) -> ToolResult: ...
+
+
+class ReadFile(FileTool):
+    name = "read_file"
+    description = "Read a text file from the workspace, paged by lines (offset is 1-based)."
+    parameters = object_schema(
+        {
+            "path": PATH_ARG,
+            "offset": {"type": "integer", "minimum": 1, "description": "First line (1-based)."},
+            "limit": {"type": "integer", "minimum": 1, "description": "Lines to read."},
+        },
+        required=["path"],
+    )
+
+    def work(self, args: dict[str, Any]) -> ToolResult:
+        return read_file(self.ws, args, self.cap)
+
+
+class WriteFile(FileTool):
+    name = "write_file"
+    description = "Create or overwrite a text file in the workspace (folders are created)."
+    parameters = object_schema(
+        {"path": PATH_ARG, "content": {"type": "string"}}, required=["path", "content"]
+    )
+
+    def work(self, args: dict[str, Any]) -> ToolResult:
+        return write_file(self.ws, args, self.cap)
+
+
+class EditFile(FileTool):
+    name = "edit_file"
+    description = "Replace one exact, unique occurrence of `old` with `new` in a workspace file."
+    parameters = object_schema(
+        {"path": PATH_ARG, "old": {"type": "string", "minLength": 1}, "new": {"type": "string"}},
+        required=["path", "old", "new"],
+    )
+
+    def work(self, args: dict[str, Any]) -> ToolResult:
+        return edit_file(self.ws, args, self.cap)
+
+
+class ListDir(FileTool):
+    name = "list_dir"
+    description = "List a workspace folder (sizes, symlink targets), optionally recursively."
+    parameters = object_schema(
+        {
+            "path": {"type": "string", "description": "Folder; default the workspace."},
+            "depth": {"type": "integer", "minimum": 1, "maximum": 10},
+            "ignore": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Name globs to skip.",
+            },
+        }
+    )
+
+    def work(self, args: dict[str, Any]) -> ToolResult:
+        return list_dir(self.ws, args, self.cap)

@@ -1,4 +1,8 @@
-"""Defence in depth for exec: deny patterns and an optional allowlist of programs."""
+"""Defence in depth for exec: deny patterns and an optional allowlist of programs.
+
+Program names come from shlex, not bashlex: a tokenizer that errs on the strict side is enough
+for a second line of defence (the sandbox is the first) and adds no dependency.
+"""
 
 from __future__ import annotations
 

@@ -1,58 +1,35 @@
-"""gRPC servicer: translates ToolRunnerService requests to the ToolBox and back."""
+"""gRPC ToolRunnerService: translates requests to the ToolRunnerCore and back, sets status codes."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator
 
 import grpc
-from crayfish.common.v1 import tools_pb2
 from crayfish.tool_runner.v1 import tool_runner_pb2, tool_runner_pb2_grpc
+from crayfish_common.tool_service import ToolServicerMixin, run_tool_response
+from crayfish_common.tools import ToolCall, ToolSet
 
-from tool_runner.result import ToolResult
+from tool_runner.core import ToolRunnerCore
 from tool_runner.sandbox.base import sandbox_env
-from tool_runner.tools import ToolBox
 
 SERVICE_NAME = "crayfish.tool_runner.v1.ToolRunnerService"
 
 
-def to_proto(result: ToolResult) -> tools_pb2.RunToolResponse:
-    return tools_pb2.RunToolResponse(
-        ok=result.ok,
-        output=result.output,
-        result_json=json.dumps(result.data, ensure_ascii=False),
-        error=result.error,
-        exit_code=result.exit_code,
-        duration_ms=result.duration_ms,
-        truncated=result.truncated,
-    )
-
-
-class ToolRunnerServicer(tool_runner_pb2_grpc.ToolRunnerServiceServicer):
+class ToolRunnerServicer(ToolServicerMixin, tool_runner_pb2_grpc.ToolRunnerServiceServicer):
     """Tool failures are results (ok=false); only a malformed request is an RPC error."""
 
-    def __init__(self, toolbox: ToolBox):
-        self.toolbox = toolbox
+    def __init__(self, core: ToolRunnerCore):
+        self.core = core
 
-    async def ListTools(self, request, context):
-        return tools_pb2.ListToolsResponse(
-            tools=[
-                tools_pb2.ToolSpec(
-                    name=s.name, description=s.description, parameters_json=json.dumps(s.parameters)
-                )
-                for s in self.toolbox.specs.values()
-            ]
-        )
+    async def tool_set(self, context: grpc.aio.ServicerContext) -> ToolSet:
+        return self.core.tools
 
     async def RunTool(self, request, context):
         if not request.name:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "name is required")
-        result = await self.toolbox.run(
-            request.name, request.arguments_json, request.session_id, request.call_id
-        )
-        return to_proto(result)
+        return await super().RunTool(request, context)
 
     async def RunToolStream(self, request, context) -> AsyncIterator[tool_runner_pb2.RunToolEvent]:
         if not request.name:
@@ -64,11 +41,10 @@ class ToolRunnerServicer(tool_runner_pb2_grpc.ToolRunnerServiceServicer):
             await queue.put(tool_runner_pb2.RunToolEvent(chunk=chunk))
 
         async def work() -> None:
+            call = ToolCall(session_id=request.session_id, call_id=request.call_id, sink=sink)
             try:
-                result = await self.toolbox.run(
-                    request.name, request.arguments_json, request.session_id, request.call_id, sink
-                )
-                await queue.put(tool_runner_pb2.RunToolEvent(result=to_proto(result)))
+                result = await self.core.run(request.name, request.arguments_json, call)
+                await queue.put(tool_runner_pb2.RunToolEvent(result=run_tool_response(result)))
             finally:
                 await queue.put(None)
 
@@ -83,11 +59,11 @@ class ToolRunnerServicer(tool_runner_pb2_grpc.ToolRunnerServiceServicer):
                 await task
 
     async def CloseSession(self, request, context):
-        await self.toolbox.sandbox.close_session(request.session_id)
+        await self.core.close_session(request.session_id)
         return tool_runner_pb2.CloseSessionResponse()
 
     async def DescribeSandbox(self, request, context):
-        box = self.toolbox.sandbox
+        box = self.core.sandbox
         return tool_runner_pb2.DescribeSandboxResponse(
             backend=box.name,
             insecure=box.insecure,

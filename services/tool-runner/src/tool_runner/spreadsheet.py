@@ -7,9 +7,28 @@ import io
 import warnings
 from typing import Any
 
-from tool_runner.files import decode_text
-from tool_runner.fsafe import ToolError, Workspace
-from tool_runner.result import ToolResult
+from crayfish_common.tools import ToolError, ToolResult, object_schema
+
+from tool_runner.files import PATH_ARG, FileTool, decode_text
+from tool_runner.fsafe import Workspace
+
+
+class ReadSpreadsheet(FileTool):
+    name = "read_spreadsheet"
+    description = "Read rows of an .xlsx sheet or a .csv file in the workspace as a table."
+    parameters = object_schema(
+        {
+            "path": PATH_ARG,
+            "sheet": {"type": "string"},
+            "header": {"type": "boolean", "description": "First row is a header (default)."},
+            "start_row": {"type": "integer", "minimum": 1},
+            "max_rows": {"type": "integer", "minimum": 1, "maximum": 5000},
+        },
+        required=["path"],
+    )
+
+    def work(self, args: dict[str, Any]) -> ToolResult:
+        return read_spreadsheet(self.ws, args, self.cap)
 
 
 def read_spreadsheet(ws: Workspace, args: dict[str, Any], max_bytes: int) -> ToolResult:

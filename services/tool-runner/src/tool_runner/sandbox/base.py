@@ -7,14 +7,14 @@ import logging
 import posixpath
 import shlex
 import shutil
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tool_runner.textcap import HeadTail
+from crayfish_common.tools import ChunkSink
+
+from tool_runner.sandbox.output import HeadTail
 
 log = logging.getLogger(__name__)
-ChunkSink = Callable[[str, bytes], Awaitable[None]]
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Skill roots are mounted read-only under this folder (isolating backends).
 SKILLS_MOUNT = "/skills"

@@ -2,6 +2,8 @@
 
 RLIMIT_AS bounds each process, not their sum; a cgroup bounds the whole command. Groups are made
 under the service's own cgroup (so outer accounting still sees them) and removed after use.
+Written against cgroupfs, not systemd-run or a cgroup library: containers have no systemd, and
+v1 and v2 both occur on the hosts we run on.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The docker backend: one hardened long-lived container per session, `docker exec` per command."""
+"""The docker backend: one hardened long-lived container per session, created on first use,
+reused, and removed on close, when idle and at shutdown; commands run through `docker_exec`."""
 
 from __future__ import annotations
 
@@ -22,18 +23,13 @@ from tool_runner.sandbox.base import (
     ExecSpec,
     Sandbox,
     SandboxUnavailable,
-    sandbox_env,
-    sandbox_workdir,
 )
-from tool_runner.sandbox.docker_stream import ExecStreamReader
+from tool_runner.sandbox.docker_exec import DockerExec
 
 log = logging.getLogger(__name__)
 
 # pid 1 of each container: a shell that kill(-1) cannot reach and that reaps orphans.
 KEEPER = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
-# Each command: run it, then kill everything it left behind (kill(-1) spares pid 1 and itself).
-WRAPPER = '/bin/sh -c "$1"; rc=$?; kill -9 -1 2>/dev/null; exit $rc'
-KILL_ALL = "kill -9 -1"
 LIST_BINS = 'IFS=:; for d in $PATH; do ls -1 "$d" 2>/dev/null; done'
 _BINS_CACHE: dict[tuple[str, str], list[str]] = {}
 
@@ -64,6 +60,7 @@ class DockerSandbox(Sandbox):
         self.creating = asyncio.Lock()
         self.pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="docker")
         self.client: Any = None
+        self.exec: DockerExec | None = None
         self.reaper: asyncio.Task[None] | None = None
         # Host folder (as the engine sees it) of each skill root mounted at /skills/<name>.
         self.root_sources: dict[str, Path] = {}
@@ -79,6 +76,8 @@ class DockerSandbox(Sandbox):
         try:
             self.client = docker.DockerClient(base_url=host or None, timeout=60)
             await self._call(self.client.ping)
+            user = f"{self.uid}:{self.gid}"
+            self.exec = DockerExec(self.client.api, self._call, user, self.chunk)
         except Exception as exc:
             raise SandboxUnavailable(
                 f"cannot reach a Docker engine at {host or 'default'}: {exc}"
@@ -194,6 +193,7 @@ class DockerSandbox(Sandbox):
     async def run(self, spec: ExecSpec, sink: ChunkSink | None = None) -> ExecOutcome:
         import docker
 
+        assert self.exec is not None, "start() first"
         session_id = spec.session_id or "default"
         for attempt in (1, 2):
             session = await self._session(session_id)
@@ -201,7 +201,7 @@ class DockerSandbox(Sandbox):
             async with session.lock:
                 session.last_used = time.monotonic()
                 try:
-                    return await self._exec(session.container_id, spec, sink)
+                    return await self.exec.run(session.container_id, spec, sink)
                 except docker.errors.APIError as exc:
                     # The container went away (removed, died): start a fresh one, once.
                     if attempt == 2 or not await self._gone(session.container_id):
@@ -223,53 +223,6 @@ class DockerSandbox(Sandbox):
             await self._remove(cid)
             return True
         return False
-
-    async def _exec(self, cid: str, spec: ExecSpec, sink: ChunkSink | None) -> ExecOutcome:
-        api = self.client.api
-        started = time.monotonic()
-        created = await self._call(
-            api.exec_create,
-            cid,
-            ["/bin/sh", "-c", WRAPPER, "sh", spec.command],
-            user=f"{self.uid}:{self.gid}",
-            workdir=sandbox_workdir(spec.workdir),
-            environment=sandbox_env(spec.env),
-        )
-        exec_id = created["Id"]
-        stream = await self._call(api.exec_start, exec_id, stream=True, demux=True)
-        reader = ExecStreamReader(spec, sink, self.chunk)
-        loop = asyncio.get_running_loop()
-        pump = loop.run_in_executor(self.pool, reader.drain_thread, stream, loop)
-        try:
-            killed = await reader.consume(spec.limits.timeout)
-        except BaseException:
-            await self._kill_all(cid)
-            raise
-        if killed:
-            await self._kill_all(cid)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(reader.finish(), 10)
-        await asyncio.wait_for(pump, 10)
-        info = await self._call(api.exec_inspect, exec_id)
-        code = info.get("ExitCode")
-        return ExecOutcome(
-            exit_code=code if code is not None else -1,
-            stdout=reader.stdout,
-            stderr=reader.stderr,
-            duration_ms=(time.monotonic() - started) * 1000,
-            timed_out=killed == "timeout",
-            killed=killed,
-        )
-
-    async def _kill_all(self, cid: str) -> None:
-        with contextlib.suppress(Exception):
-            created = await self._call(
-                self.client.api.exec_create,
-                cid,
-                ["/bin/sh", "-c", KILL_ALL],
-                user=f"{self.uid}:{self.gid}",
-            )
-            await self._call(self.client.api.exec_start, created["Id"])
 
     async def close_session(self, session_id: str) -> None:
         session = self.sessions.pop(session_id, None)

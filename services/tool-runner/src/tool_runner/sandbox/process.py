@@ -1,4 +1,8 @@
-"""Runs a host process with capped, optionally streamed output and a tree-killing timeout."""
+"""Runs a host process with capped, optionally streamed output and a tree-killing timeout.
+
+Not Process.communicate(): it buffers all output and can neither stream it nor stop at a cap.
+Chunks stay bytes, so UTF-8 boundaries are found by hand rather than by an incremental decoder.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tool_runner.sandbox.base import ChunkSink, ExecOutcome, Limits
-from tool_runner.textcap import HeadTail
+from tool_runner.sandbox.output import HeadTail
 
 READ_SIZE = 65536
 # After the main process exits, how long stray holders of its pipes may keep them open.

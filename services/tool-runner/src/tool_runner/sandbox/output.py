@@ -1,19 +1,12 @@
-"""Caps on text and byte streams that keep the head and the tail around a visible marker."""
+"""A command's captured output: the first and last bytes of a stream, with a count of the rest.
+
+Hand-written, not `crayfish_common.textcap`: that caps a finished text, this keeps bytes of a
+stream of unknown length in bounded memory as they arrive.
+"""
 
 from __future__ import annotations
 
-HEAD_SHARE = 0.5
-
-
-def cap_text(text: str, limit: int) -> tuple[str, bool]:
-    """Text no longer than about limit characters; True when something was cut."""
-    if len(text) <= limit:
-        return text, False
-    head = int(limit * HEAD_SHARE)
-    tail = limit - head
-    omitted = len(text) - head - tail
-    marker = f"\n... [{omitted} characters omitted] ...\n"
-    return text[:head] + marker + text[len(text) - tail :], True
+HEAD_SHARE = 0.5  # as much of the end as of the beginning: errors are often printed last
 
 
 class HeadTail:

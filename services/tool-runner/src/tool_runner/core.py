@@ -1,0 +1,112 @@
+"""The tool-runner's domain façade: workspace, sandbox, policy and tools, built from settings."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from crayfish_common.safe_files import FileRefused
+from crayfish_common.textcap import cap_text
+from crayfish_common.tools import Tool, ToolCall, ToolResult, ToolSet
+
+from tool_runner.audit import audit
+from tool_runner.config import ToolRunnerSettings
+from tool_runner.exec_tool import ExecTool
+from tool_runner.files import EditFile, ListDir, ReadFile, WriteFile
+from tool_runner.fsafe import Workspace
+from tool_runner.policy import CommandPolicy
+from tool_runner.prepare import prepare_workspace
+from tool_runner.sandbox.base import Sandbox
+from tool_runner.spreadsheet import ReadSpreadsheet
+
+log = logging.getLogger(__name__)
+
+# Of a capped result, keep as much of the end as of the beginning: errors are often printed last.
+RESULT_HEAD_SHARE = 0.5
+
+
+class RunnerTools(ToolSet):
+    """The tools, plus what the tool-runner adds to every call: the result cap, the audit line."""
+
+    def __init__(self, tools: list[Tool], result_limit: int):
+        super().__init__(tools, expected=(FileRefused,))
+        self.result_limit = result_limit
+
+    async def run(self, name: str, arguments_json: str, call: ToolCall | None = None) -> ToolResult:
+        call = call or ToolCall()
+        result = await super().run(name, arguments_json, call)
+        capped = cap_text(result.output, self.result_limit, RESULT_HEAD_SHARE)
+        result.output = capped.text
+        result.truncated = result.truncated or capped.truncated
+        audit(name, arguments_json, call.session_id, call.call_id, result)
+        return result
+
+
+def make_sandbox(settings: ToolRunnerSettings, workspace: Path) -> Sandbox:
+    """The configured backend (not yet started); never a weaker one than asked for."""
+    uid, gid = (settings.sandbox_uid, settings.sandbox_gid) if settings.is_root else (None, None)
+    chunk = (settings.stream_chunk_bytes, settings.stream_interval)
+    if settings.sandbox == "bwrap":
+        from tool_runner.sandbox.bwrap import BwrapSandbox
+
+        return BwrapSandbox(
+            workspace,
+            settings.data_dir,
+            uid,
+            gid,
+            settings.tmp_size_mb,
+            chunk,
+            settings.skill_roots,
+        )
+    if settings.sandbox == "docker":
+        from tool_runner.sandbox.docker import DockerSandbox  # imports the docker SDK
+
+        return DockerSandbox(settings, workspace, chunk)
+    from tool_runner.sandbox.none import NoSandbox
+
+    return NoSandbox(workspace, uid, gid, chunk, settings.skill_roots)
+
+
+class ToolRunnerCore:
+    """Runs the assistant's tools in one workspace, commands in the configured sandbox.
+
+    `start()` prepares the workspace and starts the sandbox (SandboxUnavailable when it cannot);
+    `close()` releases every session. Tool failures are results, never exceptions.
+    """
+
+    def __init__(self, settings: ToolRunnerSettings):
+        self.settings = settings
+        owner = (settings.sandbox_uid, settings.sandbox_gid) if settings.is_root else None
+        self.ws = Workspace(settings.workspace, owner)
+        self.sandbox = make_sandbox(settings, self.ws.root)
+        self.policy = CommandPolicy(settings.deny_patterns, settings.allowlist)
+        s = settings
+        self.tools = RunnerTools(
+            [
+                ExecTool(self.ws, s, self.policy, self.sandbox),
+                ReadFile(self.ws, s.read_max_bytes),
+                WriteFile(self.ws, s.write_max_bytes),
+                EditFile(self.ws, s.write_max_bytes),
+                ListDir(self.ws, s.list_max_entries),
+                ReadSpreadsheet(self.ws, s.read_max_bytes),
+            ],
+            s.result_limit,
+        )
+
+    async def start(self) -> None:
+        s = self.settings
+        prepare_workspace(self.ws.root, self.ws.owner, s.chown_workspace)
+        s.data_dir.mkdir(parents=True, exist_ok=True)
+        await self.sandbox.start()
+        log.info("sandbox %s; workspace %s", self.sandbox.name, self.ws.root)
+
+    async def run(self, name: str, arguments_json: str, call: ToolCall | None = None) -> ToolResult:
+        """Runs one tool call; every failure is an ok=False result."""
+        return await self.tools.run(name, arguments_json, call)
+
+    async def close_session(self, session_id: str) -> None:
+        """Releases what the session holds (the docker backend's container); idempotent."""
+        await self.sandbox.close_session(session_id)
+
+    async def close(self) -> None:
+        await self.sandbox.stop()
