@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from memory.config import MemorySettings
+from memory.core import MemoryCore
 from memory.embedder import load_embedder
-from memory.service import MemoryService
 
 WORDS = (
     "morning painted garden trip museum camping pottery kids concert guitar recipe bread "
@@ -53,18 +53,18 @@ def main() -> None:
                 settings = MemorySettings(
                     workspace=workspace, data_dir=data, backend=backend, model=model, watch=False
                 )
-                service = MemoryService.open(settings, embedder)
+                core = MemoryCore(settings, embedder).open()
                 started = time.perf_counter()
-                report = service.sync()
+                report = core.sync()
                 cold = time.perf_counter() - started
-                texts = [c.embed_text for c in service.index.chunks.values()]
+                texts = [c.embed_text for c in core.index.chunks.values()]
                 started = time.perf_counter()
                 embedder.embed_documents(texts)
                 raw = time.perf_counter() - started
                 started = time.perf_counter()
-                service.sync(force=True)
+                core.sync(force=True)
                 cached = time.perf_counter() - started
-                service.close()
+                core.close()
                 n = report.chunks_indexed
                 print(
                     f"{model:7} {backend:12} chunks {n:5}  raw encode {n / raw:7.1f}/s  "

@@ -73,13 +73,13 @@ async def memory_stub(
     make_settings: Callable[..., MemorySettings], embedder: Embedder
 ) -> AsyncIterator[memory_pb2_grpc.MemoryServiceStub]:
     """A real gRPC server on a free loopback port, serving the test workspace."""
-    service, runtime = build(make_settings(), embedder)
+    service, core = build(make_settings(), embedder)
     port = await service.start("127.0.0.1:0")
-    runtime.start()
+    core.start()
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
     try:
         yield memory_pb2_grpc.MemoryServiceStub(channel)
     finally:
         await channel.close()
         await service.stop(0)
-        await runtime.stop()
+        await core.stop()

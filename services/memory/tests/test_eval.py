@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from memory import eval as memory_eval
-from memory.evaluation import Span, best_reorder, ndcg_at, recall_at, reciprocal_rank
+from memory.eval_metrics import Span, best_reorder, ndcg_at, recall_at, reciprocal_rank
 
 DATASET = Path(__file__).parent / "data" / "mini"
 KEYS = {"backend", "strategy", "queries", "recall@1", "recall@6", "recall@10", "mrr@10"}

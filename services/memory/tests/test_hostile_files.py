@@ -7,16 +7,16 @@ import threading
 from pathlib import Path
 
 import pytest
-from memory.files import MemoryPathError
-from memory.service import MemoryService
+from memory.core import MemoryCore
+from memory.notes import MemoryPathError
 
 SECRET = "sk-live-7f3e9a-memory-must-never-see-this"
 
 
 @pytest.fixture
-def service(make_settings, embedder, monkeypatch):
+def core(make_settings, embedder, monkeypatch):
     monkeypatch.setenv("CRAYFISH_TEST_SECRET", SECRET)  # what /proc/self/environ now holds
-    opened = MemoryService.open(make_settings(), embedder)
+    opened = MemoryCore(make_settings(), embedder).open()
     yield opened
     opened.close()
 
@@ -28,11 +28,11 @@ def host_secret(tmp_path: Path) -> Path:
     return secret
 
 
-def indexed_text(service: MemoryService) -> str:
-    return "\n".join(chunk.text for chunk in service.index.chunks.values())
+def indexed_text(core: MemoryCore) -> str:
+    return "\n".join(chunk.text for chunk in core.index.chunks.values())
 
 
-def test_links_out_fifos_and_devices_are_skipped_with_a_reason(service, workspace, host_secret):
+def test_links_out_fifos_and_devices_are_skipped_with_a_reason(core, workspace, host_secret):
     memory = workspace / "memory"
     (memory / "environ.md").symlink_to("/proc/self/environ")
     (memory / "init.md").symlink_to("/proc/1/environ")
@@ -41,7 +41,7 @@ def test_links_out_fifos_and_devices_are_skipped_with_a_reason(service, workspac
     (memory / "relative.md").symlink_to("../../host-secret.md")
     os.mkfifo(memory / "pipe.md")
 
-    report = service.sync()  # would block forever on the FIFO, or never end on /dev/zero
+    report = core.sync()  # would block forever on the FIFO, or never end on /dev/zero
 
     assert set(report.skipped) == {
         "memory/environ.md",
@@ -54,14 +54,14 @@ def test_links_out_fifos_and_devices_are_skipped_with_a_reason(service, workspac
     assert "outside the workspace" in report.skipped["memory/host.md"]
     assert "not a regular file" in report.skipped["memory/pipe.md"]
     assert report.files_indexed == 4, "the user's own notes are still indexed"
-    assert SECRET not in indexed_text(service)
-    for hit in service.search("deploy key credentials", strategy="keyword"):
+    assert SECRET not in indexed_text(core)
+    for hit in core.search("deploy key credentials", strategy="keyword"):
         assert hit.path not in report.skipped and SECRET not in hit.snippet
-    assert service.stats().skipped == report.skipped, "stats report what the last sync left out"
-    assert service.search("border collie")[0].path == "MEMORY.md"
+    assert core.stats().skipped == report.skipped, "stats report what the last sync left out"
+    assert core.search("border collie")[0].path == "MEMORY.md"
 
 
-def test_a_memory_folder_that_is_a_link_out_is_not_indexed(service, workspace, tmp_path):
+def test_a_memory_folder_that_is_a_link_out_is_not_indexed(core, workspace, tmp_path):
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     (outside / "notes.md").write_text(f"leaked {SECRET}\n")
@@ -69,52 +69,52 @@ def test_a_memory_folder_that_is_a_link_out_is_not_indexed(service, workspace, t
     real.rename(workspace / "old-memory")
     real.symlink_to(outside)
 
-    report = service.sync()
+    report = core.sync()
 
     assert "memory" in report.skipped and "outside the workspace" in report.skipped["memory"]
-    assert SECRET not in indexed_text(service)
+    assert SECRET not in indexed_text(core)
 
 
-def test_a_file_that_becomes_a_link_leaves_the_index(service, workspace, host_secret):
-    service.sync()
+def test_a_file_that_becomes_a_link_leaves_the_index(core, workspace, host_secret):
+    core.sync()
     note = workspace / "memory/2026-05-02.md"
     note.unlink()
     note.symlink_to(host_secret)
 
-    report = service.sync()
+    report = core.sync()
 
     assert report.files_removed == 1 and "memory/2026-05-02.md" in report.skipped
-    assert not [h for h in service.search("Lisbon passport") if h.path == "memory/2026-05-02.md"]
-    assert SECRET not in indexed_text(service)
+    assert not [h for h in core.search("Lisbon passport") if h.path == "memory/2026-05-02.md"]
+    assert SECRET not in indexed_text(core)
 
 
-def test_get_write_and_delete_never_go_through_a_link(service, workspace, host_secret):
-    service.sync()
+def test_get_write_and_delete_never_go_through_a_link(core, workspace, host_secret):
+    core.sync()
     planted = workspace / "memory/2026-06-01.md"
     planted.symlink_to(host_secret)
     before = host_secret.read_text()
 
     with pytest.raises(MemoryPathError, match="outside the workspace"):
-        service.get("memory/2026-06-01.md")
+        core.get("memory/2026-06-01.md")
     with pytest.raises(MemoryPathError, match="outside the workspace"):
-        service.write("Remember the milk.", "memory/2026-06-01.md")
+        core.write("Remember the milk.", "memory/2026-06-01.md")
     assert host_secret.read_text() == before, "the link's target was written through"
 
-    _, deleted = service.delete("memory/2026-06-01.md")
+    _, deleted = core.delete("memory/2026-06-01.md")
     assert deleted and not os.path.lexists(planted)
     assert host_secret.read_text() == before, "delete removes the link, never its target"
 
 
-def test_write_creates_a_regular_file_and_indexes_it(service, workspace):
-    service.sync()
-    written = service.write("The plumber comes on Friday.", "memory/2026-06-02.md")
+def test_write_creates_a_regular_file_and_indexes_it(core, workspace):
+    core.sync()
+    written = core.write("The plumber comes on Friday.", "memory/2026-06-02.md")
     path = workspace / written.path
     assert path.is_file() and not path.is_symlink()
     assert written.citation == "memory/2026-06-02.md#L3-L3"
-    assert service.search("plumber Friday")[0].path == written.path
+    assert core.search("plumber Friday")[0].path == written.path
 
 
-def test_a_link_swapped_in_between_listing_and_reading_never_leaks(service, workspace, host_secret):
+def test_a_link_swapped_in_between_listing_and_reading_never_leaks(core, workspace, host_secret):
     target = workspace / "memory/race.md"
     stop = threading.Event()
 
@@ -130,9 +130,9 @@ def test_a_link_swapped_in_between_listing_and_reading_never_leaks(service, work
     swapper.start()
     try:
         for _ in range(40):
-            service.sync()
-            assert SECRET not in indexed_text(service)
-            for hit in service.search("deploy key", strategy="keyword"):
+            core.sync()
+            assert SECRET not in indexed_text(core)
+            for hit in core.search("deploy key", strategy="keyword"):
                 assert SECRET not in hit.snippet
     finally:
         stop.set()

@@ -1,7 +1,10 @@
-"""BM25 keyword search: English stemming and stopwords, Chinese by character n-grams."""
+"""BM25 keyword search: Snowball stemming and stopwords, Chinese by character n-grams, removal."""
 
 from __future__ import annotations
 
+import random
+
+import pytest
 from memory.keyword import BM25Index, tokenize
 
 
@@ -35,3 +38,55 @@ def test_bm25_remove_and_filter():
     assert [d for d, _ in index.search("jazz concert", limit=5)] == [2]
     assert index.search("jazz", limit=5, allowed={1}) == []
     assert len(index) == 1
+
+
+@pytest.mark.parametrize(
+    ("note", "query"),
+    [
+        ("Team meetings every Monday", "meeting"),
+        ("We met at the meeting", "meetings"),
+        ("We decided to sell the car", "decide"),
+        ("Decide on the venue by Friday", "decided"),
+        ("She studies marine biology", "study"),
+        ("Went hiking in the Alps", "hikes"),
+        ("The adoption agency called back", "adopt"),
+        ("Caroline painted a sunrise", "paintings"),
+    ],
+)
+def test_word_forms_find_each_other(note, query):
+    index = BM25Index()
+    index.add(1, note)
+    index.add(2, "Bought train tickets to Lisbon")
+    assert [d for d, _ in index.search(query, limit=5)] == [1]
+
+
+def test_stems_keep_apart_what_differs():
+    assert tokenize("news") != tokenize("new")
+    assert tokenize("meeting decided") == tokenize("meetings decide")
+
+
+def test_removal_leaves_the_index_as_if_the_documents_were_never_added():
+    rng = random.Random(7)
+    words = [f"w{n}" for n in range(300)]
+    docs = {i: " ".join(rng.choices(words, k=rng.randint(3, 40))) for i in range(200)}
+    docs[200] = "a lone xylophone"
+    index = BM25Index()
+    for doc_id, text in docs.items():
+        index.add(doc_id, text)
+    index.add(5, "replaced text about xylophone practice")  # add again = replace
+    gone = set(rng.sample(sorted(docs), 80)) | {200}
+    index.remove_many(gone)
+    index.remove(min(gone))  # removing twice is harmless
+    index.remove(9999)
+    fresh = BM25Index()
+    for doc_id, text in docs.items():
+        if doc_id == 5:
+            text = "replaced text about xylophone practice"
+        if doc_id not in gone:
+            fresh.add(doc_id, text)
+    assert len(index) == len(fresh)
+    for query in ["w1 w2 w3", "w150", "w299 w0", "xylophone", "practice w7"]:
+        expected = dict(fresh.search(query, limit=300))
+        assert dict(index.search(query, limit=300)) == pytest.approx(expected), query
+    left = {d for d, _ in index.search("xylophone", limit=10)}
+    assert left <= {5}, "a removed document is never found"

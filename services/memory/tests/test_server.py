@@ -15,15 +15,15 @@ from memory.servicer import SERVICE_NAME
 
 
 async def test_health_answers_before_the_index_is_built(make_settings, embedder):
-    service, runtime = build(make_settings(), embedder)
+    service, core = build(make_settings(), embedder)
     port = await service.start("127.0.0.1:0")
-    runtime.start()
+    core.start()
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         reply = await health_pb2_grpc.HealthStub(channel).Check(
             health_pb2.HealthCheckRequest(service=SERVICE_NAME), timeout=5
         )
     await service.stop(0)
-    await runtime.stop()
+    await core.stop()
     assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
@@ -119,9 +119,14 @@ async def test_tool_failures_are_readable_results(memory_stub):
     missing = await run(memory_stub, "memory_get", {"path": "memory/nope.md"})
     unknown = await run(memory_stub, "memory_forget", {})
     no_query = await run(memory_stub, "memory_search", {})
-    for reply in (bad_json, outside, missing, unknown, no_query):
-        assert not reply.ok and reply.output
+    blank = await run(memory_stub, "memory_search", {"query": "   "})
+    for reply in (bad_json, outside, missing, unknown, no_query, blank):
+        assert not reply.ok and reply.output == f"Error: {reply.error}"
     assert "JSON" in bad_json.output and "memory_search" in unknown.output
+    assert "is not a memory path (MEMORY.md or memory/...)" in outside.output
+    assert "memory/nope.md" in missing.output
+    assert "'query' is a required property" in no_query.output
+    assert "say what to look for" in blank.output
 
 
 async def test_no_match_is_said_plainly(memory_stub):

@@ -1,4 +1,8 @@
-"""Line-aware chunking that fits the embedding model's window, with overlap and a content hash."""
+"""Line-aware chunking that fits the embedding model's window, with overlap and a content hash.
+
+Not a text-splitter library (langchain's, semchunk): a chunk must keep exact line numbers for its
+citation and count tokens with the model's own tokenizer, which those do not give together.
+"""
 
 from __future__ import annotations
 

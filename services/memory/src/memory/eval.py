@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from memory.config import MemorySettings
+from memory.core import MemoryCore
 from memory.embedder import Embedder, load_embedder
-from memory.evaluation import (
+from memory.eval_metrics import (
     Query,
     Span,
     best_reorder,
@@ -33,7 +34,6 @@ from memory.evaluation import (
     recall_at,
     reciprocal_rank,
 )
-from memory.service import MemoryService
 
 CORPUS_PREFIX = "memory/"
 
@@ -69,7 +69,7 @@ def _workspace(dataset: Path, root: Path) -> Path:
 
 
 def evaluate(
-    service: MemoryService,
+    core: MemoryCore,
     queries: list[Query],
     strategy: str,
     ks: list[int],
@@ -83,10 +83,10 @@ def evaluate(
     found: dict[int, list[float]] = {k: [] for k in ks}
     best: dict[tuple[int, int], list[float]] = {(n, k): [] for n in ceilings for k in ks if k < n}
     rr, ndcg, latency = [], [], []
-    service.search("warm-up", strategy=strategy)
+    core.search("warm-up", strategy=strategy)
     for query in queries:
         started = time.perf_counter()
-        hits = service.search(query.question, strategy=strategy, top_k=depth, min_score=0.0)
+        hits = core.search(query.question, strategy=strategy, top_k=depth, min_score=0.0)
         latency.append((time.perf_counter() - started) * 1000)
         spans = [Span(h.path.removeprefix(CORPUS_PREFIX), h.start_line, h.end_line) for h in hits]
         for k in ks:
@@ -153,18 +153,18 @@ def run_all(args: argparse.Namespace, embedder: Embedder | None = None) -> list[
                 qdrant_url=None,
                 **extra,  # type: ignore[arg-type]
             )
-            service = MemoryService.open(settings, embedder)
+            core = MemoryCore(settings, embedder).open()
             try:
                 started = time.perf_counter()
-                report = service.sync(force=True)
+                report = core.sync(force=True)
                 index_s = time.perf_counter() - started
                 for strategy in [s.strip() for s in args.strategy.split(",") if s.strip()]:
-                    result = evaluate(service, queries, strategy, ks, ceilings, args.by_category)
+                    result = evaluate(core, queries, strategy, ks, ceilings, args.by_category)
                     run = {"backend": backend, **result}
                     run.update(chunks=report.chunks_indexed, index_s=round(index_s, 2))
                     runs.append(run)
             finally:
-                service.close()
+                core.close()
     return runs
 
 

@@ -1,4 +1,4 @@
-"""The memory index: incremental sync of files into chunks, vectors and BM25; get/write/delete."""
+"""The memory index: incremental sync of files into chunks, vectors and BM25, and removal."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from memory.chunking import Chunk, ChunkParams, chunk_lines
 from memory.embedder import Embedder
 from memory.keyword import BM25Index
 from memory.sources import Discovery, SourceFile, discover, read_bytes, to_lines
-from memory.store import EmbeddingCache, StateStore, StoredChunk
+from memory.state import EmbeddingCache, StateStore, StoredChunk
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +88,6 @@ class MemoryIndex:
         for chunk in state.all_chunks():
             self.chunks[chunk.id] = chunk
             self.bm25.add(chunk.id, chunk.embed_text)
-
-    @property
-    def workspace(self) -> Path:
-        return self.config.workspace
 
     def sources(self) -> Discovery:
         return discover(*self.roots)
@@ -214,9 +210,6 @@ class MemoryIndex:
             removed = self._drop(path)
             self.backend.flush()
             return removed
-
-    def paths(self) -> set[str]:
-        return {c.path for c in self.chunks.values()}
 
     def close(self) -> None:
         with self.lock:

@@ -1,11 +1,18 @@
-"""BM25 keyword index with a tokenizer for English and CJK text (character unigrams + bigrams)."""
+"""BM25 keyword index; tokens: Snowball-stemmed English words, CJK character unigrams + bigrams.
+
+BM25 is written here, not taken from rank_bm25 or bm25s: those build a static index, while this
+one adds, replaces and removes single chunks in place and scores only the chunks a filter allows.
+"""
 
 from __future__ import annotations
 
 import math
 import re
+import threading
 from collections import Counter
 from collections.abc import Iterable
+
+import Stemmer
 
 _CJK_CLASS = r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
 _WORD = re.compile(rf"[0-9a-z\u00c0-\u024f]+(?:'[a-z]+)?|{_CJK_CLASS}+")
@@ -18,27 +25,23 @@ STOPWORDS = frozenset(
     after again against before both each few more most other over same some such only own very
     s t don should now""".split()
 )
+_local = threading.local()
 
 
-def stem(word: str) -> str:
-    """A light English suffix stripper: plurals, -ing, -ed, -ly; keeps short words intact."""
-    if len(word) <= 3 or not word.isascii():
-        return word
-    for suffix, keep in (("'s", 2), ("ies", 3), ("ing", 4), ("ed", 4), ("ly", 4), ("es", 4)):
-        if word.endswith(suffix) and len(word) - len(suffix) >= keep:
-            base = word[: -len(suffix)]
-            if suffix == "ies":
-                return base + "y"
-            if suffix in ("ing", "ed") and len(base) > 2 and base[-1] == base[-2]:
-                base = base[:-1]
-            return base
-    if word.endswith("s") and not word.endswith(("ss", "us", "is")) and len(word) > 3:
-        return word[:-1]
-    return word
+def _stemmer() -> Stemmer.Stemmer:
+    """English Snowball (Porter2): meeting, meetings -> meet; decide, decided -> decid.
+
+    A stemmer keeps state while it works, so each thread has its own.
+    """
+    stemmer = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        stemmer = _local.stemmer = Stemmer.Stemmer("english")
+    return stemmer
 
 
 def tokenize(text: str) -> list[str]:
     """Lower-cased, stemmed English words without stopwords; CJK runs as unigrams and bigrams."""
+    stem = _stemmer().stemWord
     terms: list[str] = []
     for match in _WORD.finditer(text.lower()):
         token = match.group(0)
@@ -56,7 +59,9 @@ class BM25Index:
     def __init__(self, k1: float = 1.2, b: float = 0.75) -> None:
         self.k1 = k1
         self.b = b
-        self._postings: dict[str, dict[int, int]] = {}
+        self._postings: dict[str, dict[int, int]] = {}  # term -> {document: term frequency}
+        # document -> its distinct terms, so that removing it touches only their postings
+        self._terms: dict[int, tuple[str, ...]] = {}
         self._lengths: dict[int, int] = {}
         self._total_length = 0
 
@@ -64,37 +69,29 @@ class BM25Index:
         return len(self._lengths)
 
     def add(self, doc_id: int, text: str) -> None:
-        if doc_id in self._lengths:
-            self.remove(doc_id)
+        self.remove(doc_id)
         terms = Counter(tokenize(text))
         for term, tf in terms.items():
             self._postings.setdefault(term, {})[doc_id] = tf
-        length = sum(terms.values())
+        self._terms[doc_id] = tuple(terms)
+        length = terms.total()
         self._lengths[doc_id] = length
         self._total_length += length
 
     def remove(self, doc_id: int) -> None:
-        length = self._lengths.pop(doc_id, None)
-        if length is None:
+        terms = self._terms.pop(doc_id, None)
+        if terms is None:
             return
-        self._total_length -= length
-        for term in list(self._postings):
+        self._total_length -= self._lengths.pop(doc_id)
+        for term in terms:
             posting = self._postings[term]
-            if posting.pop(doc_id, None) is not None and not posting:
+            del posting[doc_id]
+            if not posting:
                 del self._postings[term]
 
     def remove_many(self, doc_ids: Iterable[int]) -> None:
-        gone = {d for d in doc_ids if d in self._lengths}
-        if not gone:
-            return
-        for doc_id in gone:
-            self._total_length -= self._lengths.pop(doc_id)
-        for term in list(self._postings):
-            posting = self._postings[term]
-            for doc_id in gone.intersection(posting):
-                del posting[doc_id]
-            if not posting:
-                del self._postings[term]
+        for doc_id in doc_ids:
+            self.remove(doc_id)
 
     def idf(self, term: str) -> float:
         df = len(self._postings.get(term, ()))

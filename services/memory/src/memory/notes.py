@@ -1,8 +1,10 @@
-"""Memory paths: which files they name, reading lines, appending notes (never through a link)."""
+"""Memory paths and notes: the file a path names, its lines, appending notes (never via a link)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -18,6 +20,17 @@ class MemoryPathError(ValueError):
     """A path that is not one of memory's files (or tries to leave the workspace)."""
 
 
+@contextlib.contextmanager
+def refused_as_path_error() -> Iterator[None]:
+    """A refused file is a missing one (FileNotFoundError) or a bad path (MemoryPathError)."""
+    try:
+        yield
+    except FileRefused as exc:
+        if exc.kind == "missing":
+            raise FileNotFoundError(str(exc)) from None
+        raise MemoryPathError(str(exc)) from None
+
+
 @dataclass(frozen=True)
 class LineRange:
     path: str
@@ -25,6 +38,19 @@ class LineRange:
     start_line: int
     end_line: int
     total_lines: int
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """Where a note landed."""
+
+    path: str
+    start_line: int
+    end_line: int
+
+    @property
+    def citation(self) -> str:
+        return f"{self.path}#L{self.start_line}-L{self.end_line}"
 
 
 def normalize(path: str) -> str:

@@ -1,4 +1,8 @@
-"""Retrieval metrics over a dataset of questions with evidence lines (recall@k, MRR, nDCG)."""
+"""The eval's dataset (questions with evidence lines) and its metrics: recall@k, MRR, nDCG.
+
+Not ranx or pytrec_eval: those judge documents by id, while a hit here counts by the evidence
+lines its line range covers, and a second hit over the same lines earns nothing.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,8 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -85,10 +91,4 @@ def ndcg_at(spans: list[Span], evidence: tuple[tuple[str, int], ...], k: int = 1
 
 
 def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+    return float(np.percentile(values, q * 100)) if values else 0.0

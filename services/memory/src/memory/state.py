@@ -1,4 +1,4 @@
-"""SQLite state beside the vectors: files and chunks indexed, and the embedding cache by hash."""
+"""SQLite state beside the vectors: which files and chunks are indexed, and the embedding cache."""
 
 from __future__ import annotations
 
@@ -34,10 +34,10 @@ class StateStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), check_same_thread=False)
         self._lock = threading.Lock()
+        # A state file from before may also hold a `meta` table; nothing reads it any more.
         self._db.executescript(
             """
             PRAGMA journal_mode=WAL;
-            CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
             CREATE TABLE IF NOT EXISTS files (
                 path TEXT PRIMARY KEY, source TEXT NOT NULL, hash TEXT NOT NULL);
             CREATE TABLE IF NOT EXISTS chunks (
@@ -47,14 +47,6 @@ class StateStore:
             CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
             """
         )
-
-    def get_meta(self, key: str) -> str | None:
-        row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def set_meta(self, key: str, value: str) -> None:
-        with self._lock, self._db:
-            self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
     def file_hashes(self) -> dict[str, str]:
         return {p: h for p, h in self._db.execute("SELECT path, hash FROM files")}
