@@ -56,7 +56,7 @@ async def test_a_valid_call_runs_with_its_context(tools: ToolSet):
         ({"who": "A"}, "who: 'A' is too short"),
         ({"who": "Ada" * 10}, "is too long"),
         ({"who": "ada"}, "does not match '^[A-Z]'"),
-        ({"who": "Ada", "times": "2"}, "times: '2' is not of type 'integer', 'null'"),
+        ({"who": "Ada", "times": "2.5"}, "times: '2.5' is not of type 'integer', 'null'"),
         ({"who": "Ada", "style": "soft"}, "style: 'soft' is not valid under any of the given"),
         ({"who": "Ada", "colour": "red"}, "Additional properties are not allowed"),
         ({}, "arguments: 'who' is a required property"),
@@ -74,6 +74,10 @@ async def test_bad_arguments_are_refused_with_the_reason(tools, arguments, reaso
 async def test_optional_arguments_sent_as_null_count_as_not_given(tools: ToolSet):
     result = await run(tools, {"who": "Ada", "style": None, "times": None})
     assert result.ok and result.output == "hello Ada"
+    stringly = await run(tools, {"who": "Ada", "times": " 2 "})
+    assert stringly.ok and stringly.output == "hello Adahello Ada", "a number sent as text"
+    wordy = await run(tools, {"who": "Ada", "times": "twice"})
+    assert not wordy.ok and "times: 'twice' is not of type 'integer', 'null'" in wordy.error
     missing = await run(tools, {"who": None})
     assert not missing.ok and "who: None is not of type 'string'" in missing.error
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Iterator
@@ -116,7 +117,7 @@ class ToolSet:
         tool = self.tools.get(name)
         if tool is None:
             raise ToolError(f"unknown tool {name!r} (known: {', '.join(self.tools)})")
-        args = drop_null_options(parse_arguments(arguments_json), tool.parameters)
+        args = normalize_arguments(parse_arguments(arguments_json), tool.parameters)
         problems = validation_problems(self._validators[name], args)
         if problems:
             raise ToolError(f"invalid arguments for {name}: " + "; ".join(problems))
@@ -138,10 +139,33 @@ def parse_arguments(arguments_json: str) -> dict[str, Any]:
     return value
 
 
-def drop_null_options(args: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
-    """Optional arguments sent as null mean "not given": models often write them that way."""
+def normalize_arguments(args: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """What models often mean: an optional argument sent as null is not given, and a number or
+    boolean sent as a string ("3", "true") is that number or boolean. The rest is validated as is.
+    """
     required = set(schema.get("required", ()))
-    return {key: value for key, value in args.items() if value is not None or key in required}
+    properties = schema.get("properties", {})
+    normalized = {}
+    for key, value in args.items():
+        if value is None and key not in required:
+            continue
+        wanted = properties.get(key, {}).get("type") if isinstance(properties, dict) else None
+        normalized[key] = _from_string(value, wanted) if isinstance(value, str) else value
+    return normalized
+
+
+def _from_string(value: str, wanted: Any) -> Any:
+    types = set(wanted) if isinstance(wanted, list) else {wanted}
+    if "string" in types:
+        return value
+    text = value.strip()
+    if "integer" in types and re.fullmatch(r"-?\d{1,18}", text):
+        return int(text)
+    if "number" in types and re.fullmatch(r"-?\d{1,18}(\.\d{1,18})?", text):
+        return float(text) if "." in text else int(text)
+    if "boolean" in types and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    return value
 
 
 def validation_problems(validator: jsonschema.protocols.Validator, args: Any) -> list[str]:
