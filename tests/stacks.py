@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from devstack.launcher import LocalStack, free_port
 
@@ -90,3 +91,14 @@ def wait_task(
             return body
         time.sleep(poll)
     raise AssertionError(f"task {task_id} did not finish within {timeout} s")
+
+
+def print_figures(request: pytest.FixtureRequest, lines: list[str]) -> None:
+    """Writes a module's figures to the terminal, past pytest's output capture."""
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if capture is None or reporter is None or not lines:
+        return
+    with capture.global_and_fixture_disabled():
+        for line in lines:
+            reporter.write_line(line)

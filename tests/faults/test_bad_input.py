@@ -24,13 +24,13 @@ from schemathesis.core.failures import FailureGroup
 
 from devstack.launcher import LocalStack
 from tests.fakes import FakeLLM, Reply
-from tests.stacks import running_stack, wait_task
+from tests.stacks import print_figures, wait_task
 
 pytestmark = pytest.mark.slow
 
-TOKEN = "fault-suite-token"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
-SECRETS = ("sk-test-secret", TOKEN)  # the provider key and the API token: never in a response
+API_TOKEN = "fault-suite-token"
+AUTH = {"Authorization": f"Bearer {API_TOKEN}"}
+SECRETS = ("sk-test-secret", API_TOKEN)  # the provider key and the API token: never in a response
 EXAMPLES = 30  # per operation and generation mode
 # A never-ending stream (every task's events): a request to it only ends by timing out.
 UNBOUNDED = {"GET /api/events"}
@@ -48,6 +48,7 @@ description: Write a short weather report for a city from a forecast file.
 Read `forecast.json`, then write three sentences.
 """
 
+STACK_FILES = {"MEMORY.md": "# Memory\n- Ada plays the cello.\n", "skills/w/SKILL.md": SKILL_MD}
 FIGURES: Counter[str] = Counter()
 
 
@@ -56,31 +57,7 @@ def _figures(request: pytest.FixtureRequest) -> Iterator[None]:
     """Prints this module's figures at its end, past pytest's output capture."""
     yield
     line = ", ".join(f"{name}: {count}" for name, count in FIGURES.items())
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if capture is not None and reporter is not None:
-        with capture.global_and_fixture_disabled():
-            reporter.write_line(f"\nbad input: {line}")
-
-
-@pytest.fixture(scope="module")
-def fake_llm() -> Iterator[FakeLLM]:
-    with FakeLLM() as fake:
-        yield fake
-
-
-@pytest.fixture(scope="module")
-def stack(fake_llm: FakeLLM) -> Iterator[LocalStack]:
-    files = {"MEMORY.md": "# Memory\n- Ada plays the cello.\n", "skills/w/SKILL.md": SKILL_MD}
-    with running_stack(fake_llm.base_url, files, env={"CRAYFISH_API_TOKEN": TOKEN}) as stack:
-        yield stack
-
-
-@pytest.fixture
-def api(stack: LocalStack, fake_llm: FakeLLM) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=stack.url, headers=AUTH, timeout=60) as client:
-        yield client
-    fake_llm.reset()
+    print_figures(request, [f"\nbad input: {line}"])
 
 
 def operations(stack: LocalStack) -> list[Any]:

@@ -14,9 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from devstack.launcher import LocalStack
 from tests.fakes import FakeLLM, Reply
-from tests.stacks import running_stack
+from tests.stacks import print_figures
 
 pytestmark = pytest.mark.slow  # starts the whole stack
 
@@ -35,38 +34,9 @@ FIGURES: list[tuple[str, str, str, str]] = []  # fault, what the user saw, survi
 @pytest.fixture(scope="module", autouse=True)
 def _figures(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    if reporter is None or capture is None or not FIGURES:
-        return
-    with capture.global_and_fixture_disabled():  # else the lines vanish with captured output
-        reporter.write_line("\nLLM faults (fault | what the user saw | next turn works | s):")
-        for row in FIGURES:
-            reporter.write_line(" | ".join(row))
-
-
-@pytest.fixture(scope="module")
-def fake_llm() -> Iterator[FakeLLM]:
-    with FakeLLM() as fake:
-        yield fake
-
-
-@pytest.fixture(autouse=True)
-def _fresh_script(fake_llm: FakeLLM) -> Iterator[None]:
-    yield
-    fake_llm.reset()
-
-
-@pytest.fixture(scope="module")
-def stack(fake_llm: FakeLLM) -> Iterator[LocalStack]:
-    with running_stack(fake_llm.base_url, env=STACK_ENV) as stack:
-        yield stack
-
-
-@pytest.fixture
-def api(stack: LocalStack) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=stack.url, timeout=60) as client:
-        yield client
+    if FIGURES:
+        title = "\nLLM faults (fault | what the user saw | next turn works | s):"
+        print_figures(request, [title, *(" | ".join(row) for row in FIGURES)])
 
 
 @dataclass

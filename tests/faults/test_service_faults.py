@@ -19,18 +19,10 @@ import pytest
 
 from devstack.launcher import LocalStack
 from tests.fakes import FakeLLM, Reply, ToolCall
-from tests.stacks import running_stack, wait_task
+from tests.stacks import print_figures, running_stack, wait_task
 
 pytestmark = pytest.mark.slow
 
-MEMORY_MD = "# Memory\n\n- Ada is the user's sister; she plays the cello in Lisbon.\n"
-SKILL_MD = """---
-name: weather-report
-description: Write a short weather report for a city from a forecast file.
----
-# Weather report
-Read `forecast.json`, then write three sentences.
-"""
 # Unique to this module, so the process table check sees only the commands started here.
 LONG_EXEC = "sleep 60.0217 && echo never-printed"
 MARKER = "60.0217"
@@ -50,36 +42,7 @@ def _figures(request: pytest.FixtureRequest) -> Iterator[None]:
     """Prints this module's figures at its end, past pytest's output capture."""
     yield
     line = ", ".join(f"{name}: {count}" for name, count in FIGURES.items())
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if capture is not None and reporter is not None:
-        with capture.global_and_fixture_disabled():
-            reporter.write_line(f"\nservice faults: {line}")
-
-
-@pytest.fixture(scope="module")
-def fake_llm() -> Iterator[FakeLLM]:
-    with FakeLLM() as fake:
-        yield fake
-
-
-@pytest.fixture(autouse=True)
-def _fresh_script(fake_llm: FakeLLM) -> Iterator[None]:
-    yield
-    fake_llm.reset()
-
-
-@pytest.fixture(scope="module")
-def stack(fake_llm: FakeLLM) -> Iterator[LocalStack]:
-    files = {"MEMORY.md": MEMORY_MD, "skills/weather-report/SKILL.md": SKILL_MD}
-    with running_stack(fake_llm.base_url, files) as stack:
-        yield stack
-
-
-@pytest.fixture
-def api(stack: LocalStack) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=stack.url, timeout=60) as client:
-        yield client
+    print_figures(request, [f"\nservice faults: {line}"])
 
 
 def last_tool_output(body: dict[str, Any]) -> str:

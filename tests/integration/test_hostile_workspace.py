@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -18,41 +17,23 @@ import pytest
 
 from devstack.launcher import LocalStack
 from tests.fakes import FakeLLM
-from tests.stacks import running_stack, wait_task
+from tests.stacks import wait_task
 
 API_TOKEN = "crayfish-token-9d2c41-never-shown"
 CANARY = "canary-env-5be0a7-every-service-has-it"
 HOST_SECRET = "host-file-secret-31f8c2"
 SECRETS = ("sk-test-secret", API_TOKEN, CANARY, HOST_SECRET)  # sk-test-secret: tests/stacks.py
+STACK_FILES = {"MEMORY.md": "The user likes tea.\n"}
+STACK_ENV = {"CRAYFISH_TEST_CANARY": CANARY}
 
 
-@pytest.fixture(scope="module")
-def fake_llm() -> Iterator[FakeLLM]:
-    with FakeLLM() as fake:
-        yield fake
-
-
-@pytest.fixture(autouse=True)
-def _fresh_script(fake_llm: FakeLLM) -> Iterator[None]:
-    yield
-    fake_llm.reset()
-
-
-@pytest.fixture(scope="module")
-def stack(fake_llm: FakeLLM) -> Iterator[LocalStack]:
-    env = {"CRAYFISH_API_TOKEN": API_TOKEN, "CRAYFISH_TEST_CANARY": CANARY}
-    with running_stack(fake_llm.base_url, {"MEMORY.md": "The user likes tea.\n"}, env) as stack:
-        host_file = stack.workspace.parent / "host-secret.txt"
-        host_file.write_text(f"password={HOST_SECRET}\n")
-        host_file.chmod(0o644)  # readable by anyone: only the path rules can keep it out
-        yield stack
-
-
-@pytest.fixture
-def api(stack: LocalStack) -> Iterator[httpx.Client]:
-    headers = {"Authorization": f"Bearer {API_TOKEN}"}
-    with httpx.Client(base_url=stack.url, timeout=60, headers=headers) as client:
-        yield client
+@pytest.fixture(scope="module", autouse=True)
+def host_secret(stack: LocalStack) -> Path:
+    """A host file outside the workspace, readable by anyone: only the path rules keep it out."""
+    host_file = stack.workspace.parent / "host-secret.txt"
+    host_file.write_text(f"password={HOST_SECRET}\n")
+    host_file.chmod(0o644)
+    return host_file
 
 
 def plant(api: httpx.Client, fake_llm: FakeLLM, command: str) -> None:
@@ -90,8 +71,8 @@ def assert_ready(api: httpx.Client) -> None:
     assert time.monotonic() - started < 10
 
 
-def test_bootstrap_files_linked_to_secrets_are_marked_not_read(api, fake_llm, stack):
-    host_file = stack.workspace.parent / "host-secret.txt"
+def test_bootstrap_files_linked_to_secrets_are_marked_not_read(api, fake_llm, stack, host_secret):
+    host_file = host_secret
     plant(
         api,
         fake_llm,

@@ -154,7 +154,7 @@ def test_metrics_count_requests_tasks_and_tools(api: httpx.Client, fake_llm: Fak
     fake_llm.reply_text("ok")
     chat(api, "run true")
     text = api.get("/metrics").text
-    assert 'crayfish_tool_calls_total{tool="exec",outcome="ok"}' in text
+    assert 'crayfish_tool_calls_total{outcome="ok",tool="exec"}' in text  # names sorted
     assert 'crayfish_tasks_total{kind="chat",outcome="completed"}' in text
     assert 'crayfish_http_requests_total{method="POST",route="/api/chat",status="202"}' in text
     assert 'crayfish_llm_tokens_total{kind="prompt"}' in text

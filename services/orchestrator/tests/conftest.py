@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from crayfish.common.v1 import tools_pb2
 from crayfish.tool_runner.v1 import tool_runner_pb2, tool_runner_pb2_grpc
 from crayfish_common.grpc_server import GrpcService
 from orchestrator.config import Settings
-from orchestrator.runtime import Runtime
+from orchestrator.core import OrchestratorCore
 
 from devstack.launcher import free_port
 from tests.fakes import FakeLLM
@@ -109,20 +111,27 @@ def make_settings(tmp_path: Path, llm_url: str, tool_port: int, **overrides: obj
         **overrides,
     }
     (tmp_path / "workspace").mkdir(exist_ok=True)
-    return Settings(**values)  # type: ignore[arg-type]
+    return settings_from_env(values)
+
+
+def settings_from_env(env: Mapping[str, object]) -> Settings:
+    """Settings read from these environment variables (set only while reading them)."""
+    with mock.patch.dict(os.environ, {name: str(value) for name, value in env.items()}):
+        return Settings()
 
 
 @pytest.fixture
-async def runtime_factory(
+async def core_factory(
     tmp_path: Path, fake_llm: FakeLLM, tool_service: tuple[ScriptedToolService, int]
 ) -> AsyncIterator[object]:
-    made: list[Runtime] = []
+    made: list[OrchestratorCore] = []
 
-    def make(**overrides: object) -> Runtime:
-        runtime = Runtime(make_settings(tmp_path, fake_llm.base_url, tool_service[1], **overrides))
-        made.append(runtime)
-        return runtime
+    def make(**overrides: object) -> OrchestratorCore:
+        settings = make_settings(tmp_path, fake_llm.base_url, tool_service[1], **overrides)
+        core = OrchestratorCore(settings)
+        made.append(core)
+        return core
 
     yield make
-    for runtime in made:
-        await runtime.close()
+    for core in made:
+        await core.close()

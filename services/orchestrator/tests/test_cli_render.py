@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import io
 
-from orchestrator.cli.api import parse_sse
+import httpx
+from orchestrator.cli.api import CrayfishClient
 from orchestrator.cli.render import TurnPrinter, short_args
 
 
@@ -17,13 +18,25 @@ def test_sse_parsing_keeps_ids_types_and_multiline_data_and_skips_comments():
         'data: {"text":',
         'data: "hi"}',
         "",
+        ": keepalive",
+        "",
         ": crayfish tool.started exec",
         "id: 8",
         "event: task.completed",
         'data: {"status": "completed"}',
         "",
     ]
-    events = list(parse_sse(iter(lines)))
+    body = ("\n".join(lines) + "\n").encode()
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+
+    client = CrayfishClient("http://orchestrator")
+    client.http = httpx.Client(base_url=client.base_url, transport=httpx.MockTransport(answer))
+    events = list(client.events("t1", after=6))
+    assert seen[0].headers["Last-Event-ID"] == "6"
     assert [(e.id, e.type) for e in events] == [(7, "assistant.delta"), (8, "task.completed")]
     assert events[0].data == {"text": "hi"}
 

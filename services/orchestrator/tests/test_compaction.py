@@ -37,35 +37,35 @@ def scripted(fake: FakeLLM, log: list[str]):
 
 
 async def test_a_long_session_is_compacted_once_and_stays_valid(
-    runtime_factory, fake_llm: FakeLLM, tool_service
+    core_factory, fake_llm: FakeLLM, tool_service
 ):
     log: list[str] = []
     fake_llm.reply_forever_with(scripted(fake_llm, log))
-    runtime = runtime_factory(CRAYFISH_CONTEXT_TOKENS=6000)
+    core = core_factory(CRAYFISH_CONTEXT_TOKENS=6000)
     for i in range(5):
-        task = await runtime.submit("long", f"turn {i}: {LONG}")
+        task = await core.submit("long", f"turn {i}: {LONG}")
         await task.runner
         assert task.status == "completed", task.error
     assert log.count("summary") == 1, log  # compacted once, to half the budget, then room
     assert log.index("flush") < log.index("summary")
     assert [c[0] for c in tool_service[0].calls].count("memory_write") >= 1
-    history = await runtime.store.load("long")
+    history = await core.store.load("long")
     assert history[0]["content"].startswith("[Summary of the earlier conversation")
     last_turn = fake_llm.last_request["messages"]
-    budget = runtime.assistant.compactor.budget(last_turn[0]["content"])
+    budget = core.assistant.compactor.budget(last_turn[0]["content"])
     assert last_turn[1]["content"].startswith("[Summary of the earlier conversation")
     assert "SUMMARY: the user likes cats" in last_turn[1]["content"]
     assert estimate_tokens(last_turn[2:]) <= budget  # what follows the summary fits the budget
     assert estimate_tokens(last_turn) > 0 and len(last_turn) < 2 * 6 + 2
 
 
-async def test_flush_and_compaction_text_never_reaches_the_user(runtime_factory, fake_llm: FakeLLM):
+async def test_flush_and_compaction_text_never_reaches_the_user(core_factory, fake_llm: FakeLLM):
     log: list[str] = []
     fake_llm.reply_forever_with(scripted(fake_llm, log))
-    runtime = runtime_factory(CRAYFISH_CONTEXT_TOKENS=4000)
+    core = core_factory(CRAYFISH_CONTEXT_TOKENS=4000)
     tasks = []
     for i in range(5):
-        task = await runtime.submit("quiet", f"turn {i}: {LONG}")
+        task = await core.submit("quiet", f"turn {i}: {LONG}")
         await task.runner
         tasks.append(task)
     assert "summary" in log

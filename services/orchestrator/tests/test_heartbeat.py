@@ -6,8 +6,8 @@ import asyncio
 import os
 
 import pytest
+from orchestrator.core import OrchestratorCore
 from orchestrator.heartbeat import heartbeat_tasks, is_acknowledgement
-from orchestrator.runtime import Runtime
 
 from tests.fakes import FakeLLM
 
@@ -26,13 +26,13 @@ def test_acknowledgements() -> None:
     assert not is_acknowledgement("The plants need water today.")
 
 
-async def test_the_schedule_runs_heartbeats_and_drops_ok(runtime_factory, fake_llm: FakeLLM):
+async def test_the_schedule_runs_heartbeats_and_drops_ok(core_factory, fake_llm: FakeLLM):
     fake_llm.reply_forever_text("HEARTBEAT_OK")
-    runtime: Runtime = runtime_factory(CRAYFISH_HEARTBEAT_INTERVAL=0.1)
-    (runtime.settings.workspace / "HEARTBEAT.md").write_text("- Check the backups\n")
-    runtime.start_heartbeats()
+    core: OrchestratorCore = core_factory(CRAYFISH_HEARTBEAT_INTERVAL=0.1)
+    (core.settings.workspace / "HEARTBEAT.md").write_text("- Check the backups\n")
+    core.start_heartbeats()
     for _ in range(100):
-        done = [t for t in runtime.tasks.tasks.values() if t.kind == "heartbeat" and t.done]
+        done = [t for t in core.tasks.tasks.values() if t.kind == "heartbeat" and t.done]
         if done:
             break
         await asyncio.sleep(0.05)
@@ -41,22 +41,22 @@ async def test_the_schedule_runs_heartbeats_and_drops_ok(runtime_factory, fake_l
     assert "Check the backups" in fake_llm.requests[0]["messages"][-1]["content"]
 
 
-async def test_the_schedule_skips_the_llm_without_tasks(runtime_factory, fake_llm: FakeLLM):
-    runtime: Runtime = runtime_factory(CRAYFISH_HEARTBEAT_INTERVAL=0.05)
-    runtime.start_heartbeats()
+async def test_the_schedule_skips_the_llm_without_tasks(core_factory, fake_llm: FakeLLM):
+    core: OrchestratorCore = core_factory(CRAYFISH_HEARTBEAT_INTERVAL=0.05)
+    core.start_heartbeats()
     await asyncio.sleep(0.4)
-    assert fake_llm.requests == [] and not runtime.tasks.tasks
+    assert fake_llm.requests == [] and not core.tasks.tasks
 
 
 @pytest.mark.parametrize("plant", ["fifo", "environ", "dev-zero"])
 async def test_a_planted_heartbeat_file_is_skipped_without_blocking(
-    runtime_factory, fake_llm: FakeLLM, plant: str
+    core_factory, fake_llm: FakeLLM, plant: str
 ):
-    runtime: Runtime = runtime_factory()
-    path = runtime.settings.workspace / "HEARTBEAT.md"
+    core: OrchestratorCore = core_factory()
+    path = core.settings.workspace / "HEARTBEAT.md"
     if plant == "fifo":
         os.mkfifo(path)
     else:
         path.symlink_to("/proc/self/environ" if plant == "environ" else "/dev/zero")
-    assert await asyncio.wait_for(runtime.trigger_heartbeat(), timeout=10) is None
+    assert await asyncio.wait_for(core.trigger_heartbeat(), timeout=10) is None
     assert fake_llm.requests == [], "a refused HEARTBEAT.md lists no tasks: no LLM call"

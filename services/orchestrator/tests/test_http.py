@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from orchestrator.app import create_app
-from orchestrator.config import Settings
 
 from tests.fakes import FakeLLM
 
-from .conftest import make_settings
+from .conftest import make_settings, settings_from_env
 
 
 @pytest.fixture
@@ -102,4 +101,4 @@ def test_openapi_documents_every_route_with_schemas(client: TestClient) -> None:
 
 def test_a_token_is_required_to_listen_beyond_loopback() -> None:
     with pytest.raises(ValueError, match="CRAYFISH_API_TOKEN"):
-        Settings(CRAYFISH_HTTP_HOST="0.0.0.0")  # type: ignore[call-arg]
+        settings_from_env({"CRAYFISH_HTTP_HOST": "0.0.0.0", "CRAYFISH_API_TOKEN": ""})

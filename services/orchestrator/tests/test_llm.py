@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 from orchestrator.agent.llm import LLMClient, LLMError, LLMReply
-from orchestrator.config import Settings
 
 from tests.fakes import FakeLLM, Reply
+
+from .conftest import settings_from_env
 
 USER = [{"role": "user", "content": "what is the answer?"}]
 PARTIAL = "The answer is MARK"
@@ -24,7 +25,7 @@ def make_client(fake: FakeLLM, **env: object) -> LLMClient:
         "CRAYFISH_LLM_RETRY_BASE_DELAY": 0.01,
         **env,
     }
-    return LLMClient(Settings(**values))  # type: ignore[arg-type]
+    return LLMClient(settings_from_env(values))
 
 
 @pytest.fixture

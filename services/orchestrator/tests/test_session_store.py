@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 from orchestrator.events import EventLog
-from orchestrator.sessions.store import Inbox, InvalidSessionId, SessionStore
+from orchestrator.sessions.history import InvalidSessionId, SessionStore
+from orchestrator.sessions.inbox import Inbox
 
 CALL_GROUP = [
     {

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-from orchestrator.tasks import Emit, Task, TaskManager
+from orchestrator.events import EventSink
+from orchestrator.tasks import Task, TaskManager
 
 
 def recording_turn(log: list[str], seconds: float = 0.02):
-    async def run_turn(task: Task, emit: Emit) -> str:
+    async def run_turn(task: Task, emit: EventSink) -> str:
         log.append(f"start {task.message}")
         for word in ("a", "b", "c"):
             await emit("text.delta", {"text": word})

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from orchestrator.agent.caps import cap_text
+import pytest
+from crayfish_common.textcap import cap_text
 from orchestrator.agent.guard import RepeatGuard
+from orchestrator.agent.prompt import CAP_HEAD_SHARE
 from orchestrator.agent.think import ThinkFilter, strip_think
 
 
@@ -27,14 +29,36 @@ def test_think_filter_across_split_tags() -> None:
 
 def test_cap_keeps_head_and_tail_and_says_what_was_cut() -> None:
     text = "HEAD" + "x" * 10_000 + "TAIL"
-    capped = cap_text(text, 1000)
-    assert len(capped) <= 1000
-    assert capped.startswith("HEAD") and capped.endswith("TAIL")
-    assert "chars cut" in capped
+    capped = cap_text(text, 1000, CAP_HEAD_SHARE)
+    assert len(capped.text) <= 1000 and capped.truncated
+    assert capped.text.startswith("HEAD") and capped.text.endswith("TAIL")
+    assert f"[... {capped.cut} of 10008 chars cut here ...]" in capped.text
+    assert len(capped.text) - len(capped.text.split("\n[")[0]) < 800  # the head is the larger part
+
+
+@pytest.mark.parametrize("limit", [60, 61, 100, 999, 1000])
+@pytest.mark.parametrize("share", [0.0, 0.5, CAP_HEAD_SHARE, 1.0])
+def test_cap_never_exceeds_the_limit_and_counts_what_it_cut(limit: int, share: float) -> None:
+    text = "".join(chr(65 + i % 26) for i in range(5000))
+    capped = cap_text(text, limit, share)
+    head, _, rest = capped.text.partition("\n[...")
+    tail = rest.partition("...]\n")[2]
+    assert len(capped.text) <= limit
+    assert capped.cut == len(text) - len(head) - len(tail)
+    assert text.startswith(head) and text.endswith(tail)
+
+
+def test_half_and_half_keeps_as_much_of_each_end() -> None:
+    """The tool-runner's split: as much of the end (where errors are) as of the beginning."""
+    capped = cap_text("a" * 5000 + "b" * 5000, 1000, 0.5)
+    head, _, rest = capped.text.partition("\n[...")
+    tail = rest.partition("...]\n")[2]
+    assert set(head) == {"a"} and set(tail) == {"b"} and abs(len(head) - len(tail)) <= 1
 
 
 def test_cap_leaves_short_text_alone() -> None:
-    assert cap_text("short", 100) == "short"
+    assert cap_text("short", 100) == ("short", 0)
+    assert cap_text("no cap at all", 0).text == "no cap at all"
 
 
 def test_guard_stops_identical_calls() -> None:

@@ -1,34 +1,34 @@
-"""Builds the FastAPI app from settings: runtime, routers, middleware, error mapping."""
+"""Builds the FastAPI app from settings: the core, routers, middleware, error mapping, metrics."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
 from orchestrator.api import health, memory, openai_compat, ops, sessions, skills, tasks, web
-from orchestrator.api.auth import BearerAuth, BodyLimit, RequestMetrics
 from orchestrator.api.errors import install_error_handlers
+from orchestrator.api.middleware import BearerAuth, BodyLimit, RequestMetrics
 from orchestrator.api.schemas import ERROR_RESPONSES
 from orchestrator.config import Settings
-from orchestrator.runtime import Runtime
-
-log = logging.getLogger(__name__)
+from orchestrator.core import OrchestratorCore
+from orchestrator.metrics import Metrics
 
 
 def create_app(settings: Settings) -> FastAPI:
+    metrics = Metrics()  # its own registry: two apps in one process count apart
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime = Runtime(settings)
-        app.state.runtime = runtime
-        await runtime.resume_pending()
-        runtime.start_heartbeats()
+        core = OrchestratorCore(settings, metrics)
+        app.state.core = core
+        await core.resume_pending()
+        core.start_heartbeats()
         try:
             yield
         finally:
-            await runtime.close()
+            await core.close()
 
     app = FastAPI(
         title="Crayfish",
@@ -40,7 +40,7 @@ def create_app(settings: Settings) -> FastAPI:
     routers = [health, tasks, sessions, memory, skills, ops, openai_compat, web]
     for module in routers:
         app.include_router(module.router, responses=ERROR_RESPONSES)
-    app.add_middleware(RequestMetrics, runtime_of=lambda: app.state.runtime)
+    app.add_middleware(RequestMetrics, metrics=metrics)
     app.add_middleware(
         BodyLimit,
         max_bytes=settings.max_body_bytes,

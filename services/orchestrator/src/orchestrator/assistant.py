@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
-
-import grpc
-from crayfish.memory.v1 import memory_pb2
-from crayfish.skills.v1 import skills_pb2
 
 from orchestrator.agent.compaction import Compactor
 from orchestrator.agent.llm import LLMClient
@@ -22,11 +17,13 @@ from orchestrator.agent.prompt import (
     build_system_prompt,
 )
 from orchestrator.agent.tools import ToolRegistry
-from orchestrator.clients import ServiceClients
+from orchestrator.clients import ServiceClients, ServiceError
+from orchestrator.clients.memory import Hit
 from orchestrator.config import Settings
+from orchestrator.events import EventSink
 from orchestrator.heartbeat import is_acknowledgement
-from orchestrator.sessions.store import SessionStore
-from orchestrator.tasks import Emit, Task
+from orchestrator.sessions.history import SessionStore
+from orchestrator.tasks import Task
 from orchestrator.workspace import WorkspaceFiles
 
 log = logging.getLogger(__name__)
@@ -46,7 +43,7 @@ class Assistant:
         self.clients = clients
         self.llm = llm
         self.store = store
-        self.registry = ToolRegistry(clients, settings.tool_timeout)
+        self.registry = ToolRegistry(clients.tool_services, settings.tool_timeout)
         self.workspace = WorkspaceFiles(settings.workspace)
         self.loop = AgentLoop(
             llm,
@@ -63,7 +60,10 @@ class Assistant:
         self.compactor = Compactor(llm, self.loop, store, settings.context_tokens)
 
     async def run_chat(
-        self, task: Task, emit: Emit, on_accepted: Callable[[str], Awaitable[None]] | None = None
+        self,
+        task: Task,
+        emit: EventSink,
+        on_accepted: Callable[[str], Awaitable[None]] | None = None,
     ) -> str:
         await self.registry.refresh()
         history = await self.store.load(task.session_id)
@@ -81,7 +81,7 @@ class Assistant:
         text, rounds = await self._loop(task, emit, [system_message(system), *history, outgoing])
         return await self._deliver(text, rounds, task, emit)
 
-    async def run_heartbeat(self, task: Task, emit: Emit) -> str:
+    async def run_heartbeat(self, task: Task, emit: EventSink) -> str:
         """A light turn: the standing tasks and no history; an acknowledgement is dropped."""
         await self.registry.refresh()
         system = await self.system_prompt("full")
@@ -99,7 +99,7 @@ class Assistant:
         return user
 
     async def _loop(
-        self, task: Task, emit: Emit, messages: list[dict[str, Any]]
+        self, task: Task, emit: EventSink, messages: list[dict[str, Any]]
     ) -> tuple[str, int]:
         outcome = await self.loop.run(
             messages,
@@ -110,7 +110,7 @@ class Assistant:
         )
         return outcome.text, outcome.rounds
 
-    async def _deliver(self, text: str, rounds: int, task: Task, emit: Emit) -> str:
+    async def _deliver(self, text: str, rounds: int, task: Task, emit: EventSink) -> str:
         if text.strip() == SILENT_TOKEN:
             task.delivered = False
             text = ""
@@ -143,41 +143,36 @@ class Assistant:
 
     async def _skills_prompt(self) -> tuple[str, str]:
         try:
-            reply = await self.clients.skills.GetSkillsPrompt(
-                skills_pb2.GetSkillsPromptRequest(), timeout=self.settings.rpc_timeout
-            )
-        except grpc.RpcError as exc:
-            log.warning("skills prompt unavailable: %s", exc.code().name)
+            prompt = await self.clients.skills.skills_prompt()
+        except ServiceError as exc:
+            log.warning("skills prompt unavailable: %s", exc.status)
             return "", ""
-        return reply.xml, reply.always_bodies
+        return prompt.xml, prompt.always_bodies
 
-    async def recall(self, query: str, emit: Emit) -> str:
+    async def recall(self, query: str, emit: EventSink) -> str:
         """Best memory hits for the user's message, as a context block with citations."""
         if not self.settings.auto_recall or not query.strip():
             return ""
-        request = memory_pb2.SearchMemoryRequest(
-            query=query,
-            top_k=self.settings.auto_recall_hits,
-            min_score=self.settings.auto_recall_min_score,
-        )
         try:
-            reply = await asyncio.wait_for(
-                self.clients.memory.SearchMemory(request), self.settings.rpc_timeout
+            found = await self.clients.memory.search(
+                query,
+                top_k=self.settings.auto_recall_hits,
+                min_score=self.settings.auto_recall_min_score,
             )
-        except (grpc.RpcError, TimeoutError) as exc:
+        except ServiceError as exc:
             log.warning("auto-recall skipped: %s", exc)
             return ""
-        if not reply.hits:
+        if not found.hits:
             return ""
-        await emit("memory.recall", {"citations": [hit.citation for hit in reply.hits]})
-        return format_recall(list(reply.hits))
+        await emit("memory.recall", {"citations": [hit.citation for hit in found.hits]})
+        return format_recall(found.hits)
 
 
 def system_message(text: str) -> dict[str, Any]:
     return {"role": "system", "content": text}
 
 
-def format_recall(hits: list[Any]) -> str:
+def format_recall(hits: list[Hit]) -> str:
     lines = [
         "[Memory recall: notes that may be relevant; cite them as `Source: path#Lx-Ly` if used]"
     ]

@@ -1,14 +1,20 @@
-"""Typed task events with increasing ids, kept per task and in one global stream."""
+"""Typed task events with increasing ids, kept per task and in one global stream.
+
+Written here rather than with a pub/sub library (e.g. broadcaster): those keep no history, and
+a Last-Event-ID resume needs the recent events kept under consecutive ids.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 TERMINAL_EVENTS = {"task.completed", "task.failed", "task.cancelled"}
+# What a turn reports its progress through: sink(event type, data) records one event of its task.
+EventSink = Callable[[str, dict[str, Any]], Awaitable[None]]
 
 
 @dataclass

@@ -12,13 +12,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from orchestrator.events import EventLog
+from orchestrator.events import EventLog, EventSink
 
 log = logging.getLogger(__name__)
 
 TaskStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
-Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
-TurnRunner = Callable[["Task", Emit], Awaitable[str]]
+TurnRunner = Callable[["Task", EventSink], Awaitable[str]]
+# Sees every event as it is published (metrics): observer(event type, data).
+EventObserver = Callable[[str, dict[str, Any]], None]
 
 
 @dataclass
@@ -64,7 +65,7 @@ class TaskManager:
         # Sessions with queued or running tasks; each entry goes with its last task.
         self.session_queues: dict[str, SessionQueue] = {}
         self.global_events = EventLog(max_events=global_events_kept)
-        self.on_event: list[Callable[[str, dict[str, Any]], None]] = []
+        self.observers: list[EventObserver] = []
 
     def create(
         self, session_id: str, message: str, kind: str = "chat", task_id: str | None = None
@@ -114,9 +115,10 @@ class TaskManager:
             await self.cancel(task)
         await self.global_events.close()
 
-    async def emit(self, task: Task, type_: str, data: dict[str, Any]) -> None:
+    async def publish(self, task: Task, type_: str, data: dict[str, Any]) -> None:
+        """Records an event of the task, in its log and in the global stream."""
         data = {"session_id": task.session_id, **data}
-        for observe in self.on_event:
+        for observe in self.observers:
             observe(type_, data)
         await task.events.add(task.id, type_, data)
         await self.global_events.add(task.id, type_, data)
@@ -125,20 +127,20 @@ class TaskManager:
         queue = self.session_queues.setdefault(task.session_id, SessionQueue())
         queue.tasks += 1
         try:
-            await self.emit(task, "task.queued", {"kind": task.kind})
+            await self.publish(task, "task.queued", {"kind": task.kind})
             async with queue.lock:
                 task.status, task.started_at = "running", time.time()
-                await self.emit(task, "task.started", {"kind": task.kind})
-                task.result = await self.run_turn(task, lambda t, d: self.emit(task, t, d))
+                await self.publish(task, "task.started", {"kind": task.kind})
+                task.result = await self.run_turn(task, lambda t, d: self.publish(task, t, d))
             task.status = "completed"
-            await self.emit(task, "task.completed", self._summary(task))
+            await self.publish(task, "task.completed", self._summary(task))
         except asyncio.CancelledError:
             task.status, task.error = "cancelled", "cancelled by request"
-            await self.emit(task, "task.cancelled", self._summary(task))
+            await self.publish(task, "task.cancelled", self._summary(task))
         except Exception as exc:  # the task fails; the server goes on
             log.exception("task %s failed", task.id)
             task.status, task.error = "failed", str(exc) or type(exc).__name__
-            await self.emit(task, "task.failed", self._summary(task))
+            await self.publish(task, "task.failed", self._summary(task))
         finally:
             queue.tasks -= 1
             if not queue.tasks:  # no other task of the session holds or awaits the lock

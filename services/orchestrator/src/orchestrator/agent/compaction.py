@@ -12,8 +12,9 @@ from orchestrator.agent.context import (
     prune_tool_results,
 )
 from orchestrator.agent.llm import LLMClient
-from orchestrator.agent.loop import AgentLoop, Emit
-from orchestrator.sessions.store import SessionStore
+from orchestrator.agent.loop import AgentLoop, add_usage
+from orchestrator.events import EventSink
+from orchestrator.sessions.history import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ class Compactor:
         system: str,
         history: list[dict[str, Any]],
         incoming: dict[str, Any],
-        emit: Emit,
+        emit: EventSink,
         usage: dict[str, int],
     ) -> list[dict[str, Any]]:
         """History to send with `incoming`: as is, pruned, or compacted (and persisted)."""
@@ -90,7 +91,7 @@ class Compactor:
         session_id: str,
         system: str,
         old: list[dict[str, Any]],
-        emit: Emit,
+        emit: EventSink,
         usage: dict[str, int],
     ) -> None:
         """A silent turn in which the model may save durable facts before they are summarised."""
@@ -115,9 +116,7 @@ class Compactor:
             {"role": "user", "content": transcript(old)},
         ]
         reply = await self.llm.complete(request)
-        usage["prompt_tokens"] = usage.get("prompt_tokens", 0) + reply.prompt_tokens
-        usage["completion_tokens"] = usage.get("completion_tokens", 0) + reply.completion_tokens
-        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        add_usage(usage, reply)
         return reply.content.strip() or "(the earlier conversation had nothing worth keeping)"
 
 

@@ -1,4 +1,8 @@
-"""Context budget: estimate tokens, prune old tool results, pick what compaction replaces."""
+"""Context budget: estimate tokens, prune old tool results, pick what compaction replaces.
+
+Tokens are estimated, not counted with tiktoken or another tokenizer: no tokenizer of an arbitrary
+provider's model installs offline, and a budget needs only a safe estimate.
+"""
 
 from __future__ import annotations
 

@@ -11,17 +11,19 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.agent.caps import cap_text
+from crayfish_common.textcap import cap_text
+from crayfish_common.tools import ToolResult
+
 from orchestrator.agent.guard import RepeatGuard
 from orchestrator.agent.llm import LLMClient, LLMReply, ToolCall
-from orchestrator.agent.prompt import HEARTBEAT_TOKEN, SILENT_TOKEN
+from orchestrator.agent.prompt import CAP_HEAD_SHARE, HEARTBEAT_TOKEN, SILENT_TOKEN
 from orchestrator.agent.pseudo_calls import CallSniffer, find_pseudo_calls, strip_call_syntax
 from orchestrator.agent.text_tools import to_text_protocol
-from orchestrator.agent.tools import Tool, ToolOutcome, ToolRegistry
+from orchestrator.agent.tools import OfferedTool, ToolRegistry
+from orchestrator.events import EventSink
 
 log = logging.getLogger(__name__)
 
-Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
 Persist = Callable[[list[dict[str, Any]]], Awaitable[None]]
 
 CORRECTIVE_NOTE = (
@@ -73,7 +75,7 @@ class AgentLoop:
         self,
         messages: list[dict[str, Any]],
         session_id: str,
-        emit: Emit,
+        emit: EventSink,
         persist: Persist,
         usage: dict[str, int],
         only: set[str] | None = None,
@@ -127,7 +129,9 @@ class AgentLoop:
             return ([], EMPTY_REPLY, "") if reasked else ([], content, "empty reply")
         return [], content, ""
 
-    async def _finish_stream(self, content: str, streamed: str, round_no: int, emit: Emit) -> None:
+    async def _finish_stream(
+        self, content: str, streamed: str, round_no: int, emit: EventSink
+    ) -> None:
         """Streams what the user has not seen yet of the final answer (held-back text)."""
         done = streamed.lstrip()
         if content.startswith(done) and content.strip() not in SILENT_REPLIES:
@@ -139,9 +143,9 @@ class AgentLoop:
         self,
         messages: list[dict[str, Any]],
         round_no: int,
-        emit: Emit,
+        emit: EventSink,
         usage: dict[str, int],
-        tools: dict[str, Tool],
+        tools: dict[str, OfferedTool],
     ) -> tuple[LLMReply, str]:
         """The reply, and the text already streamed to the user as deltas."""
         await emit("llm.request", {"round": round_no, "messages": len(messages)})
@@ -161,9 +165,7 @@ class AgentLoop:
             if choice not in ("", "auto", "required", "none") and choice not in tools:
                 choice = ""  # forcing a tool this turn does not offer would be rejected
             reply = await self.llm.complete(messages, offered or None, on_delta, choice)
-        usage["prompt_tokens"] = usage.get("prompt_tokens", 0) + reply.prompt_tokens
-        usage["completion_tokens"] = usage.get("completion_tokens", 0) + reply.completion_tokens
-        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        add_usage(usage, reply)
         await emit(
             "llm.response",
             {
@@ -194,7 +196,7 @@ class AgentLoop:
         content: str,
         session_id: str,
         guard: RepeatGuard,
-        emit: Emit,
+        emit: EventSink,
         allowed: set[str],
     ) -> tuple[list[dict[str, Any]], str]:
         outcomes = await asyncio.gather(
@@ -223,8 +225,8 @@ class AgentLoop:
         return [assistant, *results], stop_reason
 
     async def _run_one(
-        self, call: ToolCall, session_id: str, emit: Emit, allowed: set[str]
-    ) -> ToolOutcome:
+        self, call: ToolCall, session_id: str, emit: EventSink, allowed: set[str]
+    ) -> ToolResult:
         await emit(
             "tool.started", {"call_id": call.id, "tool": call.name, "arguments": call.arguments}
         )
@@ -232,7 +234,7 @@ class AgentLoop:
         if call.name in self.registry.tools and call.name not in allowed:
             offered = ", ".join(sorted(allowed)) or "none"
             message = f"Error: `{call.name}` is not available now; offered tools: {offered}."
-            outcome = ToolOutcome(False, message)
+            outcome = ToolResult(False, message)
         else:
 
             async def on_output(stream: str, text: str) -> None:
@@ -242,9 +244,9 @@ class AgentLoop:
             outcome = await self.registry.run(
                 call.name, call.arguments, session_id, call.id, on_output
             )
-        capped = cap_text(outcome.output, self.limits.result_max_chars)
-        truncated = outcome.truncated or capped != outcome.output
-        outcome.output = capped
+        capped = cap_text(outcome.output, self.limits.result_max_chars, CAP_HEAD_SHARE)
+        truncated = outcome.truncated or capped.truncated
+        outcome.output = capped.text
         await emit(
             "tool.finished",
             {
@@ -254,7 +256,7 @@ class AgentLoop:
                 "exit_code": outcome.exit_code,
                 "duration_ms": round((time.perf_counter() - started) * 1000, 1),
                 "truncated": truncated,
-                "output": capped[:2000],
+                "output": capped.text[:2000],
             },
         )
         return outcome
@@ -275,3 +277,10 @@ class AgentLoop:
         messages.append(final)
         await persist([final])
         return TurnOutcome(text, rounds, stopped=reason, usage=usage)
+
+
+def add_usage(usage: dict[str, int], reply: LLMReply) -> None:
+    """Adds a reply's tokens to a turn's usage."""
+    usage["prompt_tokens"] = usage.get("prompt_tokens", 0) + reply.prompt_tokens
+    usage["completion_tokens"] = usage.get("completion_tokens", 0) + reply.completion_tokens
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]

@@ -9,7 +9,8 @@ from datetime import datetime
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
-from orchestrator.agent.caps import cap_text
+from crayfish_common.textcap import cap_text
+
 from orchestrator.agent.text_tools import FORMAT_NOTE, tooling_lines
 from orchestrator.workspace import WorkspaceFile
 
@@ -24,6 +25,8 @@ BOOTSTRAP_FILES = (
     "MEMORY.md",
 )
 SILENT_TOKEN = "NO_REPLY"
+# Long text keeps head and tail 70 : 20 (OpenClaw's bootstrap caps): the head's share of it.
+CAP_HEAD_SHARE = 0.7 / 0.9
 HEARTBEAT_TOKEN = "HEARTBEAT_OK"
 
 
@@ -135,7 +138,8 @@ def project_context(inputs: PromptInputs) -> str:
         if file.text is None:
             parts.append(f"### {file.name}\n{file.marker}")
             continue
-        capped = cap_text(file.text.strip(), min(inputs.file_max_chars, max(remaining, 0)))
+        limit = min(inputs.file_max_chars, max(remaining, 0))
+        capped = cap_text(file.text.strip(), limit, CAP_HEAD_SHARE).text
         if remaining <= 0:
             capped = f"[omitted: the project context cap of {inputs.total_max_chars} chars is used]"
         remaining -= len(capped)

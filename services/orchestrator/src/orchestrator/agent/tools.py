@@ -1,32 +1,30 @@
-"""The tools offered to the model: collected from the services, validated, run over gRPC."""
+"""The tools offered to the model: collected from the tool services, validated, run by their
+clients; every failure becomes a result the model can read."""
 
 from __future__ import annotations
 
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
 import jsonschema
-from crayfish.common.v1 import tools_pb2
+from crayfish_common.tools import ToolResult
 
-from orchestrator.clients import ServiceClients
+from orchestrator.clients import DeadlineExceeded, OutputSink, ServiceError, ToolServiceClient
 
 log = logging.getLogger(__name__)
 
-TOOL_SERVICES = ("tool-runner", "memory", "skills")
-OutputCallback = Callable[[str, str], Awaitable[None]]
-
 
 @dataclass(frozen=True)
-class Tool:
+class OfferedTool:
+    """A tool as offered to the model, with the service that runs it."""
+
     name: str
     description: str
     parameters: dict[str, Any]
-    service: str
+    service: ToolServiceClient
 
     def as_openai(self) -> dict[str, Any]:
         return {
@@ -39,43 +37,34 @@ class Tool:
         }
 
 
-@dataclass
-class ToolOutcome:
-    ok: bool
-    output: str
-    exit_code: int = 0
-    duration_ms: float = 0.0
-    truncated: bool = False
-
-
 class ToolRegistry:
     """Tools by name, refreshed from the services; a dead service only loses its own tools."""
 
-    def __init__(self, clients: ServiceClients, tool_timeout: float, ttl: float = 5.0):
-        self.clients = clients
+    def __init__(self, services: list[ToolServiceClient], tool_timeout: float, ttl: float = 5.0):
+        self.services = services
         self.tool_timeout = tool_timeout
         self.ttl = ttl
-        self.tools: dict[str, Tool] = {}
+        self.tools: dict[str, OfferedTool] = {}
         self.unavailable: dict[str, str] = {}
         self._fetched_at = 0.0
 
-    async def refresh(self, force: bool = False) -> dict[str, Tool]:
+    async def refresh(self, force: bool = False) -> dict[str, OfferedTool]:
         # A service that was down is asked again at once: its tools are back when it is.
         fresh = time.monotonic() - self._fetched_at < self.ttl
         if not force and self.tools and not self.unavailable and fresh:
             return self.tools
-        tools: dict[str, Tool] = {}
+        tools: dict[str, OfferedTool] = {}
         unavailable: dict[str, str] = {}
-        for service in TOOL_SERVICES:
+        for service in self.services:
             try:
-                specs = await self.clients.list_tools(service)
-            except grpc.RpcError as exc:
-                unavailable[service] = f"{exc.code().name}: {exc.details()}"
-                log.warning("no tools from %s: %s", service, unavailable[service])
+                specs = await service.list_tools()
+            except ServiceError as exc:
+                unavailable[service.name] = f"{exc.status}: {exc.reason}"
+                log.warning("no tools from %s: %s", service.name, unavailable[service.name])
                 continue
             for spec in specs:
-                tools[spec.name] = Tool(
-                    spec.name, spec.description, _schema(spec.parameters_json), service
+                tools[spec.name] = OfferedTool(
+                    spec.name, spec.description, spec.parameters, service
                 )
         self.tools, self.unavailable = tools, unavailable
         self._fetched_at = time.monotonic()
@@ -87,50 +76,33 @@ class ToolRegistry:
         raw_arguments: str,
         session_id: str,
         call_id: str,
-        on_output: OutputCallback | None = None,
-    ) -> ToolOutcome:
-        """Runs a call; tool-runner output is streamed to on_output as it arrives."""
+        on_output: OutputSink | None = None,
+    ) -> ToolResult:
+        """Runs a call; a service that streams output sends it to on_output as it arrives."""
         tool = self.tools.get(name)
         if tool is None:
             known = ", ".join(sorted(self.tools)) or "none"
             down = "".join(f" The {s} service is unavailable now." for s in self.unavailable)
             message = f"Error: unknown tool `{name}`. Available tools: {known}.{down}"
-            return ToolOutcome(False, message)
+            return ToolResult(False, message)
         arguments, problem = parse_arguments(raw_arguments, tool.parameters)
         if problem:
-            return ToolOutcome(False, f"Error: invalid arguments for `{name}`: {problem}")
-        request = tools_pb2.RunToolRequest(
-            name=name,
-            arguments_json=json.dumps(arguments, ensure_ascii=False),
-            session_id=session_id,
-            call_id=call_id,
-        )
+            return ToolResult(False, f"Error: invalid arguments for `{name}`: {problem}")
         try:
-            if on_output is not None and tool.service == "tool-runner":
-                reply = await self._stream(request, on_output)
-            else:
-                reply = await self.clients.run_tool(tool.service, request, self.tool_timeout)
-        except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                return ToolOutcome(False, f"Error: `{name}` timed out after {self.tool_timeout}s.")
-            return ToolOutcome(
-                False, f"Error: the {tool.service} service failed: {exc.code().name}"
+            result = await tool.service.run_tool(
+                name,
+                arguments,
+                session_id=session_id,
+                call_id=call_id,
+                deadline=self.tool_timeout,
+                on_output=on_output,
             )
-        output = reply.output if reply.ok else (reply.output or f"Error: {reply.error}")
-        return ToolOutcome(reply.ok, output, reply.exit_code, reply.duration_ms, reply.truncated)
-
-    async def _stream(
-        self, request: tools_pb2.RunToolRequest, on_output: OutputCallback
-    ) -> tools_pb2.RunToolResponse:
-        result = None
-        async for event in self.clients.run_tool_stream(request, self.tool_timeout):
-            if event.HasField("chunk"):
-                text = event.chunk.data.decode("utf-8", errors="replace")
-                await on_output(event.chunk.stream, text)
-            elif event.HasField("result"):
-                result = event.result
-        if result is None:
-            return tools_pb2.RunToolResponse(ok=False, output="Error: the tool gave no result.")
+        except DeadlineExceeded:
+            return ToolResult(False, f"Error: `{name}` timed out after {self.tool_timeout}s.")
+        except ServiceError as exc:
+            return ToolResult(False, f"Error: the {exc.service} service failed: {exc.status}")
+        if not result.ok and not result.output:
+            result.output = f"Error: {result.error}"
         return result
 
 
@@ -158,11 +130,3 @@ def parse_arguments(raw: str, schema: dict[str, Any]) -> tuple[dict[str, Any], s
     except jsonschema.SchemaError:
         log.warning("tool schema is invalid; skipping validation")
     return arguments, ""
-
-
-def _schema(text: str) -> dict[str, Any]:
-    try:
-        schema = json.loads(text) if text else {}
-    except ValueError:
-        schema = {}
-    return schema if isinstance(schema, dict) and schema else {"type": "object"}

@@ -1,12 +1,17 @@
-"""FastAPI dependencies: the runtime object built at start-up."""
+"""FastAPI dependencies: the orchestrator's core, built at start-up."""
 
 from __future__ import annotations
 
-from fastapi import Request
+from typing import Annotated
 
-from orchestrator.runtime import Runtime
+from fastapi import Depends, Request
+
+from orchestrator.core import OrchestratorCore
 
 
-def get_runtime(request: Request) -> Runtime:
-    runtime: Runtime = request.app.state.runtime
-    return runtime
+def get_core(request: Request) -> OrchestratorCore:
+    core: OrchestratorCore = request.app.state.core
+    return core
+
+
+CoreDep = Annotated[OrchestratorCore, Depends(get_core)]

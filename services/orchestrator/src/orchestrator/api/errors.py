@@ -1,4 +1,5 @@
-"""Errors shaped like OpenAI's (`{"error": {"message", "type", "code"}}`) for every route."""
+"""Errors shaped like OpenAI's (`{"error": {"message", "type", "code"}}`) for every route;
+a service client's typed error becomes the matching HTTP status here."""
 
 from __future__ import annotations
 
@@ -9,6 +10,17 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from orchestrator.clients import (
+    AlreadyExists,
+    DeadlineExceeded,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    ServiceError,
+    ServiceUnavailable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +36,17 @@ ERROR_TYPES = {
     429: "rate_limit_error",
     502: "api_error",
     503: "service_unavailable",
+}
+
+# Any other ServiceError (INTERNAL, UNKNOWN, ...) is a 502: the service failed.
+HTTP_FOR_SERVICE_ERROR: dict[type[ServiceError], int] = {
+    InvalidArgument: 400,
+    PermissionDenied: 403,
+    NotFound: 404,
+    AlreadyExists: 409,
+    ResourceExhausted: 413,
+    ServiceUnavailable: 503,
+    DeadlineExceeded: 504,
 }
 
 
@@ -55,10 +78,25 @@ def error_response(status: int, message: str, code: str | None = None) -> JSONRe
     return JSONResponse(error_body(status, message, code), status_code=status)
 
 
+def service_failure(exc: ServiceError) -> ApiError:
+    """The HTTP error for a failed service call, with the service's reason."""
+    status = HTTP_FOR_SERVICE_ERROR.get(type(exc), 502)
+    if status >= 500:
+        message = f"the {exc.service} service is unavailable ({exc.status}): {exc.reason}"
+    else:
+        message = exc.reason or exc.status
+    return ApiError(status, message, exc.status.lower())
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
         return error_response(exc.status, exc.message, exc.code)
+
+    @app.exception_handler(ServiceError)
+    async def _service_error(_: Request, exc: ServiceError) -> JSONResponse:
+        failure = service_failure(exc)
+        return error_response(failure.status, failure.message, failure.code)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from dataclasses import asdict
 
-import grpc
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from orchestrator.api.deps import get_runtime
+from orchestrator.api.deps import CoreDep
 from orchestrator.api.schemas import DependencyView, HealthView, ReadyView
-from orchestrator.runtime import Runtime
+from orchestrator.clients import ServiceError
 
 router = APIRouter(tags=["health"])
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
 @router.get("/healthz", response_model=HealthView)
@@ -22,24 +20,24 @@ async def healthz() -> HealthView:
 
 
 @router.get("/readyz", response_model=ReadyView, responses={503: {"model": ReadyView}})
-async def readyz(runtime: RuntimeDep) -> JSONResponse:
+async def readyz(core: CoreDep) -> JSONResponse:
     """Each dependency's state, the sandbox in use and its warnings; 503 until all are ready."""
-    states = await runtime.clients.dependency_states()
+    states = await core.clients.dependency_states()
     sandbox: dict[str, object] = {}
     warnings: list[str] = []
     try:
-        described = await runtime.clients.describe_sandbox()
+        described = await core.clients.tool_runner.describe_sandbox()
         sandbox = {"backend": described.backend, "insecure": described.insecure}
-        warnings += list(described.warnings)
+        warnings += described.warnings
         if described.insecure:
             warnings.append(
                 "SANDBOX DISABLED: the tool-runner runs commands with no isolation (backend=none)"
             )
-    except grpc.RpcError as exc:
-        sandbox = {"error": exc.code().name}
+    except ServiceError as exc:
+        sandbox = {"error": exc.status}
     view = ReadyView(
         ready=all(s.ok for s in states),
-        dependencies=[DependencyView(**s.__dict__) for s in states],
+        dependencies=[DependencyView(**asdict(s)) for s in states],
         sandbox=sandbox,
         warnings=warnings,
     )

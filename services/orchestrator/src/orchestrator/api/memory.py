@@ -4,19 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import grpc
-from crayfish.memory.v1 import memory_pb2
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from orchestrator.api.deps import get_runtime
-from orchestrator.api.grpc_errors import api_error
-from orchestrator.runtime import Runtime
+from orchestrator.api.deps import CoreDep
+from orchestrator.core import OrchestratorCore
 
 router = APIRouter(tags=["memory"])
 # The proto's line fields are int32; the line count (end - start + 1) must fit as well.
 MAX_LINE = 2**31 - 2
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
 class MemorySearch(BaseModel):
@@ -74,91 +70,45 @@ class MemorySynced(BaseModel):
     )
 
 
-def _timeout(runtime: Runtime) -> float:
-    return runtime.settings.rpc_timeout * 6  # a search may wait for the first index sync
+def _timeout(core: OrchestratorCore) -> float:
+    return core.settings.rpc_timeout * 6  # a search may wait for the first index sync
 
 
 @router.post("/api/memory/search", response_model=MemoryHits)
-async def search_memory(body: MemorySearch, runtime: RuntimeDep) -> MemoryHits:
-    request = memory_pb2.SearchMemoryRequest(
-        query=body.query,
+async def search_memory(body: MemorySearch, core: CoreDep) -> MemoryHits:
+    found = await core.clients.memory.search(
+        body.query,
         top_k=body.top_k,
+        min_score=body.min_score,
         path_prefix=body.path_prefix,
         strategy=body.strategy,
+        deadline=_timeout(core),
     )
-    if body.min_score is not None:
-        request.min_score = body.min_score
-    try:
-        reply = await runtime.clients.memory.SearchMemory(request, timeout=_timeout(runtime))
-    except grpc.RpcError as exc:
-        raise api_error("memory", exc) from exc
-    hits = [
-        MemoryHit(
-            path=h.path,
-            start_line=h.start_line,
-            end_line=h.end_line,
-            score=h.score,
-            snippet=h.snippet,
-            citation=h.citation,
-            source=h.source,
-        )
-        for h in reply.hits
-    ]
-    return MemoryHits(hits=hits, strategy=reply.strategy)
+    return MemoryHits.model_validate(found, from_attributes=True)
 
 
 @router.get("/api/memory/file", response_model=MemoryLines)
 async def read_memory_lines(
-    runtime: RuntimeDep,
+    core: CoreDep,
     path: Annotated[str, Query(min_length=1)],
     start_line: Annotated[int, Query(ge=0, le=MAX_LINE)] = 0,
     end_line: Annotated[int, Query(ge=0, le=MAX_LINE)] = 0,
 ) -> MemoryLines:
     """Lines of a memory file (what a citation `path#Lx-Ly` points at)."""
     count = max(0, end_line - start_line + 1) if end_line else 0
-    request = memory_pb2.GetMemoryRequest(path=path, start_line=start_line, line_count=count)
-    try:
-        reply = await runtime.clients.memory.GetMemory(request, timeout=_timeout(runtime))
-    except grpc.RpcError as exc:
-        raise api_error("memory", exc) from exc
-    return MemoryLines(
-        path=reply.path,
-        start_line=reply.start_line,
-        end_line=reply.end_line,
-        total_lines=reply.total_lines,
-        text=reply.text,
-    )
+    lines = await core.clients.memory.read_lines(path, start_line, count, _timeout(core))
+    return MemoryLines.model_validate(lines, from_attributes=True)
 
 
 @router.post("/api/memory/notes", response_model=MemoryWritten, status_code=201)
-async def write_memory(body: MemoryNote, runtime: RuntimeDep) -> MemoryWritten:
+async def write_memory(body: MemoryNote, core: CoreDep) -> MemoryWritten:
     """Appends a note and indexes it at once."""
-    request = memory_pb2.WriteMemoryRequest(text=body.text, path=body.path)
-    try:
-        reply = await runtime.clients.memory.WriteMemory(request, timeout=_timeout(runtime))
-    except grpc.RpcError as exc:
-        raise api_error("memory", exc) from exc
-    return MemoryWritten(
-        path=reply.path,
-        start_line=reply.start_line,
-        end_line=reply.end_line,
-        citation=reply.citation,
-    )
+    written = await core.clients.memory.write_note(body.text, body.path, _timeout(core))
+    return MemoryWritten.model_validate(written, from_attributes=True)
 
 
 @router.post("/api/memory/sync", response_model=MemorySynced)
-async def sync_memory(runtime: RuntimeDep, force: bool = False) -> MemorySynced:
+async def sync_memory(core: CoreDep, force: bool = False) -> MemorySynced:
     """Brings the index up to date with the files now."""
-    request = memory_pb2.SyncMemoryRequest(force=force)
-    try:
-        reply = await runtime.clients.memory.SyncMemory(request, timeout=_timeout(runtime) * 10)
-    except grpc.RpcError as exc:
-        raise api_error("memory", exc) from exc
-    return MemorySynced(
-        files_indexed=reply.files_indexed,
-        files_unchanged=reply.files_unchanged,
-        files_removed=reply.files_removed,
-        chunks_indexed=reply.chunks_indexed,
-        duration_ms=reply.duration_ms,
-        skipped=dict(reply.skipped),
-    )
+    report = await core.clients.memory.sync(force, _timeout(core) * 10)
+    return MemorySynced.model_validate(report, from_attributes=True)

@@ -7,19 +7,19 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Header
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi import APIRouter, Header
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
+from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from orchestrator.api.deps import get_runtime
+from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError, error_body
-from orchestrator.api.sse import sse_message, sse_response
-from orchestrator.runtime import Runtime
-from orchestrator.sessions.store import InvalidSessionId
+from orchestrator.api.sse import sse_comment, sse_event, sse_response
+from orchestrator.core import OrchestratorCore
+from orchestrator.sessions.history import InvalidSessionId
 from orchestrator.tasks import Task
 
 router = APIRouter(tags=["openai"])
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
 class ChatMessage(BaseModel):
@@ -47,9 +47,9 @@ def _text(content: str | list[dict[str, Any]] | None) -> str:
 
 
 @router.get("/v1/models")
-async def list_models(runtime: RuntimeDep) -> dict[str, Any]:
+async def list_models(core: CoreDep) -> dict[str, Any]:
     """The agents on offer (one per orchestrator)."""
-    name = runtime.settings.agent_name
+    name = core.settings.agent_name
     return {
         "object": "list",
         "data": [{"id": name, "object": "model", "created": 0, "owned_by": "crayfish"}],
@@ -57,7 +57,7 @@ async def list_models(runtime: RuntimeDep) -> dict[str, Any]:
 
 
 async def _start_turn(
-    body: CompletionRequest, runtime: Runtime, session_header: str | None
+    body: CompletionRequest, core: OrchestratorCore, session_header: str | None
 ) -> Task:
     if body.messages[-1].role != "user":
         raise ApiError(400, "the last message must have role 'user'", "invalid_messages")
@@ -73,8 +73,8 @@ async def _start_turn(
                 for m in body.messages[:-1]
                 if m.role in ("user", "assistant") and _text(m.content)
             ]
-            await runtime.store.append(session_id, prior)
-        return await runtime.submit(session_id, message)
+            await core.store.append(session_id, prior)
+        return await core.submit(session_id, message)
     except InvalidSessionId as exc:
         raise ApiError(400, str(exc), "invalid_session_id") from exc
 
@@ -109,17 +109,15 @@ def _failure(task: Task) -> tuple[int, str]:
 )
 async def chat_completions(
     body: CompletionRequest,
-    runtime: RuntimeDep,
+    core: CoreDep,
     x_crayfish_session: Annotated[str | None, Header()] = None,
-) -> JSONResponse | StreamingResponse:
+) -> JSONResponse | EventSourceResponse:
     """Runs a full turn (tools run server-side) and answers as an OpenAI chat completion."""
-    task = await _start_turn(body, runtime, x_crayfish_session)
+    task = await _start_turn(body, core, x_crayfish_session)
     headers = {"X-Crayfish-Session": task.session_id, "X-Crayfish-Task": task.id}
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        response = sse_response(_chunks(task, body.model, include_usage))
-        response.headers.update(headers)
-        return response
+        return sse_response(_chunks(task, body.model, include_usage), headers)
     assert task.runner is not None
     await asyncio.shield(task.runner)
     if task.status != "completed":
@@ -138,20 +136,20 @@ def _chunk(task: Task, model: str, delta: dict[str, Any], finish: str | None) ->
     }
 
 
-async def _chunks(task: Task, model: str, include_usage: bool) -> AsyncIterator[str]:
-    yield sse_message(_chunk(task, model, {"role": "assistant", "content": ""}, None))
+async def _chunks(task: Task, model: str, include_usage: bool) -> AsyncIterator[ServerSentEvent]:
+    yield sse_event(_chunk(task, model, {"role": "assistant", "content": ""}, None))
     async for event in task.events.follow():
         if event.type == "assistant.delta" and event.data.get("text"):
-            yield sse_message(_chunk(task, model, {"content": event.data["text"]}, None))
+            yield sse_event(_chunk(task, model, {"content": event.data["text"]}, None))
         elif event.type in ("tool.started", "tool.finished"):
-            yield f": crayfish {event.type} {event.data.get('tool', '')}\n\n"
+            yield sse_comment(f"crayfish {event.type} {event.data.get('tool', '')}")
     if task.status == "completed":
-        yield sse_message(_chunk(task, model, {}, "stop"))
+        yield sse_event(_chunk(task, model, {}, "stop"))
         if include_usage:
             usage_chunk = _chunk(task, model, {}, None)
             usage_chunk["choices"], usage_chunk["usage"] = [], dict(task.usage)
-            yield sse_message(usage_chunk)
+            yield sse_event(usage_chunk)
     else:
         status, message = _failure(task)
-        yield sse_message(error_body(status, message, "turn_failed"))
-    yield sse_message("[DONE]")
+        yield sse_event(error_body(status, message, "turn_failed"))
+    yield sse_event("[DONE]")

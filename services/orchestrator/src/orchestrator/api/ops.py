@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Depends
-from fastapi.responses import PlainTextResponse
+from fastapi import APIRouter
+from fastapi.responses import PlainTextResponse, Response
 from pydantic import BaseModel
 
-from orchestrator.api.deps import get_runtime
+from orchestrator.api.deps import CoreDep
 from orchestrator.api.schemas import TEXT_ROUTE_ERRORS
-from orchestrator.runtime import Runtime
+from orchestrator.metrics import CONTENT_TYPE
 
 router = APIRouter(tags=["operations"])
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
 class HeartbeatView(BaseModel):
@@ -23,9 +20,9 @@ class HeartbeatView(BaseModel):
 
 
 @router.post("/api/heartbeat", response_model=HeartbeatView)
-async def heartbeat(runtime: RuntimeDep) -> HeartbeatView:
+async def heartbeat(core: CoreDep) -> HeartbeatView:
     """Runs a heartbeat now; skipped without any LLM call when HEARTBEAT.md lists no tasks."""
-    task = await runtime.trigger_heartbeat()
+    task = await core.trigger_heartbeat()
     if task is None:
         return HeartbeatView(
             status="skipped", reason="HEARTBEAT.md lists no tasks, or a heartbeat is running"
@@ -34,9 +31,6 @@ async def heartbeat(runtime: RuntimeDep) -> HeartbeatView:
 
 
 @router.get("/metrics", response_class=PlainTextResponse, responses=TEXT_ROUTE_ERRORS)
-async def metrics(runtime: RuntimeDep) -> PlainTextResponse:
+async def metrics(core: CoreDep) -> Response:
     """Prometheus text format."""
-    return PlainTextResponse(
-        runtime.metrics.render(len(runtime.tasks.active())),
-        media_type="text/plain; version=0.0.4",
-    )
+    return Response(core.metrics.render(), media_type=CONTENT_TYPE)

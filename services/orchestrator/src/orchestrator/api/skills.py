@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
-import grpc
-from crayfish.skills.v1 import skills_pb2
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel
 
-from orchestrator.api.deps import get_runtime
+from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
-from orchestrator.api.grpc_errors import api_error
-from orchestrator.runtime import Runtime
+from orchestrator.clients.skills import Installation
 
 router = APIRouter(tags=["skills"])
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 ARCHIVE_TYPES = {"application/zip", "application/gzip", "application/x-gzip"}
 ARCHIVE_TYPES |= {"application/x-tar", "application/octet-stream"}
 
@@ -58,37 +54,11 @@ class FolderInstall(BaseModel):
     replace: bool = False
 
 
-def skill_view(skill: Any) -> SkillView:
-    return SkillView(
-        name=skill.name,
-        description=skill.description,
-        location=skill.location,
-        source=skill.source,
-        available=skill.available,
-        missing=list(skill.missing),
-        emoji=skill.emoji,
-        always=skill.always,
-        version=skill.version,
-        shadowed=list(skill.shadowed),
-        warnings=list(skill.warnings),
-        sandbox_folder=skill.sandbox_folder,
-    )
-
-
 @router.get("/api/skills", response_model=Catalog)
-async def list_skills(runtime: RuntimeDep) -> Catalog:
+async def list_skills(core: CoreDep) -> Catalog:
     """Every skill with its availability, and a diagnostic for each broken SKILL.md."""
-    try:
-        reply = await runtime.clients.skills.ListSkills(
-            skills_pb2.ListSkillsRequest(), timeout=runtime.settings.rpc_timeout
-        )
-    except grpc.RpcError as exc:
-        raise api_error("skills", exc) from exc
-    return Catalog(
-        skills=[skill_view(s) for s in reply.skills],
-        diagnostics=[DiagnosticView(path=d.path, reason=d.reason) for d in reply.diagnostics],
-        version=reply.version,
-    )
+    catalog = await core.clients.skills.list_skills()
+    return Catalog.model_validate(catalog, from_attributes=True)
 
 
 @router.post(
@@ -107,24 +77,25 @@ async def list_skills(runtime: RuntimeDep) -> Catalog:
 )
 async def install_skill(
     request: Request,
-    runtime: RuntimeDep,
+    core: CoreDep,
     filename: Annotated[str, Query(description="archive name: *.zip or *.tar.gz")] = "",
     replace: bool = False,
 ) -> Installed:
     """Installs a skill from the archive in the body, or from a folder named in a JSON body."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     body = await request.body()
+    installation: Installation
     if content_type == "application/json":
         try:
             folder = FolderInstall.model_validate_json(body)
         except ValueError as exc:
             raise ApiError(400, f"invalid JSON body: {exc}", "invalid_request") from exc
-        message = skills_pb2.InstallSkillRequest(folder_path=folder.folder, replace=folder.replace)
+        installation = await core.clients.skills.install_folder(folder.folder, folder.replace)
     elif content_type in ARCHIVE_TYPES:
         if not body:
             raise ApiError(400, "the request body (the archive) is empty", "empty_body")
         name = filename or ("skill.zip" if content_type == "application/zip" else "skill.tar.gz")
-        message = skills_pb2.InstallSkillRequest(archive=body, archive_name=name, replace=replace)
+        installation = await core.clients.skills.install_archive(body, name, replace)
     else:
         raise ApiError(
             415,
@@ -132,23 +103,10 @@ async def install_skill(
             'or JSON {"folder": "..."}',
             "unsupported_media_type",
         )
-    try:
-        reply = await runtime.clients.skills.InstallSkill(
-            message, timeout=runtime.settings.rpc_timeout * 3
-        )
-    except grpc.RpcError as exc:
-        raise api_error("skills", exc) from exc
-    return Installed(
-        skill=skill_view(reply.skill), digest=reply.digest, warnings=list(reply.warnings)
-    )
+    return Installed.model_validate(installation, from_attributes=True)
 
 
 @router.delete("/api/skills/{name}", status_code=204)
-async def uninstall_skill(name: str, runtime: RuntimeDep) -> None:
+async def uninstall_skill(name: str, core: CoreDep) -> None:
     """Removes an installed (managed) skill."""
-    try:
-        await runtime.clients.skills.UninstallSkill(
-            skills_pb2.UninstallSkillRequest(name=name), timeout=runtime.settings.rpc_timeout
-        )
-    except grpc.RpcError as exc:
-        raise api_error("skills", exc) from exc
+    await core.clients.skills.uninstall(name)

@@ -1,54 +1,42 @@
-"""Server-sent events: formatting and a response that keeps the connection alive."""
+"""Server-sent events through sse-starlette: JSON payloads, ids for Last-Event-ID, keep-alives."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from fastapi.responses import StreamingResponse
+from sse_starlette import EventSourceResponse, ServerSentEvent
 
 KEEPALIVE_SECONDS = 15.0
+LINE_END = "\n"
 
 
-def sse_message(data: Any, event: str | None = None, event_id: int | None = None) -> str:
-    lines = []
-    if event_id is not None:
-        lines.append(f"id: {event_id}")
-    if event:
-        lines.append(f"event: {event}")
+def sse_event(data: Any, event: str | None = None, event_id: int | None = None) -> ServerSentEvent:
+    """An event whose data is `data` as JSON (a string is sent as it is)."""
     payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-    lines += [f"data: {line}" for line in payload.split("\n")]
-    return "\n".join(lines) + "\n\n"
+    ident = None if event_id is None else str(event_id)
+    return ServerSentEvent(payload, event=event, id=ident, sep=LINE_END)
 
 
-async def with_keepalive(source: AsyncIterator[str]) -> AsyncIterator[str]:
-    """Passes messages through, adding a comment line when the source is quiet."""
-    iterator = source.__aiter__()
-    pending: asyncio.Task[str] | None = None
-    try:
-        while True:
-            if pending is None:
-                pending = asyncio.ensure_future(iterator.__anext__())
-            done, _ = await asyncio.wait({pending}, timeout=KEEPALIVE_SECONDS)
-            if not done:
-                yield ": keepalive\n\n"
-                continue
-            try:
-                item = pending.result()
-            except StopAsyncIteration:
-                return
-            pending = None
-            yield item
-    finally:
-        if pending is not None:
-            pending.cancel()
+def sse_comment(text: str) -> ServerSentEvent:
+    """A comment line: clients skip it; it shows progress to whoever reads the raw stream."""
+    return ServerSentEvent(comment=text, sep=LINE_END)
 
 
-def sse_response(source: AsyncIterator[str]) -> StreamingResponse:
-    return StreamingResponse(
-        with_keepalive(source),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+def resume_after(value: str | None) -> int:
+    """The id a reconnecting client saw last (its Last-Event-ID header); 0 for none."""
+    return int(value) if value and value.strip().isdigit() else 0
+
+
+def sse_response(
+    source: AsyncIterator[ServerSentEvent], headers: Mapping[str, str] | None = None
+) -> EventSourceResponse:
+    """Streams the events, with a `: keepalive` comment every KEEPALIVE_SECONDS."""
+    return EventSourceResponse(
+        source,
+        headers=headers,
+        ping=KEEPALIVE_SECONDS,
+        sep=LINE_END,
+        ping_message_factory=lambda: sse_comment("keepalive"),
     )

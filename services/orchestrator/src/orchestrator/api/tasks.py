@@ -6,20 +6,20 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header
-from fastapi.responses import StreamingResponse
+from fastapi import APIRouter, Header
+from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from orchestrator.api.deps import get_runtime
+from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
 from orchestrator.api.schemas import ChatAccepted, ChatRequest, TaskView, Usage
-from orchestrator.api.sse import sse_message, sse_response
+from orchestrator.api.sse import resume_after, sse_event, sse_response
+from orchestrator.core import OrchestratorCore
 from orchestrator.events import EventLog
-from orchestrator.runtime import Runtime
-from orchestrator.sessions.store import InvalidSessionId
+from orchestrator.sessions.history import InvalidSessionId
 from orchestrator.tasks import Task
 
 router = APIRouter(tags=["tasks"])
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+SSE_RESPONSES: dict[int | str, dict[str, object]] = {200: {"content": {"text/event-stream": {}}}}
 
 
 def task_view(task: Task) -> TaskView:
@@ -38,71 +38,67 @@ def task_view(task: Task) -> TaskView:
     )
 
 
-def find_task(runtime: Runtime, task_id: str) -> Task:
-    task = runtime.tasks.get(task_id)
+def find_task(core: OrchestratorCore, task_id: str) -> Task:
+    task = core.tasks.get(task_id)
     if task is None:
         raise ApiError(404, f"no task with id {task_id!r}", "task_not_found")
     return task
 
 
 @router.post("/api/chat", status_code=202, response_model=ChatAccepted)
-async def create_chat(body: ChatRequest, runtime: RuntimeDep) -> ChatAccepted:
+async def create_chat(body: ChatRequest, core: CoreDep) -> ChatAccepted:
     """Queues one turn; the answer arrives through the task's status or its event stream."""
     session_id = body.session_id or uuid.uuid4().hex
     try:
-        task = await runtime.submit(session_id, body.message)
+        task = await core.submit(session_id, body.message)
     except InvalidSessionId as exc:
         raise ApiError(400, str(exc), "invalid_session_id") from exc
     return ChatAccepted(task_id=task.id, session_id=session_id)
 
 
 @router.get("/api/tasks/{task_id}", response_model=TaskView)
-async def get_task(task_id: str, runtime: RuntimeDep) -> TaskView:
-    return task_view(find_task(runtime, task_id))
+async def get_task(task_id: str, core: CoreDep) -> TaskView:
+    return task_view(find_task(core, task_id))
 
 
 @router.post("/api/tasks/{task_id}/cancel", response_model=TaskView)
-async def cancel_task(task_id: str, runtime: RuntimeDep) -> TaskView:
+async def cancel_task(task_id: str, core: CoreDep) -> TaskView:
     """Stops a queued or running task; running tools are stopped, history stays valid."""
-    task = find_task(runtime, task_id)
+    task = find_task(core, task_id)
     if task.done:
         raise ApiError(409, f"task is already {task.status}", "task_finished")
-    await runtime.tasks.cancel(task)
+    await core.tasks.cancel(task)
     return task_view(task)
 
 
-def _last_event_id(value: str | None) -> int:
-    return int(value) if value and value.strip().isdigit() else 0
-
-
-async def _stream(log: EventLog, after: int) -> AsyncIterator[str]:
+async def _stream(log: EventLog, after: int) -> AsyncIterator[ServerSentEvent]:
     async for event in log.follow(after):
-        yield sse_message(event.as_dict(), event=event.type, event_id=event.id)
+        yield sse_event(event.as_dict(), event=event.type, event_id=event.id)
 
 
 @router.get(
     "/api/tasks/{task_id}/events",
-    response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}}},
+    response_class=EventSourceResponse,
+    responses=SSE_RESPONSES,
 )
 async def task_events(
     task_id: str,
-    runtime: RuntimeDep,
+    core: CoreDep,
     last_event_id: Annotated[str | None, Header()] = None,
-) -> StreamingResponse:
+) -> EventSourceResponse:
     """SSE stream of the task's typed events; reconnect with Last-Event-ID to miss nothing."""
-    task = find_task(runtime, task_id)
-    return sse_response(_stream(task.events, _last_event_id(last_event_id)))
+    task = find_task(core, task_id)
+    return sse_response(_stream(task.events, resume_after(last_event_id)))
 
 
 @router.get(
     "/api/events",
-    response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}}},
+    response_class=EventSourceResponse,
+    responses=SSE_RESPONSES,
 )
 async def all_events(
-    runtime: RuntimeDep,
+    core: CoreDep,
     last_event_id: Annotated[str | None, Header()] = None,
-) -> StreamingResponse:
+) -> EventSourceResponse:
     """SSE stream of every task's events (ids are global here)."""
-    return sse_response(_stream(runtime.tasks.global_events, _last_event_id(last_event_id)))
+    return sse_response(_stream(core.tasks.global_events, resume_after(last_event_id)))

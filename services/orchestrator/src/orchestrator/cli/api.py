@@ -1,21 +1,23 @@
-"""A small REST client of the orchestrator (httpx), with an SSE reader that resumes by event id."""
+"""A small REST client of the orchestrator (httpx), following event streams (httpx-sse) and
+resuming them by event id."""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from httpx_sse import ServerSentEvent, connect_sse
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 TERMINAL = {"task.completed", "task.failed", "task.cancelled"}
 
 
-class ApiError(Exception):
-    """The orchestrator answered with an error (its JSON `error.message` is the text)."""
+class RequestFailed(Exception):
+    """The orchestrator answered a request with an error (its JSON `error.message` is the text)."""
 
     def __init__(self, status: int, message: str, code: str | None = None):
         super().__init__(message)
@@ -35,39 +37,24 @@ class SseEvent:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-def parse_sse(lines: Iterator[str]) -> Iterator[SseEvent]:
-    """Turns SSE lines into events; comments (keepalives, progress notes) are skipped."""
-    event_id, event_type, data = 0, "message", list[str]()
-    for line in lines:
-        if not line:
-            if data:
-                payload = json.loads("\n".join(data))
-                yield SseEvent(event_id, event_type, payload if isinstance(payload, dict) else {})
-            event_type, data = "message", []
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "id" and value.isdigit():
-            event_id = int(value)
-        elif name == "event":
-            event_type = value
-        elif name == "data":
-            data.append(value)
+def sse_event(sse: ServerSentEvent) -> SseEvent:
+    """The event with its numeric id and its JSON data (an object; anything else is dropped)."""
+    payload = json.loads(sse.data)
+    event_id = int(sse.id) if sse.id.isdigit() else 0
+    return SseEvent(event_id, sse.event, payload if isinstance(payload, dict) else {})
 
 
-def _error_of(response: httpx.Response) -> ApiError:
+def _error_of(response: httpx.Response) -> RequestFailed:
     try:
         error = response.json().get("error", {})
-        return ApiError(response.status_code, str(error.get("message")), error.get("code"))
+        return RequestFailed(response.status_code, str(error.get("message")), error.get("code"))
     except (ValueError, AttributeError):
         text = response.text.strip()[:200] or response.reason_phrase
-        return ApiError(response.status_code, text)
+        return RequestFailed(response.status_code, text)
 
 
 class CrayfishClient:
-    """The REST calls the CLI makes; raises ApiError or Unreachable, never httpx errors."""
+    """The REST calls the CLI makes; raises RequestFailed or Unreachable, never httpx errors."""
 
     def __init__(self, base_url: str = DEFAULT_URL, token: str = "", timeout: float = 30.0):
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -104,7 +91,7 @@ class CrayfishClient:
     def cancel(self, task_id: str) -> None:
         try:
             self.request("POST", f"/api/tasks/{task_id}/cancel")
-        except ApiError as exc:
+        except RequestFailed as exc:
             if exc.status != 409:  # 409: it finished meanwhile, which is fine
                 raise
 
@@ -116,13 +103,15 @@ class CrayfishClient:
         while True:
             headers = {"Last-Event-ID": str(after)} if after else {}
             try:
-                with self.http.stream(
-                    "GET", f"/api/tasks/{task_id}/events", headers=headers, timeout=60.0
-                ) as response:
-                    if response.status_code >= 400:
-                        response.read()
-                        raise _error_of(response)
-                    for event in parse_sse(response.iter_lines()):
+                with connect_sse(
+                    self.http, "GET", f"/api/tasks/{task_id}/events", headers=headers, timeout=60.0
+                ) as source:
+                    if source.response.status_code >= 400:
+                        source.response.read()
+                        raise _error_of(source.response)
+                    # As browsers do, an event without data is not one (a comment ended it).
+                    events = (sse_event(sse) for sse in source.iter_sse() if sse.data)
+                    for event in events:
                         failures = 0
                         after = max(after, event.id)
                         yield event

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from orchestrator.cli import chat, listings
-from orchestrator.cli.api import DEFAULT_URL, ApiError, CrayfishClient, Unreachable
+from orchestrator.cli.api import DEFAULT_URL, CrayfishClient, RequestFailed, Unreachable
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -46,7 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     skills = commands.add_parser("skills", help="list skills and their availability")
     skills.add_argument("--json", action="store_true", help="print JSON")
 
-    memory = commands.add_parser("memory", help="search memory or show cited lines")
+    add_memory_commands(commands.add_parser("memory", help="search memory or show cited lines"))
+    return parser
+
+
+def add_memory_commands(memory: argparse.ArgumentParser) -> None:
     memory_commands = memory.add_subparsers(dest="memory_command", required=True, metavar="ACTION")
     search = memory_commands.add_parser("search", help="hybrid search with citations")
     search.add_argument("query", nargs="+")
@@ -55,7 +59,6 @@ def build_parser() -> argparse.ArgumentParser:
     show = memory_commands.add_parser("show", help="print the lines of a citation path#Lx-Ly")
     show.add_argument("citation")
     show.add_argument("--json", action="store_true", help="print JSON")
-    return parser
 
 
 def run(args: argparse.Namespace, client: CrayfishClient) -> int:
@@ -83,7 +86,7 @@ def run(args: argparse.Namespace, client: CrayfishClient) -> int:
     return listings.show_memory(client, args.citation, args.json)
 
 
-def explain(exc: ApiError) -> str:
+def explain(exc: RequestFailed) -> str:
     if exc.status == 401:
         return f"the orchestrator wants a token (401): set CRAYFISH_API_TOKEN ({exc.message})"
     return f"the orchestrator said {exc.status}: {exc.message}"
@@ -100,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    except ApiError as exc:
+    except RequestFailed as exc:
         print(f"crayfish: {explain(exc)}", file=sys.stderr)
         return EXIT_USAGE if exc.status < 500 else EXIT_FAILED
     except ValueError as exc:

@@ -1,4 +1,7 @@
-"""Terminal output of a turn: streamed answer text, compact tool progress lines, colours."""
+"""Terminal output of a turn: streamed answer text, compact tool progress lines, colours.
+
+Five ANSI colours written by hand rather than with rich or colorama: not worth a dependency.
+"""
 
 from __future__ import annotations
 

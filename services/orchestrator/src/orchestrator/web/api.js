@@ -37,7 +37,7 @@ export async function api(path, options = {}) {
   return reply.status === 204 ? null : reply.json();
 }
 
-// Reads one SSE stream with fetch (EventSource cannot send an Authorization header).
+// Reads one SSE stream with fetch: by hand, as EventSource cannot send an Authorization header.
 async function readSse(response, onEvent) {
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";

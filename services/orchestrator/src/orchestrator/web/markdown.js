@@ -1,6 +1,8 @@
 // The Markdown model answers use, rendered as DOM nodes: headings, lists, quotes, tables, rules,
 // paragraphs, fenced code; inline code, bold, italics, strike-through, links and citations.
 // Model text only ever becomes text nodes; links keep http(s) and mailto targets only.
+// Not marked or markdown-it: they produce HTML strings (model text would need a sanitizer), and
+// the page has no build step and fetches nothing from the internet.
 
 const FENCE = /```[^\n]*\n([\s\S]*?)(?:```|$)/g;
 const HEADING = /^(#{1,6})\s+(.*?)\s*#*\s*$/;

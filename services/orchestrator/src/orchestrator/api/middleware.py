@@ -1,14 +1,18 @@
-"""Bearer-token auth: every route but /healthz when CRAYFISH_API_TOKEN is set."""
+"""ASGI middleware: bearer-token auth (every route but /healthz and the page when
+CRAYFISH_API_TOKEN is set), request body limits, request metrics.
+
+Middleware rather than FastAPI's HTTPBearer dependency: it covers every path (unknown ones and
+the OpenAPI page too) with one constant-time check; Starlette has no body-size limit of its own.
+"""
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable
-from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from orchestrator.api.errors import BodyTooLarge, error_response
+from orchestrator.metrics import Metrics
 
 # The page and its static assets hold no data, and a browser cannot send a Bearer header when
 # it loads a page: they are open; the page sends the token on its own API calls.
@@ -72,9 +76,9 @@ class BodyLimit:
 class RequestMetrics:
     """Counts requests by method, route template and status for /metrics."""
 
-    def __init__(self, app: ASGIApp, runtime_of: Callable[[], Any]):
+    def __init__(self, app: ASGIApp, metrics: Metrics):
         self.app = app
-        self.runtime_of = runtime_of
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -93,4 +97,4 @@ class RequestMetrics:
         finally:
             route = scope.get("route")
             path = getattr(route, "path", None) or "unmatched"
-            self.runtime_of().metrics.observe_request(scope["method"], path, status)
+            self.metrics.observe_request(scope["method"], path, status)

@@ -1,23 +1,23 @@
-"""Session history as JSONL, one fsynced write per message group, so a crash never splits one."""
+"""Session history as JSONL, one fsynced write per message group, so a crash never splits one.
+
+Plain files rather than SQLite: append-only, readable by a person, one file per session.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import os
 import re
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
+
+from orchestrator.sessions.files import FileWorker, append_whole, fsync_folder
 
 log = logging.getLogger(__name__)
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-T = TypeVar("T")
 
 
 class InvalidSessionId(ValueError):
@@ -30,25 +30,6 @@ class SessionInfo:
     messages: int
     updated_at: float
     title: str
-
-
-class FileWorker:
-    """One thread that does a store's blocking file work, in the order it was asked for.
-
-    So the event loop never waits on a disk, two writes never reorder, a read never sees half a
-    write, and a caller cancelled while its write runs cannot let the next one start early.
-    """
-
-    def __init__(self, name: str):
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        # The job is queued before the first await: call order is execution order.
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
-
-    async def close(self) -> None:
-        """Finishes the queued work, then ends the thread."""
-        await asyncio.to_thread(self._pool.shutdown, True)
 
 
 class SessionStore:
@@ -157,38 +138,6 @@ def summary_message(summary: str) -> str:
     )
 
 
-def append_whole(path: Path, data: bytes) -> None:
-    """Appends data and fsyncs it, or raises with the file as it was: a full disk can cut a
-    write short, and a torn line would swallow the next append's first line."""
-    created = not path.exists()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        size = os.fstat(fd).st_size
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        except OSError:
-            os.ftruncate(fd, size)
-            if created:
-                path.unlink()
-            raise
-    finally:
-        os.close(fd)
-    if created:
-        fsync_folder(path.parent)
-
-
-def fsync_folder(folder: Path) -> None:
-    """Makes a file's creation, rename or removal in `folder` survive a power loss."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _complete_records(raw: bytes) -> tuple[list[dict[str, Any]], int]:
     """Records of whole groups, and how many leading bytes hold them."""
     records: list[dict[str, Any]] = []
@@ -210,52 +159,3 @@ def _complete_records(raw: bytes) -> tuple[list[dict[str, Any]], int]:
             pending = []
             good = offset
     return records, good
-
-
-class Inbox:
-    """Acknowledged messages not yet taken into a run, so a crash loses none of them."""
-
-    def __init__(self, root: Path):
-        self.path = root / "inbox.jsonl"
-        root.mkdir(parents=True, exist_ok=True)
-        self._worker = FileWorker("inbox")
-
-    async def add(self, task_id: str, session_id: str, message: str, kind: str) -> None:
-        entry = {"task_id": task_id, "session_id": session_id, "message": message, "kind": kind}
-        await self._worker.run(self._add, json.dumps(entry, ensure_ascii=False) + "\n")
-
-    async def remove(self, task_id: str) -> None:
-        await self._worker.run(self._remove, task_id)
-
-    async def pending(self) -> list[dict[str, Any]]:
-        return await self._worker.run(self._read)
-
-    async def close(self) -> None:
-        await self._worker.close()
-
-    def _add(self, line: str) -> None:
-        append_whole(self.path, line.encode("utf-8"))
-
-    def _remove(self, task_id: str) -> None:
-        """Rewrites the inbox without the entry: a new file, fsynced, renamed over the old one."""
-        kept = [e for e in self._read() if e.get("task_id") != task_id]
-        tmp = self.path.with_suffix(".tmp")
-        with tmp.open("w", encoding="utf-8") as handle:
-            handle.write("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in kept))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self.path)
-        fsync_folder(self.path.parent)
-
-    def _read(self) -> list[dict[str, Any]]:
-        try:
-            lines = self.path.read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            return []
-        entries = []
-        for line in lines:
-            try:
-                entries.append(json.loads(line))
-            except ValueError:
-                continue  # a torn last line: that message was never acknowledged
-        return entries

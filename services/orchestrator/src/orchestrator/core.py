@@ -1,4 +1,5 @@
-"""The orchestrator's long-lived parts, built once from settings and closed at shutdown."""
+"""The orchestrator's domain façade: clients, LLM, sessions, tasks and heartbeats, built once
+from settings and closed at shutdown; the HTTP routes (api/) call only this."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from orchestrator.agent.llm import LLMClient
 from orchestrator.assistant import Assistant
 from orchestrator.clients import ServiceClients
 from orchestrator.config import Settings
+from orchestrator.events import EventSink
 from orchestrator.heartbeat import (
     HEARTBEAT_FILE,
     HEARTBEAT_SESSION,
@@ -17,16 +19,17 @@ from orchestrator.heartbeat import (
     heartbeat_tasks,
 )
 from orchestrator.metrics import Metrics
-from orchestrator.sessions.store import Inbox, SessionStore
-from orchestrator.tasks import Emit, Task, TaskManager
+from orchestrator.sessions.history import SessionStore
+from orchestrator.sessions.inbox import Inbox
+from orchestrator.tasks import Task, TaskManager
 
 log = logging.getLogger(__name__)
 
 
-class Runtime:
-    """Clients, LLM, sessions and tasks; routes reach them through `app.state.runtime`."""
+class OrchestratorCore:
+    """Clients, LLM, sessions and tasks; routes reach it through `app.state.core`."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, metrics: Metrics | None = None):
         self.settings = settings
         self.clients = ServiceClients(settings)
         self.llm = LLMClient(settings)
@@ -34,8 +37,9 @@ class Runtime:
         self.inbox = Inbox(settings.data_dir)
         self.assistant = Assistant(settings, self.clients, self.llm, self.store)
         self.tasks = TaskManager(self._run_turn)
-        self.metrics = Metrics()
-        self.tasks.on_event.append(self.metrics.observe_event)
+        self.metrics = metrics or Metrics()
+        self.tasks.observers.append(self.metrics.observe_event)
+        self.metrics.count_active_tasks(lambda: len(self.tasks.active()))
         self._heartbeats: asyncio.Task[None] | None = None
 
     async def submit(self, session_id: str, message: str, kind: str = "chat") -> Task:
@@ -56,7 +60,7 @@ class Runtime:
             log.info("resumed %d pending message(s)", len(pending))
         return len(pending)
 
-    async def _run_turn(self, task: Task, emit: Emit) -> str:
+    async def _run_turn(self, task: Task, emit: EventSink) -> str:
         if task.kind == "heartbeat":
             await self.inbox.remove(task.id)
             return await self.assistant.run_heartbeat(task, emit)

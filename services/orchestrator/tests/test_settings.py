@@ -1,0 +1,90 @@
+"""Every environment variable `.env.example` documents for the orchestrator still sets its field."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from orchestrator.config import Settings
+
+ENV_EXAMPLE = Path(__file__).resolve().parents[3] / ".env.example"
+# Read by the `crayfish` CLI, not by the server.
+CLI_ONLY = {"CRAYFISH_URL"}
+# Documented name -> (field, a value unlike the default).
+NAMES: dict[str, tuple[str, object]] = {
+    "OPENAI_BASE_URL": ("openai_base_url", "http://llm.test/v1"),
+    "OPENAI_API_KEY": ("openai_api_key", "sk-from-env"),
+    "CRAYFISH_MODEL": ("model", "env-model"),
+    "CRAYFISH_LLM_TIMEOUT": ("llm_timeout", 7.5),
+    "CRAYFISH_LLM_RETRIES": ("llm_retries", 9),
+    "CRAYFISH_LLM_RETRY_BASE_DELAY": ("llm_retry_base_delay", 0.25),
+    "CRAYFISH_LLM_DEADLINE": ("llm_deadline", 99.0),
+    "CRAYFISH_LLM_EMPTY_CONTENT": ("llm_empty_content", "null"),
+    "CRAYFISH_CONTEXT_TOKENS": ("context_tokens", 4096),
+    "CRAYFISH_LLM_FIRST_TOOL_CHOICE": ("llm_first_tool_choice", "required"),
+    "CRAYFISH_LLM_TOOL_MODE": ("llm_tool_mode", "text"),
+    "CRAYFISH_API_TOKEN": ("api_token", "token-from-env"),
+    "CRAYFISH_HTTP_PORT": ("http_port", 9090),
+    "CRAYFISH_HTTP_HOST": ("http_host", "localhost"),
+    "CRAYFISH_MAX_BODY_BYTES": ("max_body_bytes", 1234),
+    "CRAYFISH_MAX_UPLOAD_BYTES": ("max_upload_bytes", 5678),
+    "CRAYFISH_WORKSPACE": ("workspace", Path("/srv/workspace")),
+    "CRAYFISH_DATA_DIR": ("data_dir", Path("/srv/data")),
+    "CRAYFISH_AGENT_NAME": ("agent_name", "shrimp"),
+    "CRAYFISH_MAX_ROUNDS": ("max_rounds", 4),
+    "CRAYFISH_REPEAT_LIMIT": ("repeat_limit", 5),
+    "CRAYFISH_TOOL_RESULT_MAX_CHARS": ("tool_result_max_chars", 777),
+    "CRAYFISH_TOOL_TIMEOUT": ("tool_timeout", 12.0),
+    "CRAYFISH_RPC_TIMEOUT": ("rpc_timeout", 3.0),
+    "CRAYFISH_AUTO_RECALL": ("auto_recall", False),
+    "CRAYFISH_AUTO_RECALL_HITS": ("auto_recall_hits", 8),
+    "CRAYFISH_AUTO_RECALL_MIN_SCORE": ("auto_recall_min_score", 0.3),
+    "CRAYFISH_BOOTSTRAP_MAX_CHARS": ("bootstrap_max_chars", 100),
+    "CRAYFISH_BOOTSTRAP_TOTAL_MAX_CHARS": ("bootstrap_total_max_chars", 300),
+    "CRAYFISH_TIMEZONE": ("timezone", "Europe/Berlin"),
+    "CRAYFISH_HEARTBEAT_INTERVAL": ("heartbeat_interval", 60.0),
+    "CRAYFISH_LOG_LEVEL": ("log_level", "DEBUG"),
+    "CRAYFISH_LOG_JSON": ("log_json", True),
+    "TOOL_RUNNER_ADDR": ("tool_runner_addr", "tools.test:1"),
+    "MEMORY_ADDR": ("memory_addr", "memory.test:2"),
+    "SKILLS_ADDR": ("skills_addr", "skills.test:3"),
+}
+
+
+def documented_names() -> set[str]:
+    """Variables .env.example lists (set or commented out) that the orchestrator reads."""
+    listed = set(re.findall(r"^#?\s*([A-Z][A-Z0-9_]*)=", ENV_EXAMPLE.read_text(), re.M))
+    theirs = {name for name in listed if name.startswith("CRAYFISH_")} - CLI_ONLY
+    return theirs | (listed & set(NAMES))
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith(("CRAYFISH_", "OPENAI_")) or name in NAMES:
+            monkeypatch.delenv(name)
+
+
+def test_every_documented_name_has_a_field_and_every_field_a_documented_name() -> None:
+    assert documented_names() == set(NAMES)
+    assert {field for field, _ in NAMES.values()} == set(Settings.model_fields)
+
+
+@pytest.mark.parametrize("name", sorted(NAMES))
+def test_the_variable_sets_its_field_and_nothing_else(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    field, value = NAMES[name]
+    defaults = Settings().model_dump()
+    assert defaults[field] != value
+    monkeypatch.setenv(name, str(value))
+    assert Settings().model_dump() == {**defaults, field: value}
+
+
+def test_a_prefixed_copy_of_an_unprefixed_name_is_not_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CRAYFISH_TOOL_RUNNER_ADDR", "wrong:1")
+    monkeypatch.setenv("CRAYFISH_OPENAI_API_KEY", "wrong")
+    settings = Settings()
+    assert (settings.tool_runner_addr, settings.openai_api_key) == ("127.0.0.1:50051", "")
