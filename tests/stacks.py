@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from devstack.launcher import LocalStack, free_port
+from tests.postgres import fresh_database
 
 
 @contextmanager
@@ -23,12 +24,16 @@ def running_stack(
     files: dict[str, str] | None = None,
     env: dict[str, str] | None = None,
     data_dir: Path | None = None,
+    orchestrators: int = 1,
+    database_url: str | None = None,
 ) -> Iterator[LocalStack]:
     """Starts all four services on free ports against llm_url; stops them all afterwards.
 
     `files` are written into the workspace (paths relative to it). The folder lives under
     /tmp with mode 0755 because the sandbox uid must traverse it (pytest's tmp dirs are 0700).
-    `data_dir` (e.g. a small mount) replaces the data folder made beside the workspace.
+    `data_dir` (e.g. a small mount) replaces the data folder made beside the workspace. The
+    orchestrators share a fresh database on the session's PostgreSQL server (tests/postgres.py)
+    unless `database_url` names one (e.g. to start a second stack on the same store).
     """
     root = Path(tempfile.mkdtemp(prefix="crayfish-stack-"))
     root.chmod(0o755)
@@ -41,8 +46,10 @@ def running_stack(
     stack = LocalStack(
         workspace=workspace,
         data_dir=data_dir or root / "data",
-        http_port=free_port(),
+        http_port=free_port(orchestrators),
         log_dir=root / "logs",
+        orchestrators=orchestrators,
+        database_url=database_url or fresh_database(),
         extra_env={
             "OPENAI_BASE_URL": llm_url,
             "OPENAI_API_KEY": "sk-test-secret",
@@ -87,7 +94,7 @@ def wait_task(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         body = api.get(f"/api/tasks/{task_id}").json()
-        if body["status"] in ("completed", "failed", "cancelled"):
+        if body["status"] in ("completed", "failed", "cancelled", "interrupted"):
             return body
         time.sleep(poll)
     raise AssertionError(f"task {task_id} did not finish within {timeout} s")

@@ -19,6 +19,7 @@ from orchestrator.core import OrchestratorCore
 
 from devstack.launcher import free_port
 from tests.fakes import FakeLLM
+from tests.postgres import fresh_database
 
 TOY_TOOLS = {
     "echo": ("Repeats the text back.", {"text": {"type": "string"}}, ["text"]),
@@ -110,6 +111,8 @@ def make_settings(tmp_path: Path, llm_url: str, tool_port: int, **overrides: obj
         "CRAYFISH_LLM_RETRY_BASE_DELAY": 0.01,
         **overrides,
     }
+    if "CRAYFISH_DATABASE_URL" not in values:
+        values["CRAYFISH_DATABASE_URL"] = fresh_database()
     (tmp_path / "workspace").mkdir(exist_ok=True)
     return settings_from_env(values)
 
@@ -124,12 +127,16 @@ def settings_from_env(env: Mapping[str, object]) -> Settings:
 async def core_factory(
     tmp_path: Path, fake_llm: FakeLLM, tool_service: tuple[ScriptedToolService, int]
 ) -> AsyncIterator[object]:
+    """Makes started cores; those of one test share a fresh database, as replicas would."""
     made: list[OrchestratorCore] = []
+    database = fresh_database()
 
-    def make(**overrides: object) -> OrchestratorCore:
+    async def make(**overrides: object) -> OrchestratorCore:
+        overrides.setdefault("CRAYFISH_DATABASE_URL", database)
         settings = make_settings(tmp_path, fake_llm.base_url, tool_service[1], **overrides)
         core = OrchestratorCore(settings)
         made.append(core)
+        await core.start()
         return core
 
     yield make

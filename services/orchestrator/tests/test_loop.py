@@ -5,20 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.core import OrchestratorCore
-from orchestrator.tasks import Task
+from orchestrator.store.tasks import Task
 
 from tests.fakes import FakeLLM, Reply
 
 
 async def run(core: OrchestratorCore, message: str, session: str = "s1") -> Task:
     task = await core.submit(session, message)
-    assert task.runner is not None
-    await task.runner
-    return task
+    return await core.tasks.wait(task.id, timeout=60)
 
 
-def events(task: Task, kind: str) -> list[dict[str, Any]]:
-    return [e.data for e in task.events.events if e.type == kind]
+async def events(core: OrchestratorCore, task: Task, kind: str) -> list[dict[str, Any]]:
+    return [e.data for e in await core.tasks.events.task_events(task.id, 0) if e.type == kind]
 
 
 def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
@@ -27,7 +25,7 @@ def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
 
 async def test_plain_answer_is_the_result_and_is_persisted(core_factory, fake_llm: FakeLLM):
     fake_llm.reply_text("Hello there!")
-    core = core_factory()
+    core = await core_factory()
     task = await run(core, "hi")
     assert (task.status, task.result) == ("completed", "Hello there!")
     assert await core.store.load("s1") == [
@@ -40,7 +38,7 @@ async def test_plain_answer_is_the_result_and_is_persisted(core_factory, fake_ll
 async def test_tool_call_result_goes_back_in_order(core_factory, fake_llm: FakeLLM):
     fake_llm.reply_tool_calls(("echo", {"text": "one"}), ("sleep", {"seconds": 0.3}))
     fake_llm.reply_text("done")
-    task = await run(core_factory(), "go")
+    task = await run(await core_factory(), "go")
     assert task.result == "done"
     second = fake_llm.requests[1]
     assert [m["content"] for m in tool_messages(second)] == ["echo: one", "slept 0.3s"]
@@ -53,7 +51,7 @@ async def test_tool_call_result_goes_back_in_order(core_factory, fake_llm: FakeL
 async def test_calls_of_one_round_run_concurrently(core_factory, fake_llm, tool_service):
     fake_llm.reply_tool_calls(("sleep", {"seconds": 0.4}), ("sleep", {"seconds": 0.4}))
     fake_llm.reply_text("both done")
-    await run(core_factory(), "go")
+    await run(await core_factory(), "go")
     (_, _, start_a, end_a), (_, _, start_b, end_b) = tool_service[0].calls
     assert start_b < end_a and start_a < end_b  # the two sleeps overlapped
 
@@ -63,7 +61,7 @@ async def test_bad_calls_become_readable_results(core_factory, fake_llm: FakeLLM
         ("nope", {}), ("echo", '{"text": "unterminated'), ("echo", {"txt": 1}), ("fail", {})
     )
     fake_llm.reply_text("recovered")
-    task = await run(core_factory(), "go")
+    task = await run(await core_factory(), "go")
     assert task.status == "completed" and task.result == "recovered"
     results = [m["content"] for m in tool_messages(fake_llm.requests[1])]
     assert "unknown tool `nope`" in results[0] and "echo" in results[0]
@@ -77,7 +75,7 @@ async def test_round_cap_ends_a_runaway_loop(core_factory, fake_llm: FakeLLM):
     fake_llm.reply_forever_with(
         lambda body: Reply(tool_calls=[fake_llm.tool_call("echo", {"text": f"x{next(counter)}"})])
     )
-    core = core_factory(CRAYFISH_MAX_ROUNDS=4)
+    core = await core_factory(CRAYFISH_MAX_ROUNDS=4)
     task = await run(core, "loop forever")
     assert task.status == "completed"
     assert "limit of 4 tool rounds" in (task.result or "")
@@ -90,7 +88,7 @@ async def test_identical_calls_are_stopped_early(core_factory, fake_llm: FakeLLM
     fake_llm.reply_forever_with(
         lambda body: Reply(tool_calls=[fake_llm.tool_call("echo", {"text": "same"})])
     )
-    task = await run(core_factory(), "repeat")
+    task = await run(await core_factory(), "repeat")
     assert "3 times with the same arguments" in (task.result or "")
     assert len(fake_llm.requests) == 3
 
@@ -98,11 +96,12 @@ async def test_identical_calls_are_stopped_early(core_factory, fake_llm: FakeLLM
 async def test_call_written_as_text_is_run(core_factory, fake_llm: FakeLLM, tool_service):
     fake_llm.reply_text('<tool_call>\n{"name": "echo", "arguments": {"text": "hi"}}\n</tool_call>')
     fake_llm.reply_text("The tool said hi.")
-    task = await run(core_factory(), "say hi via the tool")
+    core = await core_factory()
+    task = await run(core, "say hi via the tool")
     assert task.result == "The tool said hi."
     assert [c[0] for c in tool_service[0].calls] == ["echo"]
     assert [m["content"] for m in tool_messages(fake_llm.requests[1])] == ["echo: hi"]
-    shown = "".join(d["text"] for d in events(task, "assistant.delta"))
+    shown = "".join(d["text"] for d in await events(core, task, "assistant.delta"))
     assert "<tool_call>" not in shown and shown == "The tool said hi."
 
 
@@ -110,7 +109,7 @@ async def test_unknown_written_call_is_re_asked_once(core_factory, fake_llm: Fak
     bogus = '<tool_call>{"name": "web_browse", "arguments": {"url": "x"}}</tool_call>'
     fake_llm.reply_text(bogus)
     fake_llm.reply_text(bogus)
-    task = await run(core_factory(), "browse")
+    task = await run(await core_factory(), "browse")
     assert len(fake_llm.requests) == 2
     assert "tool call as text" in fake_llm.requests[1]["messages"][-1]["content"]
     assert "<tool_call>" not in (task.result or "")
@@ -120,7 +119,7 @@ async def test_unknown_written_call_is_re_asked_once(core_factory, fake_llm: Fak
 async def test_reasoning_is_kept_out_of_answer_and_history(core_factory, fake_llm: FakeLLM):
     fake_llm.reply_text("<think>they want a number</think>42", reasoning="deep thoughts")
     fake_llm.reply_text("still 42")
-    core = core_factory()
+    core = await core_factory()
     first = await run(core, "answer?")
     second = await run(core, "again?")  # fake rejects reasoning_content sent back: 400
     assert (first.result, second.result) == ("42", "still 42")
@@ -129,29 +128,31 @@ async def test_reasoning_is_kept_out_of_answer_and_history(core_factory, fake_ll
 
 async def test_silent_reply_is_not_delivered(core_factory, fake_llm: FakeLLM):
     fake_llm.reply_text("NO_REPLY")
-    task = await run(core_factory(), "background ping")
+    core = await core_factory()
+    task = await run(core, "background ping")
     assert task.delivered is False and task.result == ""
-    assert events(task, "assistant.delta") == []
+    assert await events(core, task, "assistant.delta") == []
 
 
 async def test_transient_llm_errors_are_retried(core_factory, fake_llm: FakeLLM):
     fake_llm.reply_error(503, "overloaded")
     fake_llm.reply_error(429, "slow down", type="rate_limit_error")
     fake_llm.reply_text("made it")
-    task = await run(core_factory(), "hi")
+    task = await run(await core_factory(), "hi")
     assert task.result == "made it"
 
 
 async def test_client_errors_fail_the_task_clearly(core_factory, fake_llm: FakeLLM):
     fake_llm.reply_error(401, "Incorrect API key provided", type="invalid_request_error")
-    task = await run(core_factory(), "hi")
+    core = await core_factory()
+    task = await run(core, "hi")
     assert task.status == "failed"
     assert "401" in (task.error or "") and "Incorrect API key" in (task.error or "")
-    assert events(task, "task.failed")
+    assert await events(core, task, "task.failed")
 
 
 async def test_unreachable_llm_fails_with_the_address(core_factory):
-    core = core_factory(OPENAI_BASE_URL="http://127.0.0.1:9/v1", CRAYFISH_LLM_RETRIES=1)
+    core = await core_factory(OPENAI_BASE_URL="http://127.0.0.1:9/v1", CRAYFISH_LLM_RETRIES=1)
     task = await run(core, "hi")
     assert task.status == "failed" and "cannot reach the LLM" in (task.error or "")
 
@@ -160,7 +161,7 @@ async def test_null_content_is_never_sent_to_strict_servers(core_factory):
     with FakeLLM(strict_content=True) as strict:
         strict.reply_tool_calls(("echo", {"text": "a"}))
         strict.reply_text("ok")
-        task = await run(core_factory(OPENAI_BASE_URL=strict.base_url), "go")
+        task = await run(await core_factory(OPENAI_BASE_URL=strict.base_url), "go")
     assert task.result == "ok"
 
 
@@ -168,11 +169,12 @@ async def test_messages_to_one_session_run_one_at_a_time(core_factory, fake_llm:
     fake_llm.reply_tool_calls(("sleep", {"seconds": 0.3}))
     fake_llm.reply_text("first done")
     fake_llm.reply_text("second done")
-    core = core_factory()
+    core = await core_factory()
     first = await core.submit("s1", "first")
     second = await core.submit("s1", "second")
     assert second.status == "queued"
-    await second.runner
+    second = await core.tasks.wait(second.id, timeout=30)
+    first = await core.tasks.wait(first.id, timeout=30)
     assert (first.result, second.result) == ("first done", "second done")
     roles = [(m["role"], m.get("content")) for m in await core.store.load("s1")]
     assert roles[0] == ("user", "first") and ("user", "second") in roles
@@ -182,7 +184,7 @@ async def test_messages_to_one_session_run_one_at_a_time(core_factory, fake_llm:
 async def test_first_round_can_force_a_tool(core_factory, fake_llm: FakeLLM):
     fake_llm.reply_tool_calls(("echo", {"text": "forced"}))
     fake_llm.reply_text("done")
-    await run(core_factory(CRAYFISH_LLM_FIRST_TOOL_CHOICE="echo"), "go")
+    await run(await core_factory(CRAYFISH_LLM_FIRST_TOOL_CHOICE="echo"), "go")
     first, second = fake_llm.requests[-2:]
     assert first["tool_choice"] == {"type": "function", "function": {"name": "echo"}}
     assert "tool_choice" not in second  # later rounds leave the choice to the model
@@ -191,7 +193,7 @@ async def test_first_round_can_force_a_tool(core_factory, fake_llm: FakeLLM):
 async def test_text_tool_mode_never_sends_tool_roles(core_factory, fake_llm: FakeLLM):
     fake_llm.reply_text('<tool_call>{"name": "echo", "arguments": {"text": "hi"}}</tool_call>')
     fake_llm.reply_text("The echo said hi.")
-    core = core_factory(CRAYFISH_LLM_TOOL_MODE="text")
+    core = await core_factory(CRAYFISH_LLM_TOOL_MODE="text")
     task = await run(core, "use echo")
     assert task.result == "The echo said hi."
     first, second = fake_llm.requests[-2:]
@@ -209,7 +211,7 @@ async def test_streamed_calls_that_repeat_the_name_in_every_chunk(core_factory, 
     call = fake_llm.tool_call("echo", {"text": "a fairly long argument to split in pieces"})
     fake_llm.reply(Reply(tool_calls=[call], repeat_names=True))
     fake_llm.reply_text("done")
-    task = await run(core_factory(), "go")
+    task = await run(await core_factory(), "go")
     assert task.result == "done"
     assert tool_messages(fake_llm.requests[-1])[0]["content"].startswith("echo: a fairly long")
 
@@ -217,7 +219,7 @@ async def test_streamed_calls_that_repeat_the_name_in_every_chunk(core_factory, 
 async def test_an_empty_reply_is_re_asked_once(core_factory, fake_llm: FakeLLM):
     fake_llm.reply_text("")
     fake_llm.reply_text("Here you go.")
-    task = await run(core_factory(), "hello?")
+    task = await run(await core_factory(), "hello?")
     assert task.result == "Here you go."
     assert "reply was empty" in fake_llm.requests[-1]["messages"][-1]["content"]
 
@@ -225,7 +227,7 @@ async def test_an_empty_reply_is_re_asked_once(core_factory, fake_llm: FakeLLM):
 async def test_two_empty_replies_give_a_clear_message(core_factory, fake_llm: FakeLLM):
     fake_llm.reply_text("")
     fake_llm.reply_text("")
-    task = await run(core_factory(), "hello?")
+    task = await run(await core_factory(), "hello?")
     assert task.status == "completed" and "empty reply" in (task.result or "")
 
 
@@ -234,7 +236,7 @@ async def test_a_tool_that_outlives_its_deadline_is_a_readable_result(
 ):
     fake_llm.reply_tool_calls(("sleep", {"seconds": 2}))
     fake_llm.reply_text("moved on")
-    task = await run(core_factory(CRAYFISH_TOOL_TIMEOUT=0.3), "wait")
+    task = await run(await core_factory(CRAYFISH_TOOL_TIMEOUT=0.3), "wait")
     assert task.result == "moved on"
     assert "timed out after 0.3s" in tool_messages(fake_llm.requests[-1])[0]["content"]
 
@@ -242,7 +244,7 @@ async def test_a_tool_that_outlives_its_deadline_is_a_readable_result(
 async def test_long_tool_results_keep_head_and_tail(core_factory, fake_llm: FakeLLM):
     fake_llm.reply_tool_calls(("echo", {"text": "START" + "x" * 5000 + "END"}))
     fake_llm.reply_text("ok")
-    await run(core_factory(CRAYFISH_TOOL_RESULT_MAX_CHARS=1000), "go")
+    await run(await core_factory(CRAYFISH_TOOL_RESULT_MAX_CHARS=1000), "go")
     result = tool_messages(fake_llm.requests[-1])[0]["content"]
     assert len(result) <= 1000 and "chars cut here" in result
     assert result.startswith("echo: START") and result.endswith("END")

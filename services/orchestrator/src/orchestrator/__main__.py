@@ -21,6 +21,13 @@ def main() -> int:
     except ValidationError as exc:
         print(f"orchestrator: bad configuration:\n{exc}", file=sys.stderr)
         return 2
+    if not settings.database_url:
+        print(
+            "orchestrator: CRAYFISH_DATABASE_URL is unset: name a PostgreSQL server "
+            "(`make run` starts one and sets it)",
+            file=sys.stderr,
+        )
+        return 2
     configure_logging("orchestrator", settings.log_level, settings.log_json)
     if not settings.api_token:
         log.warning(

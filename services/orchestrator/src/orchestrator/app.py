@@ -23,8 +23,11 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         core = OrchestratorCore(settings, metrics)
         app.state.core = core
-        await core.resume_pending()
-        core.start_heartbeats()
+        try:
+            await core.start()
+        except BaseException:
+            await core.close()
+            raise
         try:
             yield
         finally:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from orchestrator.agent.compaction import Compactor
@@ -22,8 +21,8 @@ from orchestrator.clients.memory import Hit
 from orchestrator.config import Settings
 from orchestrator.events import EventSink
 from orchestrator.heartbeat import is_acknowledgement
-from orchestrator.sessions.history import SessionStore
-from orchestrator.tasks import Task
+from orchestrator.store import SessionStore, TaskStore
+from orchestrator.store.tasks import Task
 from orchestrator.workspace import WorkspaceFiles
 
 log = logging.getLogger(__name__)
@@ -38,11 +37,13 @@ class Assistant:
         clients: ServiceClients,
         llm: LLMClient,
         store: SessionStore,
+        turns: TaskStore,
     ):
         self.settings = settings
         self.clients = clients
         self.llm = llm
         self.store = store
+        self.turns = turns
         self.registry = ToolRegistry(clients.tool_services, settings.tool_timeout)
         self.workspace = WorkspaceFiles(settings.workspace)
         self.loop = AgentLoop(
@@ -59,18 +60,11 @@ class Assistant:
         )
         self.compactor = Compactor(llm, self.loop, store, settings.context_tokens)
 
-    async def run_chat(
-        self,
-        task: Task,
-        emit: EventSink,
-        on_accepted: Callable[[str], Awaitable[None]] | None = None,
-    ) -> str:
+    async def run_chat(self, task: Task, emit: EventSink) -> str:
         await self.registry.refresh()
         history = await self.store.load(task.session_id)
         system = await self.system_prompt("full")
         user = await self._accept(task)
-        if on_accepted is not None:
-            await on_accepted(task.id)
         outgoing = dict(user)
         recall = await self.recall(task.message, emit)
         if recall:
@@ -93,9 +87,10 @@ class Assistant:
         return await self._deliver(text, rounds, task, emit)
 
     async def _accept(self, task: Task) -> dict[str, Any]:
-        """Persists the task's message as the session's next user message."""
+        """Persists the task's message as the session's next user message: from here on the
+        turn has side effects, so a crash ends it as interrupted instead of running it again."""
         user = {"role": "user", "content": task.message}
-        await self.store.append(task.session_id, [user])
+        await self.turns.accept(task, user)
         return user
 
     async def _loop(
@@ -105,7 +100,7 @@ class Assistant:
             messages,
             task.session_id,
             emit,
-            lambda group: self.store.append(task.session_id, group),
+            lambda group: self.turns.append_turn(task, group),
             task.usage,
         )
         return outcome.text, outcome.rounds

@@ -47,7 +47,19 @@ class Settings(BaseSettings):
 
     # Files.
     workspace: Path = Path("./workspace")
+    # Only read on upgrade: JSONL sessions from before PostgreSQL, imported once.
     data_dir: Path = Path("./.crayfish-data")
+
+    # The store of record (PostgreSQL), e.g. postgresql://crayfish:secret@db:5432/crayfish.
+    # `make run` starts a local server and sets it; required otherwise.
+    database_url: str = Field("", repr=False)
+    database_pool_size: int = Field(20, ge=2)
+    # Turns this replica runs at once (the job queue's worker concurrency).
+    worker_concurrency: int = Field(100, ge=1)
+    # Seconds between the worker's heartbeats, and of silence after which a replica counts as
+    # dead: its running turns end as `interrupted` and their sessions are freed.
+    worker_heartbeat: float = Field(2.0, gt=0)
+    worker_stalled_after: float = Field(10.0, gt=0)
 
     # Services.
     tool_runner_addr: str = Field("127.0.0.1:50051", validation_alias="TOOL_RUNNER_ADDR")
@@ -87,8 +99,11 @@ class Settings(BaseSettings):
             )
         if self.max_rounds < 1:
             raise ValueError("CRAYFISH_MAX_ROUNDS must be at least 1")
+        if self.worker_stalled_after <= self.worker_heartbeat:
+            raise ValueError("CRAYFISH_WORKER_STALLED_AFTER must exceed CRAYFISH_WORKER_HEARTBEAT")
         return self
 
     @property
-    def sessions_dir(self) -> Path:
+    def legacy_sessions_dir(self) -> Path:
+        """Where sessions were JSONL files before PostgreSQL."""
         return self.data_dir / "sessions"

@@ -1,11 +1,14 @@
-"""The orchestrator's domain façade: clients, LLM, sessions, tasks and heartbeats, built once
+"""The orchestrator's domain façade: clients, LLM, the store, tasks and heartbeats, built once
 from settings and closed at shutdown; the HTTP routes (api/) call only this."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
+import os
+import socket
+
+import psycopg
 
 from orchestrator.agent.llm import LLMClient
 from orchestrator.assistant import Assistant
@@ -18,12 +21,17 @@ from orchestrator.heartbeat import (
     heartbeat_message,
     heartbeat_tasks,
 )
+from orchestrator.jobs import WorkerTiming
 from orchestrator.metrics import Metrics
-from orchestrator.sessions.history import SessionStore
-from orchestrator.sessions.inbox import Inbox
+from orchestrator.store import Database, SessionStore, legacy_import, schedules
+from orchestrator.store.sessions import check_session_id
 from orchestrator.tasks import Task, TaskManager
 
 log = logging.getLogger(__name__)
+
+
+class SessionBusy(RuntimeError):
+    """A turn of the session is queued or running."""
 
 
 class OrchestratorCore:
@@ -33,38 +41,64 @@ class OrchestratorCore:
         self.settings = settings
         self.clients = ServiceClients(settings)
         self.llm = LLMClient(settings)
-        self.store = SessionStore(settings.sessions_dir)
-        self.inbox = Inbox(settings.data_dir)
-        self.assistant = Assistant(settings, self.clients, self.llm, self.store)
-        self.tasks = TaskManager(self._run_turn)
+        self.db = Database(settings.database_url, settings.database_pool_size)
+        self.store = SessionStore(self.db)
+        timing = WorkerTiming(
+            concurrency=settings.worker_concurrency,
+            heartbeat=settings.worker_heartbeat,
+            stalled_after=settings.worker_stalled_after,
+        )
+        name = f"{socket.gethostname()}:{settings.http_port}:{os.getpid()}"
+        self.tasks = TaskManager(self.db, self._run_turn, timing, name)
+        self.assistant = Assistant(settings, self.clients, self.llm, self.store, self.tasks.store)
         self.metrics = metrics or Metrics()
         self.tasks.observers.append(self.metrics.observe_event)
-        self.metrics.count_active_tasks(lambda: len(self.tasks.active()))
+        self.metrics.count_active_tasks(lambda: self.tasks.active_count)
         self._heartbeats: asyncio.Task[None] | None = None
 
-    async def submit(self, session_id: str, message: str, kind: str = "chat") -> Task:
-        """Acknowledges a message durably, then queues its turn behind the session's others."""
-        self.store.path(session_id)  # validates the id before anything is written
-        task_id = uuid.uuid4().hex
-        # First: a message that cannot be recorded (a full disk) is refused, not run.
-        await self.inbox.add(task_id, session_id, message, kind)
-        return self.tasks.create(session_id, message, kind, task_id)
+    async def start(self) -> None:
+        """Connects, migrates, imports JSONL sessions once, then takes turns from the queue."""
+        await self.db.open()
+        await legacy_import.import_sessions(self.db, self.settings.legacy_sessions_dir)
+        await self._queue_legacy_inbox()
+        await self.tasks.start()
+        self.start_heartbeats()
 
-    async def resume_pending(self) -> int:
-        """Requeues messages acknowledged before a crash or restart but never run."""
-        pending = await self.inbox.pending()
-        for entry in pending:
-            await self.inbox.remove(entry["task_id"])
-            await self.submit(entry["session_id"], entry["message"], entry.get("kind", "chat"))
-        if pending:
-            log.info("resumed %d pending message(s)", len(pending))
-        return len(pending)
+    async def submit(self, session_id: str, message: str, kind: str = "chat") -> Task:
+        """Acknowledges a message durably: once this returns, its turn will run (on some
+        replica) after the session's earlier ones."""
+        check_session_id(session_id)
+        return await self.tasks.create(session_id, message, kind)
+
+    async def delete_session(self, session_id: str) -> None:
+        """Closes the session's sandbox, then deletes its history, holding the session: a turn
+        sent meanwhile waits and starts afresh. Raises SessionBusy while a turn is queued or
+        running, and the client's ServiceError (nothing deleted) if the sandbox stays open."""
+
+        async def close_sandbox() -> None:
+            if await self.tasks.active(session_id):
+                raise SessionBusy("the session has a queued or running task")
+            await self.clients.tool_runner.close_session(session_id)
+
+        await self.store.delete_locked(session_id, close_sandbox)
+
+    async def _queue_legacy_inbox(self) -> None:
+        for entry in await legacy_import.pending_inbox(self.db, self.settings.data_dir):
+            if await self.tasks.get(entry["task_id"]) is not None:
+                continue
+            try:
+                await self.tasks.create(
+                    entry["session_id"], entry["message"], entry.get("kind", "chat"),
+                    entry["task_id"],
+                )
+            except psycopg.errors.UniqueViolation:
+                continue  # another replica queued it first
+        await legacy_import.inbox_imported(self.db)
 
     async def _run_turn(self, task: Task, emit: EventSink) -> str:
         if task.kind == "heartbeat":
-            await self.inbox.remove(task.id)
             return await self.assistant.run_heartbeat(task, emit)
-        return await self.assistant.run_chat(task, emit, on_accepted=self.inbox.remove)
+        return await self.assistant.run_chat(task, emit)
 
     async def trigger_heartbeat(self) -> Task | None:
         """Queues a heartbeat turn, or None when HEARTBEAT.md lists nothing (no LLM call)."""
@@ -72,19 +106,22 @@ class OrchestratorCore:
         tasks = heartbeat_tasks(file.text or "")
         if not tasks:
             return None
-        if any(t.kind == "heartbeat" for t in self.tasks.active()):
+        if await self.tasks.active(kind="heartbeat"):
             return None  # one at a time is plenty
         return await self.submit(HEARTBEAT_SESSION, heartbeat_message(tasks), kind="heartbeat")
 
     def start_heartbeats(self) -> None:
-        if self.settings.heartbeat_interval > 0:
+        if self.settings.heartbeat_interval > 0 and self._heartbeats is None:
             self._heartbeats = asyncio.create_task(self._heartbeat_loop(), name="heartbeats")
 
     async def _heartbeat_loop(self) -> None:
+        """Every replica ticks; the store lets one of them fire per interval."""
+        every = self.settings.heartbeat_interval
         while True:
-            await asyncio.sleep(self.settings.heartbeat_interval)
+            await asyncio.sleep(every)
             try:
-                await self.trigger_heartbeat()
+                if await schedules.claim(self.db, "heartbeat", every):
+                    await self.trigger_heartbeat()
             except Exception:  # a bad HEARTBEAT.md must not end the schedule
                 log.exception("heartbeat failed")
 
@@ -92,7 +129,6 @@ class OrchestratorCore:
         if self._heartbeats is not None:
             self._heartbeats.cancel()
         await self.tasks.shutdown()
-        await self.store.close()
-        await self.inbox.close()
+        await self.db.close()
         await self.llm.close()
         await self.clients.close()

@@ -1,158 +1,198 @@
-"""Tasks: one agent turn each, queued per session, with status, result and an event log."""
+"""Tasks: one agent turn each, queued per session as a job, with status, result and events
+that every replica reads from the store."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from orchestrator.events import EventLog, EventSink
+from procrastinate import JobContext
+from procrastinate.job_context import AbortReason
+
+from orchestrator.events import TERMINAL_EVENTS, EventSink
+from orchestrator.jobs import JobQueue, WorkerTiming, job_info
+from orchestrator.store import Database, EventStore, StoredEvent, TaskStore, TurnInterrupted
+from orchestrator.store.tasks import Task, TaskStatus
 
 log = logging.getLogger(__name__)
 
-TaskStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
-TurnRunner = Callable[["Task", EventSink], Awaitable[str]]
-# Sees every event as it is published (metrics): observer(event type, data).
+TurnRunner = Callable[[Task, EventSink], Awaitable[str]]
+# Sees every event this replica publishes (metrics): observer(event type, data).
 EventObserver = Callable[[str, dict[str, Any]], None]
-
-
-@dataclass
-class Task:
-    id: str
-    session_id: str
-    message: str
-    kind: str = "chat"
-    status: TaskStatus = "queued"
-    result: str | None = None
-    error: str | None = None
-    created_at: float = field(default_factory=time.time)
-    started_at: float | None = None
-    finished_at: float | None = None
-    usage: dict[str, int] = field(
-        default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
-    )
-    delivered: bool = True
-    events: EventLog = field(default_factory=EventLog)
-    runner: asyncio.Task[None] | None = None
-
-    @property
-    def done(self) -> bool:
-        return self.status in ("completed", "failed", "cancelled")
-
-
-@dataclass
-class SessionQueue:
-    """Runs a session's tasks one at a time; `tasks` counts those queued or running."""
-
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    tasks: int = 0
+INTERRUPTED = (
+    "the turn was interrupted: the orchestrator running it stopped (a crash or a shutdown). "
+    "Tools it had started may have run; nothing was retried. Ask again to go on."
+)
+GLOBAL_RESUME_WINDOW = 10_000  # a new reader of /api/events starts this many events back
+SWEEP_LOCK = 72105
 
 
 class TaskManager:
-    """Creates tasks, runs them one at a time per session, keeps the last `keep` of them and the
-    last `global_events_kept` events of the global stream (what `/api/events` can resume from)."""
+    """Creates tasks, runs those the queue hands this replica, cancels any, and ends the turns
+    of replicas that died."""
 
-    def __init__(self, run_turn: TurnRunner, keep: int = 1000, global_events_kept: int = 10_000):
+    def __init__(self, db: Database, run_turn: TurnRunner, timing: WorkerTiming, name: str):
+        self.db = db
         self.run_turn = run_turn
-        self.keep = keep
-        self.tasks: OrderedDict[str, Task] = OrderedDict()
-        # Sessions with queued or running tasks; each entry goes with its last task.
-        self.session_queues: dict[str, SessionQueue] = {}
-        self.global_events = EventLog(max_events=global_events_kept)
+        self.timing = timing
+        self.name = name
+        self.events = EventStore(db)
+        self.store = TaskStore(db, self.events)
+        self.queue = JobQueue(db, self._run_job, timing)
         self.observers: list[EventObserver] = []
+        self.active_count = 0  # queued or running, cluster-wide, as of the last sweep
+        self._sweeper: asyncio.Task[None] | None = None
 
-    def create(
+    async def start(self) -> None:
+        self.events.start_listening()
+        await self.queue.open()
+        await self.sweep()
+        self.queue.start_worker(self.name)
+        self._sweeper = asyncio.create_task(self._sweep_loop(), name="stalled-turns")
+
+    async def create(
         self, session_id: str, message: str, kind: str = "chat", task_id: str | None = None
     ) -> Task:
-        task_id = task_id or uuid.uuid4().hex
-        task = Task(id=task_id, session_id=session_id, message=message, kind=kind)
-        self.tasks[task.id] = task
-        while len(self.tasks) > self.keep:
-            oldest_id, oldest = next(iter(self.tasks.items()))
-            if not oldest.done:
-                break
-            del self.tasks[oldest_id]
-        task.runner = asyncio.create_task(self._run(task), name=f"task-{task.id}")
+        """Records the task and its job in one transaction (the acknowledgement)."""
+        task = Task(id=task_id or uuid.uuid4().hex, session_id=session_id, message=message)
+        task.kind = kind
+        await self.store.create(
+            task, lambda conn: self.queue.enqueue(conn, task.id, session_id)
+        )
+        self._observe("task.queued", {"session_id": session_id, "kind": kind})
         return task
 
-    @asynccontextmanager
-    async def holding(self, session_id: str) -> AsyncIterator[None]:
-        """Holds the session's queue as a running task would: its new turns wait until the end."""
-        queue = self.session_queues.setdefault(session_id, SessionQueue())
-        queue.tasks += 1
-        try:
-            async with queue.lock:
-                yield
-        finally:
-            queue.tasks -= 1
-            if not queue.tasks:
-                del self.session_queues[session_id]
+    async def get(self, task_id: str) -> Task | None:
+        return await self.store.get(task_id)
 
-    def get(self, task_id: str) -> Task | None:
-        return self.tasks.get(task_id)
+    async def active(self, session_id: str | None = None, kind: str | None = None) -> list[Task]:
+        return await self.store.active(session_id, kind)
 
-    def active(self) -> list[Task]:
-        return [t for t in self.tasks.values() if not t.done]
+    async def cancel(self, task: Task, wait: float = 10.0) -> Task:
+        """Stops a queued or running task, wherever it runs; returns it as it then is."""
+        if task.job_id is not None and await self.queue.cancel_queued(task.job_id):
+            task.error = "cancelled by request"
+            await self._finish(task, "cancelled")
+        elif task.job_id is not None:
+            await self.queue.abort(task.job_id)
+        return await self.wait(task.id, wait)
 
-    async def cancel(self, task: Task) -> bool:
-        if task.done or task.runner is None:
-            return False
-        task.runner.cancel()
-        try:
-            await asyncio.wait_for(asyncio.shield(task.runner), timeout=10)
-        except (asyncio.CancelledError, TimeoutError):
-            pass
-        return True
+    async def wait(self, task_id: str, timeout: float | None = None) -> Task:
+        """The task once it has ended (or as it is after `timeout` seconds)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                async for _ in self.follow(task_id, 0):
+                    pass
+        task = await self.store.get(task_id)
+        assert task is not None
+        return task
 
-    async def shutdown(self) -> None:
-        for task in self.active():
-            await self.cancel(task)
-        await self.global_events.close()
+    def follow(self, task_id: str, after_seq: int) -> AsyncIterator[StoredEvent]:
+        """The task's events after `after_seq`, live, up to its terminal event."""
+        return self.events.follow_task(task_id, after_seq, TERMINAL_EVENTS)
+
+    async def follow_all(self, after_id: int | None) -> AsyncIterator[StoredEvent]:
+        """Every task's events after `after_id` (None: the last GLOBAL_RESUME_WINDOW), live."""
+        if after_id is None:
+            after_id = max(0, await self.events.last_id() - GLOBAL_RESUME_WINDOW)
+        async for event in self.events.follow_all(after_id):
+            yield event
 
     async def publish(self, task: Task, type_: str, data: dict[str, Any]) -> None:
-        """Records an event of the task, in its log and in the global stream."""
+        """Records an event of the task (its own stream and the global one)."""
         data = {"session_id": task.session_id, **data}
-        for observe in self.observers:
-            observe(type_, data)
-        await task.events.add(task.id, type_, data)
-        await self.global_events.add(task.id, type_, data)
+        self._observe(type_, data)
+        await self.events.add(task.id, type_, data)
 
-    async def _run(self, task: Task) -> None:
-        queue = self.session_queues.setdefault(task.session_id, SessionQueue())
-        queue.tasks += 1
+    async def shutdown(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+        await self.queue.close()
+        await self.events.stop_listening()
+
+    async def _run_job(self, context: JobContext, task_id: str) -> None:
+        task = await self.store.start(task_id)
+        if task is None:
+            return  # cancelled (or ended) before it started
+        self._observe("task.started", {"session_id": task.session_id, "kind": task.kind})
         try:
-            await self.publish(task, "task.queued", {"kind": task.kind})
-            async with queue.lock:
-                task.status, task.started_at = "running", time.time()
-                await self.publish(task, "task.started", {"kind": task.kind})
-                task.result = await self.run_turn(task, lambda t, d: self.publish(task, t, d))
-            task.status = "completed"
-            await self.publish(task, "task.completed", self._summary(task))
+            task.result = await self.run_turn(task, lambda t, d: self.publish(task, t, d))
+            await self._finish(task, "completed")
         except asyncio.CancelledError:
-            task.status, task.error = "cancelled", "cancelled by request"
-            await self.publish(task, "task.cancelled", self._summary(task))
+            by_user = context.abort_reason() == AbortReason.USER_REQUEST
+            task.error = "cancelled by request" if by_user else INTERRUPTED
+            await self._finish(task, "cancelled" if by_user else "interrupted")
+            raise
+        except TurnInterrupted as exc:  # declared dead elsewhere: it writes nothing more
+            log.warning("task %s stopped: %s", task.id, exc)
         except Exception as exc:  # the task fails; the server goes on
             log.exception("task %s failed", task.id)
-            task.status, task.error = "failed", str(exc) or type(exc).__name__
-            await self.publish(task, "task.failed", self._summary(task))
-        finally:
-            queue.tasks -= 1
-            if not queue.tasks:  # no other task of the session holds or awaits the lock
-                del self.session_queues[task.session_id]
-            task.finished_at = time.time()
-            await task.events.close()
+            task.error = str(exc) or type(exc).__name__
+            await self._finish(task, "failed")
 
-    def _summary(self, task: Task) -> dict[str, Any]:
+    async def _finish(self, task: Task, status: TaskStatus) -> None:
+        summary = self._summary(task, status)
+        if await self.store.finish(task, status, f"task.{status}", summary):
+            self._observe(f"task.{status}", {"session_id": task.session_id, **summary})
+
+    def _observe(self, type_: str, data: dict[str, Any]) -> None:
+        for observe in self.observers:
+            observe(type_, data)
+
+    async def _sweep_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.timing.heartbeat)
+            try:
+                await self.sweep()
+            except Exception:  # the database may be away for a moment
+                log.exception("checking for stalled turns failed")
+
+    async def sweep(self) -> None:
+        """Ends the turns of dead workers (one replica at a time): a turn that had accepted
+        its message is `interrupted`; one that had not goes back to the head of its line."""
+        async with self.db.connection() as conn:
+            got = await (
+                await conn.execute("SELECT pg_try_advisory_lock(%s) AS got", (SWEEP_LOCK,))
+            ).fetchone()
+            if not got or not got["got"]:
+                return
+            try:
+                await self._sweep_stalled()
+                self.active_count = len(await self.store.active())
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock(%s)", (SWEEP_LOCK,))
+
+    async def _sweep_stalled(self) -> None:
+        jobs = await self.queue.stalled()
+        if not jobs:
+            return
+        tasks = await self.store.by_jobs([j.id for j in jobs if j.id is not None])
+        for job in jobs:
+            task = tasks.get(job.id) if job.id is not None else None
+            if task is not None and not task.accepted and not task.done:
+                await self.store.requeue(task.id)
+                await self.queue.release(job, run_again=True)
+                log.warning("turn %s of a dead worker had not begun: queued again", job_info(job))
+                continue
+            if task is not None and not task.done:
+                task.error = INTERRUPTED
+                task.finished_at = time.time()
+                await self._finish(task, "interrupted")
+            await self.queue.release(job, run_again=False)
+            log.warning("turn %s of a dead worker: interrupted", job_info(job))
+
+    def _summary(self, task: Task, status: str) -> dict[str, Any]:
         elapsed = (time.time() - task.started_at) if task.started_at else 0.0
         return {
             "kind": task.kind,
-            "status": task.status,
+            "status": status,
             "result": task.result,
             "error": task.error,
             "delivered": task.delivered,

@@ -14,7 +14,7 @@ from orchestrator.agent.context import (
 from orchestrator.agent.llm import LLMClient
 from orchestrator.agent.loop import AgentLoop, add_usage
 from orchestrator.events import EventSink
-from orchestrator.sessions.history import SessionStore
+from orchestrator.store.sessions import SessionStore
 
 log = logging.getLogger(__name__)
 

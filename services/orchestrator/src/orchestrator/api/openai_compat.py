@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
@@ -16,8 +15,8 @@ from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError, error_body
 from orchestrator.api.sse import sse_comment, sse_event, sse_response
 from orchestrator.core import OrchestratorCore
-from orchestrator.sessions.history import InvalidSessionId
-from orchestrator.tasks import Task
+from orchestrator.store import InvalidSessionId
+from orchestrator.store.tasks import Task
 
 router = APIRouter(tags=["openai"])
 
@@ -99,6 +98,8 @@ def _completion(task: Task, model: str) -> dict[str, Any]:
 def _failure(task: Task) -> tuple[int, str]:
     if task.status == "cancelled":
         return 409, "the turn was cancelled"
+    if task.status == "interrupted":
+        return 502, f"the turn was interrupted: {task.error}"
     return 502, f"the turn failed: {task.error}"
 
 
@@ -117,9 +118,8 @@ async def chat_completions(
     headers = {"X-Crayfish-Session": task.session_id, "X-Crayfish-Task": task.id}
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return sse_response(_chunks(task, body.model, include_usage), headers)
-    assert task.runner is not None
-    await asyncio.shield(task.runner)
+        return sse_response(_chunks(core, task, body.model, include_usage), headers)
+    task = await core.tasks.wait(task.id)
     if task.status != "completed":
         status, message = _failure(task)
         raise ApiError(status, message, "turn_failed")
@@ -136,13 +136,16 @@ def _chunk(task: Task, model: str, delta: dict[str, Any], finish: str | None) ->
     }
 
 
-async def _chunks(task: Task, model: str, include_usage: bool) -> AsyncIterator[ServerSentEvent]:
+async def _chunks(
+    core: OrchestratorCore, task: Task, model: str, include_usage: bool
+) -> AsyncIterator[ServerSentEvent]:
     yield sse_event(_chunk(task, model, {"role": "assistant", "content": ""}, None))
-    async for event in task.events.follow():
+    async for event in core.tasks.follow(task.id, 0):
         if event.type == "assistant.delta" and event.data.get("text"):
             yield sse_event(_chunk(task, model, {"content": event.data["text"]}, None))
         elif event.type in ("tool.started", "tool.finished"):
             yield sse_comment(f"crayfish {event.type} {event.data.get('tool', '')}")
+    task = await core.tasks.wait(task.id)
     if task.status == "completed":
         yield sse_event(_chunk(task, model, {}, "stop"))
         if include_usage:

@@ -30,7 +30,7 @@ class TaskView(BaseModel):
     task_id: str
     session_id: str
     kind: str
-    status: Literal["queued", "running", "completed", "failed", "cancelled"]
+    status: Literal["queued", "running", "completed", "failed", "cancelled", "interrupted"]
     result: str | None = None
     error: str | None = None
     delivered: bool = True

@@ -11,8 +11,8 @@ from pydantic import BaseModel
 from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
 from orchestrator.clients import ServiceError
-from orchestrator.core import OrchestratorCore
-from orchestrator.sessions.history import InvalidSessionId
+from orchestrator.core import OrchestratorCore, SessionBusy
+from orchestrator.store import InvalidSessionId
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["sessions"])
@@ -66,17 +66,15 @@ async def delete_session(session_id: str, core: CoreDep) -> None:
     deletes its history. Refused (409) while a turn of the session is queued or running; 503,
     with nothing deleted, when the tool-runner cannot close the sandbox, so a retry can finish."""
     await _existing(core, session_id)
-    if any(t.session_id == session_id for t in core.tasks.active()):
-        raise ApiError(409, "the session has a queued or running task", "session_busy")
-    async with core.tasks.holding(session_id):  # a turn sent meanwhile starts afresh after
-        try:
-            await core.clients.tool_runner.close_session(session_id)
-        except ServiceError as exc:
-            log.warning("session %s: the tool-runner did not close it: %s", session_id, exc)
-            raise ApiError(
-                503,
-                f"the session was not deleted: the tool-runner could not close its sandbox "
-                f"({exc.status}); try again",
-                "sandbox_unavailable",
-            ) from exc
-        await core.store.delete(session_id)
+    try:
+        await core.delete_session(session_id)
+    except SessionBusy as exc:
+        raise ApiError(409, str(exc), "session_busy") from exc
+    except ServiceError as exc:
+        log.warning("session %s: the tool-runner did not close it: %s", session_id, exc)
+        raise ApiError(
+            503,
+            f"the session was not deleted: the tool-runner could not close its sandbox "
+            f"({exc.status}); try again",
+            "sandbox_unavailable",
+        ) from exc

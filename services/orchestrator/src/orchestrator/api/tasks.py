@@ -14,9 +14,9 @@ from orchestrator.api.errors import ApiError
 from orchestrator.api.schemas import ChatAccepted, ChatRequest, TaskView, Usage
 from orchestrator.api.sse import resume_after, sse_event, sse_response
 from orchestrator.core import OrchestratorCore
-from orchestrator.events import EventLog
-from orchestrator.sessions.history import InvalidSessionId
-from orchestrator.tasks import Task
+from orchestrator.events import event_body
+from orchestrator.store import InvalidSessionId, StoredEvent
+from orchestrator.store.tasks import Task
 
 router = APIRouter(tags=["tasks"])
 SSE_RESPONSES: dict[int | str, dict[str, object]] = {200: {"content": {"text/event-stream": {}}}}
@@ -38,8 +38,8 @@ def task_view(task: Task) -> TaskView:
     )
 
 
-def find_task(core: OrchestratorCore, task_id: str) -> Task:
-    task = core.tasks.get(task_id)
+async def find_task(core: OrchestratorCore, task_id: str) -> Task:
+    task = await core.tasks.get(task_id)
     if task is None:
         raise ApiError(404, f"no task with id {task_id!r}", "task_not_found")
     return task
@@ -58,22 +58,25 @@ async def create_chat(body: ChatRequest, core: CoreDep) -> ChatAccepted:
 
 @router.get("/api/tasks/{task_id}", response_model=TaskView)
 async def get_task(task_id: str, core: CoreDep) -> TaskView:
-    return task_view(find_task(core, task_id))
+    return task_view(await find_task(core, task_id))
 
 
 @router.post("/api/tasks/{task_id}/cancel", response_model=TaskView)
 async def cancel_task(task_id: str, core: CoreDep) -> TaskView:
-    """Stops a queued or running task; running tools are stopped, history stays valid."""
-    task = find_task(core, task_id)
+    """Stops a queued or running task, on whichever replica runs it; running tools are
+    stopped, history stays valid."""
+    task = await find_task(core, task_id)
     if task.done:
         raise ApiError(409, f"task is already {task.status}", "task_finished")
-    await core.tasks.cancel(task)
-    return task_view(task)
+    return task_view(await core.tasks.cancel(task))
 
 
-async def _stream(log: EventLog, after: int) -> AsyncIterator[ServerSentEvent]:
-    async for event in log.follow(after):
-        yield sse_event(event.as_dict(), event=event.type, event_id=event.id)
+async def _stream(
+    events: AsyncIterator[StoredEvent], global_ids: bool
+) -> AsyncIterator[ServerSentEvent]:
+    async for event in events:
+        event_id = event.id if global_ids else event.seq
+        yield sse_event(event_body(event, event_id), event=event.type, event_id=event_id)
 
 
 @router.get(
@@ -87,8 +90,8 @@ async def task_events(
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> EventSourceResponse:
     """SSE stream of the task's typed events; reconnect with Last-Event-ID to miss nothing."""
-    task = find_task(core, task_id)
-    return sse_response(_stream(task.events, resume_after(last_event_id)))
+    task = await find_task(core, task_id)
+    return sse_response(_stream(core.tasks.follow(task.id, resume_after(last_event_id)), False))
 
 
 @router.get(
@@ -100,5 +103,7 @@ async def all_events(
     core: CoreDep,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> EventSourceResponse:
-    """SSE stream of every task's events (ids are global here)."""
-    return sse_response(_stream(core.tasks.global_events, resume_after(last_event_id)))
+    """SSE stream of every task's events (ids are global here); without Last-Event-ID it
+    begins with the last 10,000 events."""
+    after = resume_after(last_event_id) if last_event_id else None
+    return sse_response(_stream(core.tasks.follow_all(after), True))

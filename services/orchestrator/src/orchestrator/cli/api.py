@@ -13,7 +13,7 @@ import httpx
 from httpx_sse import ServerSentEvent, connect_sse
 
 DEFAULT_URL = "http://127.0.0.1:8080"
-TERMINAL = {"task.completed", "task.failed", "task.cancelled"}
+TERMINAL = {"task.completed", "task.failed", "task.cancelled", "task.interrupted"}
 
 
 class RequestFailed(Exception):

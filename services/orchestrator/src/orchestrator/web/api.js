@@ -1,7 +1,7 @@
 // REST and server-sent events for the Crayfish page; no DOM here.
 
 export const TOKEN_KEY = "crayfish.token";
-const TERMINAL = new Set(["task.completed", "task.failed", "task.cancelled"]);
+const TERMINAL = new Set(["task.completed", "task.failed", "task.cancelled", "task.interrupted"]);
 
 /** An error answer of the API: its JSON message, with the HTTP status. */
 export class HttpError extends Error {

@@ -159,6 +159,7 @@ export class TurnView {
     else if (type === "assistant.message") this.finalText(data.text || "");
     else if (type === "task.failed") this.note("✗ failed: " + (data.error || "unknown error"), "error");
     else if (type === "task.cancelled") this.note("stopped", "error");
+    else if (type === "task.interrupted") this.note("✗ interrupted: " + (data.error || ""), "error");
     else if (type === "llm.request") setStatus("thinking…");
   }
 }

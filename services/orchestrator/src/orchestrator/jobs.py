@@ -1,0 +1,112 @@
+"""Turns as jobs of a PostgreSQL queue (procrastinate): one run per session at a time, in order,
+across every worker of every replica (`lock` = the session), with abort by LISTEN/NOTIFY and
+worker heartbeats that expose the jobs of a replica that died.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from procrastinate import App, JobContext, PsycopgConnector, exceptions
+from procrastinate.jobs import Job, Status
+from procrastinate.worker import Worker
+
+from orchestrator.store.database import Connection, Database
+
+log = logging.getLogger(__name__)
+
+QUEUE = "turns"
+TASK_NAME = "crayfish.turn"
+# What a job runs: run(job context, task id).
+JobRunner = Callable[[JobContext, str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class WorkerTiming:
+    concurrency: int = 100
+    heartbeat: float = 2.0  # seconds between a worker's heartbeats
+    stalled_after: float = 10.0  # a worker silent this long is dead, its jobs stalled
+    shutdown_grace: float = 3.0  # seconds a stopping replica lets running turns finish
+
+
+class JobQueue:
+    """The procrastinate app and this replica's worker, on the store's connection pool."""
+
+    def __init__(self, db: Database, run: JobRunner, timing: WorkerTiming):
+        self.db = db
+        self.timing = timing
+        self.app = App(connector=PsycopgConnector())
+        self._run = run
+
+        async def turn(context: JobContext, task_id: str) -> None:
+            await self._run(context, task_id)
+
+        self._task = self.app.task(name=TASK_NAME, queue=QUEUE, pass_context=True)(turn)
+        self._worker: Worker | None = None
+        self._worker_task: asyncio.Task[None] | None = None
+
+    async def open(self) -> None:
+        await self.app.open_async(pool=self.db.pool)
+
+    def start_worker(self, name: str) -> None:
+        self._worker = Worker(
+            self.app,
+            queues=[QUEUE],
+            name=name,
+            concurrency=self.timing.concurrency,
+            listen_notify=True,
+            install_signal_handlers=False,
+            update_heartbeat_interval=self.timing.heartbeat,
+            stalled_worker_timeout=self.timing.stalled_after,
+            shutdown_graceful_timeout=self.timing.shutdown_grace,
+            abort_job_polling_interval=1.0,
+            fetch_job_polling_interval=2.0,
+        )
+        self._worker_task = asyncio.create_task(self._worker.run(), name="job-worker")
+
+    async def enqueue(self, conn: Connection, task_id: str, session_id: str) -> int:
+        """Adds the turn's job inside the caller's transaction; returns the job id."""
+        deferrer = self._task.configure(lock=f"session:{session_id}", connection=conn)
+        return await deferrer.defer_async(task_id=task_id)
+
+    async def cancel_queued(self, job_id: int) -> bool:
+        """True if the job had not started and now never will."""
+        return await self.app.job_manager.cancel_job_by_id_async(job_id)
+
+    async def abort(self, job_id: int) -> bool:
+        """Asks whichever worker runs the job to stop it (it hears by NOTIFY)."""
+        return await self.app.job_manager.cancel_job_by_id_async(job_id, abort=True)
+
+    async def stalled(self) -> list[Job]:
+        """Running jobs whose worker stopped sending heartbeats."""
+        jobs = await self.app.job_manager.get_stalled_jobs(
+            queue=QUEUE, seconds_since_heartbeat=self.timing.stalled_after
+        )
+        return list(jobs)
+
+    async def release(self, job: Job, run_again: bool) -> None:
+        """Ends a stalled job (freeing its session for the next one), or puts it back first in
+        its session's line when it never got to do anything."""
+        assert job.id is not None
+        with contextlib.suppress(exceptions.ConnectorException):
+            if run_again:
+                await self.app.job_manager.retry_job(job)
+            else:
+                await self.app.job_manager.finish_job(job, Status.FAILED, delete_job=False)
+
+    async def close(self) -> None:
+        """Stops the worker: running turns get `shutdown_grace` seconds, then are aborted."""
+        if self._worker is not None and self._worker_task is not None:
+            self._worker.stop()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._worker_task
+        await self.app.close_async()
+
+
+def job_info(job: Job) -> dict[str, Any]:
+    return {"job_id": job.id, "task_id": job.task_kwargs.get("task_id"), "lock": job.lock}

@@ -1,1 +1,0 @@
-"""Conversation sessions: durable history and one run at a time per session."""

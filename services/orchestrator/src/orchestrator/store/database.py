@@ -1,0 +1,76 @@
+"""The connection pool (psycopg 3, async) and the locks every replica agrees on."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from orchestrator.store.migrations import migrate
+
+log = logging.getLogger(__name__)
+
+Connection = psycopg.AsyncConnection[dict]  # type: ignore[type-arg]
+
+# Advisory lock namespaces (first key of pg_advisory_xact_lock(int, int)).
+SESSION_LOCK = 72104
+
+
+class Database:
+    """A pool of autocommit connections to the store; `transaction()` for several statements."""
+
+    def __init__(self, url: str, max_connections: int = 20):
+        if not url:
+            raise ValueError(
+                "CRAYFISH_DATABASE_URL is unset: name a PostgreSQL server "
+                "(`make run` starts one for you)"
+            )
+        self.url = url
+        self.pool: AsyncConnectionPool = AsyncConnectionPool(
+            url,
+            min_size=2,
+            max_size=max_connections,
+            # Not `autocommit` in kwargs: the job queue opens its listening connection with
+            # these kwargs plus its own autocommit=True.
+            kwargs={"row_factory": dict_row},
+            configure=_autocommit,
+            check=AsyncConnectionPool.check_connection,
+            open=False,
+            name="crayfish",
+        )
+
+    async def open(self) -> None:
+        """Connects and brings the schema up to date (one replica at a time)."""
+        await self.pool.open(wait=True, timeout=30)
+        async with self.pool.connection() as conn:
+            await migrate(conn)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[Connection]:
+        async with self.pool.connection() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Connection]:
+        """A connection inside one transaction: committed on exit, rolled back on an error."""
+        async with self.pool.connection() as conn, conn.transaction():
+            yield conn
+
+
+async def _autocommit(conn: Connection) -> None:
+    await conn.set_autocommit(True)
+
+
+async def lock_session(conn: Connection, session_id: str) -> None:
+    """Holds the session to the end of the transaction: a turn's start and a session's delete
+    take it, so neither sees the other half done (on any replica)."""
+    await conn.execute(
+        "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (SESSION_LOCK, session_id)
+    )

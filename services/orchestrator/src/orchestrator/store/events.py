@@ -1,0 +1,165 @@
+"""Task events in PostgreSQL, and the LISTEN connection that wakes this replica's readers.
+
+Any replica serves any stream: a reader reads what is stored after the id it has, then sleeps
+until a NOTIFY names its task (or, for the global stream, any task), with a slow poll in case
+the listening connection was down when a notification went out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Json
+
+from orchestrator.store.database import Connection, Database
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "crayfish_events"
+POLL_SECONDS = 2.0  # a reader's longest sleep without a notification
+BATCH = 500
+
+
+@dataclass
+class StoredEvent:
+    id: int  # global, increasing
+    seq: int  # within its task: 1, 2, ...
+    task_id: str
+    type: str
+    data: dict[str, Any]
+    ts: float
+
+
+class EventStore:
+    """Appends events and follows them, for one task or all."""
+
+    def __init__(self, db: Database):
+        self.db = db
+        self._readers: dict[str | None, set[asyncio.Event]] = {}
+        self._listener: asyncio.Task[None] | None = None
+
+    async def add(
+        self, task_id: str, type_: str, data: dict[str, Any], conn: Connection | None = None
+    ) -> StoredEvent:
+        """Appends one event; inside `conn`'s transaction when given (then it is as durable as
+        that transaction)."""
+        ts = time.time()
+        query = "SELECT id, seq FROM crayfish_add_event(%s, %s, %s, %s, %s)"
+        args = (task_id, type_, Json(data), ts, conn is not None)
+        if conn is not None:
+            row = await (await conn.execute(query, args)).fetchone()
+        else:
+            async with self.db.connection() as own:
+                row = await (await own.execute(query, args)).fetchone()
+        assert row is not None
+        return StoredEvent(row["id"], row["seq"], task_id, type_, data, ts)
+
+    async def task_events(self, task_id: str, after_seq: int) -> list[StoredEvent]:
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT id, seq, task_id, type, data, ts FROM events"
+                " WHERE task_id = %s AND seq > %s ORDER BY seq LIMIT %s",
+                (task_id, after_seq, BATCH),
+            )
+            return [StoredEvent(**row) for row in await cursor.fetchall()]
+
+    async def all_events(self, after_id: int) -> list[StoredEvent]:
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT id, seq, task_id, type, data, ts FROM events"
+                " WHERE id > %s ORDER BY id LIMIT %s",
+                (after_id, BATCH),
+            )
+            return [StoredEvent(**row) for row in await cursor.fetchall()]
+
+    async def last_id(self) -> int:
+        async with self.db.connection() as conn:
+            row = await (await conn.execute("SELECT max(id) AS id FROM events")).fetchone()
+            return int(row["id"] or 0) if row else 0
+
+    async def follow_task(
+        self, task_id: str, after_seq: int, terminal: set[str]
+    ) -> AsyncIterator[StoredEvent]:
+        """The task's events after `after_seq`, live, ending with its terminal event."""
+        async with self._woken_by(task_id) as woken:
+            while True:
+                woken.clear()  # before reading: a notification during the read is not lost
+                fresh = await self.task_events(task_id, after_seq)
+                for event in fresh:
+                    after_seq = event.seq
+                    yield event
+                    if event.type in terminal:
+                        return
+                if len(fresh) < BATCH:
+                    await _sleep_until(woken)
+
+    async def follow_all(self, after_id: int) -> AsyncIterator[StoredEvent]:
+        """Every task's events after `after_id`, live, until the reader leaves."""
+        async with self._woken_by(None) as woken:
+            while True:
+                woken.clear()
+                fresh = await self.all_events(after_id)
+                for event in fresh:
+                    after_id = event.id
+                    yield event
+                if len(fresh) < BATCH:
+                    await _sleep_until(woken)
+
+    @contextlib.asynccontextmanager
+    async def _woken_by(self, task_id: str | None) -> AsyncIterator[asyncio.Event]:
+        """An event set by each notification about `task_id` (None: about any task)."""
+        woken = asyncio.Event()
+        self._readers.setdefault(task_id, set()).add(woken)
+        try:
+            yield woken
+        finally:
+            readers = self._readers[task_id]
+            readers.discard(woken)
+            if not readers:
+                del self._readers[task_id]
+
+    def _wake(self, task_id: str | None) -> None:
+        """Wakes the readers of `task_id` and of every task (all readers when None)."""
+        if task_id is None:
+            groups = list(self._readers.values())
+        else:
+            groups = [self._readers.get(task_id, set()), self._readers.get(None, set())]
+        for group in groups:
+            for woken in group:
+                woken.set()
+
+    def start_listening(self) -> None:
+        self._listener = asyncio.create_task(self._listen(), name="event-listener")
+
+    async def stop_listening(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+
+    async def _listen(self) -> None:
+        """One LISTEN connection for the replica, reopened when it drops."""
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                    self.db.url, autocommit=True
+                ) as conn:
+                    await conn.execute(f"LISTEN {CHANNEL}")
+                    self._wake(None)  # anything sent while it was down is read now
+                    async for note in conn.notifies():
+                        self._wake(note.payload)
+            except psycopg.OperationalError as exc:
+                log.warning("event listener lost its connection (%s); reconnecting", exc)
+                await asyncio.sleep(1.0)
+
+
+async def _sleep_until(woken: asyncio.Event) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(woken.wait(), POLL_SECONDS)

@@ -1,0 +1,75 @@
+"""Versioned schema migrations: numbered steps, a version table, one replica migrating at once.
+
+Plain SQL files rather than alembic: the store is written with psycopg and SQL, not SQLAlchemy
+(which alembic needs, with its own engine and configuration); the steps are few, forward-only,
+and each runs in the one transaction that records it, so a failed upgrade changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from procrastinate.schema import SchemaManager
+
+log = logging.getLogger(__name__)
+
+MIGRATION_LOCK = 72103  # pg_advisory_xact_lock key: replicas starting together migrate once
+
+
+def sql_file(name: str) -> Callable[[], str]:
+    return lambda: resources.files("orchestrator.store").joinpath("sql", name).read_text()
+
+
+def procrastinate_schema() -> str:
+    """The job queue's tables and functions as the pinned procrastinate release ships them.
+    A later release's upgrade is a new step applying its files from procrastinate/sql/migrations."""
+    return SchemaManager.get_schema()
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: Callable[[], str]
+
+
+MIGRATIONS = [
+    Migration(1, "store: sessions, tasks, events", sql_file("0001_store.sql")),
+    Migration(2, "job queue: procrastinate 3.10 schema", procrastinate_schema),
+]
+
+
+async def migrate(conn: Any) -> list[int]:
+    """Applies the steps this database lacks, in order; returns their versions."""
+    applied: list[int] = []
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS crayfish_schema_version ("
+            " version integer PRIMARY KEY, name text NOT NULL,"
+            " applied_at double precision NOT NULL)"
+        )
+        rows = await (await conn.execute("SELECT version FROM crayfish_schema_version")).fetchall()
+        done = {_first(row) for row in rows}
+        for step in MIGRATIONS:
+            if step.version in done:
+                continue
+            await conn.execute(step.sql())
+            await conn.execute(
+                "INSERT INTO crayfish_schema_version (version, name, applied_at)"
+                " VALUES (%s, %s, %s)",
+                (step.version, step.name, time.time()),
+            )
+            applied.append(step.version)
+    if applied:
+        log.info("database schema migrated to version %d", applied[-1])
+    return applied
+
+
+def _first(row: Any) -> Any:
+    return next(iter(row.values())) if isinstance(row, dict) else row[0]

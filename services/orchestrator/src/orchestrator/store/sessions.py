@@ -1,0 +1,154 @@
+"""Session history: each message group is appended in one transaction, so none is ever split.
+
+A compaction is a record too: the effective history is rebuilt by applying it on load.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg.types.json import Json
+
+from orchestrator.store.database import Connection, Database, lock_session
+
+SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+TITLE_CHARS = 80
+
+
+class InvalidSessionId(ValueError):
+    pass
+
+
+@dataclass
+class SessionInfo:
+    id: str
+    messages: int
+    updated_at: float
+    title: str
+
+
+def check_session_id(session_id: str) -> str:
+    if not SESSION_ID.match(session_id):
+        raise InvalidSessionId(
+            "session_id must be 1-64 characters of letters, digits, '_', '-' or '.'"
+        )
+    return session_id
+
+
+class SessionStore:
+    """Sessions and their message records in PostgreSQL."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
+    async def exists(self, session_id: str) -> bool:
+        check_session_id(session_id)
+        async with self.db.connection() as conn:
+            found = await conn.execute("SELECT 1 FROM sessions WHERE id = %s", (session_id,))
+            return await found.fetchone() is not None
+
+    async def append(self, session_id: str, messages: list[dict[str, Any]]) -> None:
+        """Writes messages as one group: all of them or none."""
+        if messages:
+            async with self.db.transaction() as conn:
+                await append_records(conn, session_id, [("message", m) for m in messages])
+
+    async def append_compaction(self, session_id: str, summary: str, replaced: int) -> None:
+        """Records that the first `replaced` messages of the history are now this summary."""
+        body = {"summary": summary, "replaced": replaced}
+        async with self.db.transaction() as conn:
+            await append_records(conn, session_id, [("compaction", body)])
+
+    async def load(self, session_id: str) -> list[dict[str, Any]]:
+        """The effective history: messages, with compactions applied."""
+        check_session_id(session_id)
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT kind, body FROM session_records WHERE session_id = %s ORDER BY seq",
+                (session_id,),
+            )
+            return effective_history(await cursor.fetchall())
+
+    async def delete(self, session_id: str) -> bool:
+        check_session_id(session_id)
+        async with self.db.connection() as conn:
+            gone = await conn.execute("DELETE FROM sessions WHERE id = %s", (session_id,))
+            return gone.rowcount > 0
+
+    async def list(self) -> list[SessionInfo]:
+        """Sessions, most recently updated first."""
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT id, message_count, updated_at, title FROM sessions"
+                " ORDER BY updated_at DESC"
+            )
+            rows = await cursor.fetchall()
+        return [
+            SessionInfo(r["id"], r["message_count"], r["updated_at"], r["title"]) for r in rows
+        ]
+
+    async def delete_locked(self, session_id: str, before: Any) -> bool:
+        """Deletes the session while holding it, after `before()` (an awaitable factory) has run:
+        a turn of the session waits meanwhile and then starts afresh."""
+        check_session_id(session_id)
+        async with self.db.transaction() as conn:
+            await lock_session(conn, session_id)
+            await before()
+            gone = await conn.execute("DELETE FROM sessions WHERE id = %s", (session_id,))
+            return gone.rowcount > 0
+
+
+async def append_records(
+    conn: Connection, session_id: str, records: list[tuple[str, dict[str, Any]]]
+) -> None:
+    """Appends records to a session (made on first use), inside the caller's transaction."""
+    check_session_id(session_id)
+    now = time.time()
+    title = next(
+        (
+            str(body.get("content") or "")[:TITLE_CHARS]
+            for kind, body in records
+            if kind == "message" and body.get("role") == "user"
+        ),
+        "",
+    )
+    delta = sum(1 for kind, _ in records if kind == "message")
+    for kind, body in records:
+        if kind == "compaction":
+            delta += 1 - int(body["replaced"])
+    await conn.execute(
+        "INSERT INTO sessions (id, title, message_count, created_at, updated_at)"
+        " VALUES (%(id)s, %(title)s, %(delta)s, %(now)s, %(now)s)"
+        " ON CONFLICT (id) DO UPDATE SET message_count = sessions.message_count + %(delta)s,"
+        " updated_at = %(now)s,"
+        " title = CASE WHEN sessions.title = '' THEN %(title)s ELSE sessions.title END",
+        {"id": session_id, "title": title, "delta": delta, "now": now},
+    )
+    async with conn.cursor() as cursor:
+        await cursor.executemany(
+            "INSERT INTO session_records (session_id, kind, body, created_at)"
+            " VALUES (%s, %s, %s, %s)",
+            [(session_id, kind, Json(body), now) for kind, body in records],
+        )
+
+
+def effective_history(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for record in records:
+        if record["kind"] == "compaction":
+            info = record["body"]
+            summary = {"role": "user", "content": summary_message(info["summary"])}
+            messages = [summary, *messages[int(info["replaced"]) :]]
+        else:
+            messages.append(record["body"])
+    return messages
+
+
+def summary_message(summary: str) -> str:
+    return (
+        "[Summary of the earlier conversation, written when it was compacted. The rules of the "
+        "system prompt still apply.]\n" + summary.strip()
+    )
