@@ -17,6 +17,7 @@ from orchestrator.cli.api import CrayfishClient
 
 from devstack.launcher import LocalStack, free_port
 from tests.fakes import FakeLLM, Reply
+from tests.postgres import fresh_database
 from tests.stacks import running_stack
 
 pytestmark = pytest.mark.slow  # starts the whole stack
@@ -219,6 +220,7 @@ def test_a_token_protected_orchestrator(tmp_path: Path):
         "CRAYFISH_DATA_DIR": str(tmp_path / "data"),
         "CRAYFISH_WORKSPACE": str(tmp_path / "ws"),
         "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+        "CRAYFISH_DATABASE_URL": fresh_database(),
     }
     server = subprocess.Popen(
         [sys.executable, "-m", "orchestrator"],

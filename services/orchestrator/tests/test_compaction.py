@@ -41,10 +41,9 @@ async def test_a_long_session_is_compacted_once_and_stays_valid(
 ):
     log: list[str] = []
     fake_llm.reply_forever_with(scripted(fake_llm, log))
-    core = core_factory(CRAYFISH_CONTEXT_TOKENS=6000)
+    core = await core_factory(CRAYFISH_CONTEXT_TOKENS=6000)
     for i in range(5):
-        task = await core.submit("long", f"turn {i}: {LONG}")
-        await task.runner
+        task = await core.tasks.wait((await core.submit("long", f"turn {i}: {LONG}")).id, 60)
         assert task.status == "completed", task.error
     assert log.count("summary") == 1, log  # compacted once, to half the budget, then room
     assert log.index("flush") < log.index("summary")
@@ -62,15 +61,15 @@ async def test_a_long_session_is_compacted_once_and_stays_valid(
 async def test_flush_and_compaction_text_never_reaches_the_user(core_factory, fake_llm: FakeLLM):
     log: list[str] = []
     fake_llm.reply_forever_with(scripted(fake_llm, log))
-    core = core_factory(CRAYFISH_CONTEXT_TOKENS=4000)
+    core = await core_factory(CRAYFISH_CONTEXT_TOKENS=4000)
     tasks = []
     for i in range(5):
-        task = await core.submit("quiet", f"turn {i}: {LONG}")
-        await task.runner
+        task = await core.tasks.wait((await core.submit("quiet", f"turn {i}: {LONG}")).id, 60)
         tasks.append(task)
     assert "summary" in log
     for task in tasks:
-        shown = "".join(e.data["text"] for e in task.events.events if e.type == "assistant.delta")
+        events = await core.tasks.events.task_events(task.id, 0)
+        shown = "".join(e.data["text"] for e in events if e.type == "assistant.delta")
         assert "NO_REPLY" not in shown and "SUMMARY" not in shown
         assert task.result.startswith("ok ")
 

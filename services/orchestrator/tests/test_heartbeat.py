@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+from pathlib import Path
 
 import pytest
 from orchestrator.core import OrchestratorCore
 from orchestrator.heartbeat import heartbeat_tasks, is_acknowledgement
+from orchestrator.store.tasks import Task
 
 from tests.fakes import FakeLLM
 
@@ -26,13 +28,22 @@ def test_acknowledgements() -> None:
     assert not is_acknowledgement("The plants need water today.")
 
 
-async def test_the_schedule_runs_heartbeats_and_drops_ok(core_factory, fake_llm: FakeLLM):
+async def heartbeat_tasks_of(core: OrchestratorCore) -> list[Task]:
+    """Every heartbeat task in the store, oldest first."""
+    events = await core.tasks.events.all_events(0)
+    ids = dict.fromkeys(e.task_id for e in events if e.data.get("kind") == "heartbeat")
+    return [task for task_id in ids if (task := await core.tasks.get(task_id))]
+
+
+async def test_the_schedule_runs_heartbeats_and_drops_ok(
+    core_factory, fake_llm: FakeLLM, tmp_path: Path
+):
     fake_llm.reply_forever_text("HEARTBEAT_OK")
-    core: OrchestratorCore = core_factory(CRAYFISH_HEARTBEAT_INTERVAL=0.1)
-    (core.settings.workspace / "HEARTBEAT.md").write_text("- Check the backups\n")
-    core.start_heartbeats()
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / "HEARTBEAT.md").write_text("- Check the backups\n")
+    core: OrchestratorCore = await core_factory(CRAYFISH_HEARTBEAT_INTERVAL=0.1)
     for _ in range(100):
-        done = [t for t in core.tasks.tasks.values() if t.kind == "heartbeat" and t.done]
+        done = [t for t in await heartbeat_tasks_of(core) if t.done]
         if done:
             break
         await asyncio.sleep(0.05)
@@ -41,18 +52,30 @@ async def test_the_schedule_runs_heartbeats_and_drops_ok(core_factory, fake_llm:
     assert "Check the backups" in fake_llm.requests[0]["messages"][-1]["content"]
 
 
+async def test_heartbeats_fire_once_across_replicas(
+    core_factory, fake_llm: FakeLLM, tmp_path: Path
+):
+    fake_llm.reply_forever_text("HEARTBEAT_OK")
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / "HEARTBEAT.md").write_text("- Check the backups\n")
+    replicas = [await core_factory(CRAYFISH_HEARTBEAT_INTERVAL=0.3) for _ in range(3)]
+    await asyncio.sleep(2.0)
+    fired = await heartbeat_tasks_of(replicas[0])
+    # Three replicas ticking every 0.3 s: one heartbeat per 0.3 s at most, not one per replica.
+    assert 2 <= len(fired) <= 2.0 / (0.3 * 0.9) + 1, len(fired)
+
+
 async def test_the_schedule_skips_the_llm_without_tasks(core_factory, fake_llm: FakeLLM):
-    core: OrchestratorCore = core_factory(CRAYFISH_HEARTBEAT_INTERVAL=0.05)
-    core.start_heartbeats()
+    core: OrchestratorCore = await core_factory(CRAYFISH_HEARTBEAT_INTERVAL=0.05)
     await asyncio.sleep(0.4)
-    assert fake_llm.requests == [] and not core.tasks.tasks
+    assert fake_llm.requests == [] and not await heartbeat_tasks_of(core)
 
 
 @pytest.mark.parametrize("plant", ["fifo", "environ", "dev-zero"])
 async def test_a_planted_heartbeat_file_is_skipped_without_blocking(
     core_factory, fake_llm: FakeLLM, plant: str
 ):
-    core: OrchestratorCore = core_factory()
+    core: OrchestratorCore = await core_factory()
     path = core.settings.workspace / "HEARTBEAT.md"
     if plant == "fifo":
         os.mkfifo(path)

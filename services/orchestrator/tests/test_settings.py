@@ -10,8 +10,8 @@ import pytest
 from orchestrator.config import Settings
 
 ENV_EXAMPLE = Path(__file__).resolve().parents[3] / ".env.example"
-# Read by the `crayfish` CLI, not by the server.
-CLI_ONLY = {"CRAYFISH_URL"}
+# Read by the `crayfish` CLI or the dev launcher, not by the server.
+CLI_ONLY = {"CRAYFISH_URL", "CRAYFISH_ORCHESTRATORS"}
 # Documented name -> (field, a value unlike the default).
 NAMES: dict[str, tuple[str, object]] = {
     "OPENAI_BASE_URL": ("openai_base_url", "http://llm.test/v1"),
@@ -32,6 +32,11 @@ NAMES: dict[str, tuple[str, object]] = {
     "CRAYFISH_MAX_UPLOAD_BYTES": ("max_upload_bytes", 5678),
     "CRAYFISH_WORKSPACE": ("workspace", Path("/srv/workspace")),
     "CRAYFISH_DATA_DIR": ("data_dir", Path("/srv/data")),
+    "CRAYFISH_DATABASE_URL": ("database_url", "postgresql://crayfish@db.test/crayfish"),
+    "CRAYFISH_DATABASE_POOL_SIZE": ("database_pool_size", 7),
+    "CRAYFISH_WORKER_CONCURRENCY": ("worker_concurrency", 3),
+    "CRAYFISH_WORKER_HEARTBEAT": ("worker_heartbeat", 0.5),
+    "CRAYFISH_WORKER_STALLED_AFTER": ("worker_stalled_after", 4.0),
     "CRAYFISH_AGENT_NAME": ("agent_name", "shrimp"),
     "CRAYFISH_MAX_ROUNDS": ("max_rounds", 4),
     "CRAYFISH_REPEAT_LIMIT": ("repeat_limit", 5),

@@ -1,18 +1,61 @@
-"""The task manager: one turn at a time per session; bounded memory for a long-running server."""
+"""Tasks on the PostgreSQL queue: one turn at a time per session across replicas, durable
+task ids, and the turns of a dead worker ended (or re-run when they had not begun)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Callable
 
+import pytest
 from orchestrator.events import EventSink
-from orchestrator.tasks import Task, TaskManager
+from orchestrator.jobs import WorkerTiming
+from orchestrator.store import Database, TurnInterrupted
+from orchestrator.store.tasks import Task
+from orchestrator.tasks import TaskManager
+
+from tests.postgres import fresh_database
+
+FAST = WorkerTiming(concurrency=10, heartbeat=0.2, stalled_after=0.8, shutdown_grace=0.5)
 
 
-def recording_turn(log: list[str], seconds: float = 0.02):
+class Replicas:
+    """Task managers sharing one fresh database, as orchestrator replicas would."""
+
+    def __init__(self) -> None:
+        self.url = fresh_database()
+        self.made: list[tuple[Database, TaskManager]] = []
+
+    async def start(
+        self, run_turn: Callable[[Task, EventSink], object], timing: WorkerTiming = FAST
+    ) -> TaskManager:
+        db = Database(self.url)
+        await db.open()
+        manager = TaskManager(db, run_turn, timing, f"replica-{len(self.made) + 1}")  # type: ignore[arg-type]
+        await manager.start()
+        self.made.append((db, manager))
+        return manager
+
+    async def stop(self, manager: TaskManager) -> None:
+        for db, made in self.made:
+            if made is manager:
+                await made.shutdown()
+                await db.close()
+        self.made = [(d, m) for d, m in self.made if m is not manager]
+
+
+@pytest.fixture
+async def replicas() -> AsyncIterator[Replicas]:
+    made = Replicas()
+    yield made
+    for _, manager in list(made.made):
+        await made.stop(manager)
+
+
+def recording_turn(log: list[str], seconds: float = 0.05):
     async def run_turn(task: Task, emit: EventSink) -> str:
         log.append(f"start {task.message}")
         for word in ("a", "b", "c"):
-            await emit("text.delta", {"text": word})
+            await emit("assistant.delta", {"text": word})
         await asyncio.sleep(seconds)
         log.append(f"end {task.message}")
         return task.message.upper()
@@ -20,27 +63,92 @@ def recording_turn(log: list[str], seconds: float = 0.02):
     return run_turn
 
 
-async def test_a_sessions_turns_run_one_at_a_time_and_others_in_parallel():
+async def test_a_sessions_turns_run_one_at_a_time_in_order_across_replicas(replicas: Replicas):
     log: list[str] = []
-    manager = TaskManager(recording_turn(log, 0.05))
-    first = manager.create("s1", "one")
-    second = manager.create("s1", "two")
-    other = manager.create("s2", "other")
-    await asyncio.gather(*(t.runner for t in (first, second, other) if t.runner))
-    assert log.index("end one") < log.index("start two")  # same session: queued
-    assert log.index("start other") < log.index("end one")  # another session: in parallel
-    assert [t.result for t in (first, second, other)] == ["ONE", "TWO", "OTHER"]
-    assert manager.session_queues == {}  # nothing per session outlives its tasks
+    first = await replicas.start(recording_turn(log))
+    second = await replicas.start(recording_turn(log))
+    sent = [await first.create("s1", f"turn {i}") for i in range(6)]
+    other = await second.create("s2", "other")
+    done = [await second.wait(t.id, 30) for t in [*sent, other]]
+    assert [t.result for t in done] == [f"TURN {i}" for i in range(6)] + ["OTHER"]
+    starts = [line for line in log if line.startswith("start turn")]
+    assert starts == [f"start turn {i}" for i in range(6)]  # FIFO
+    for i in range(5):  # never overlapping
+        assert log.index(f"end turn {i}") < log.index(f"start turn {i + 1}")
+    assert log.index("start other") < log.index("end turn 5")  # other sessions in parallel
 
 
-async def test_memory_stays_bounded_over_many_turns():
-    manager = TaskManager(recording_turn([], 0), keep=50, global_events_kept=300)
-    for i in range(400):
-        task = manager.create(f"session-{i}", f"turn {i}")
-        assert task.runner is not None
-        await task.runner
-    assert len(manager.tasks) == 50 and manager.get(task.id) is task
-    assert len(manager.global_events.events) <= 300
-    newest = manager.global_events.events[-1]
-    assert newest.task_id == task.id and newest.type == "task.completed"
-    assert manager.session_queues == {}
+async def test_task_ids_and_events_answer_after_a_restart(replicas: Replicas):
+    manager = await replicas.start(recording_turn([]))
+    task = await manager.wait((await manager.create("s1", "hello")).id, 30)
+    await replicas.stop(manager)
+    again = await replicas.start(recording_turn([]))
+    found = await again.get(task.id)
+    assert found is not None and (found.status, found.result) == ("completed", "HELLO")
+    types = [e.type async for e in again.follow(task.id, 0)]
+    assert types[0] == "task.queued" and types[-1] == "task.completed"
+    assert types.count("assistant.delta") == 3
+
+
+async def test_cancel_from_another_replica_stops_a_queued_and_a_running_turn(replicas: Replicas):
+    started = asyncio.Event()
+
+    async def endless(task: Task, emit: EventSink) -> str:
+        started.set()
+        await asyncio.sleep(3600)
+        return ""
+
+    runner = await replicas.start(endless)
+    other = await replicas.start(endless)
+    running = await runner.create("s1", "forever")
+    queued = await runner.create("s1", "next")
+    await asyncio.wait_for(started.wait(), 10)
+    assert (await other.cancel(queued)).status == "cancelled"
+    assert (await other.cancel(running)).status == "cancelled"
+
+
+async def test_a_turn_stopped_by_its_replica_is_interrupted_and_the_session_goes_on(
+    replicas: Replicas,
+):
+    accepted = asyncio.Event()
+    release = asyncio.Event()
+
+    async def stuck(task: Task, emit: EventSink) -> str:
+        await dying.store.accept(task, {"role": "user", "content": task.message})
+        accepted.set()
+        await release.wait()
+        await dying.store.append_turn(task, [{"role": "assistant", "content": "late"}])
+        return "late"
+
+    dying = await replicas.start(stuck)
+    first = await dying.create("s1", "long job")
+    await asyncio.wait_for(accepted.wait(), 10)
+    await dying.queue.close()  # the replica stops: its running turn is aborted
+    survivor = await replicas.start(recording_turn([]))
+    second = await survivor.create("s1", "are you there?")
+    done = await survivor.wait(second.id, 30)
+    assert (done.status, done.result) == ("completed", "ARE YOU THERE?")
+    ended = await survivor.get(first.id)
+    assert ended is not None and ended.status == "interrupted"
+    assert "nothing was retried" in (ended.error or "")
+    types = [e.type async for e in survivor.follow(first.id, 0)]
+    assert types[-1] == "task.interrupted"
+    with pytest.raises(TurnInterrupted):  # the old run can no longer write to the session
+        await survivor.store.append_turn(ended, [{"role": "assistant", "content": "late"}])
+
+
+async def test_a_turn_that_had_not_begun_runs_again_on_another_replica(replicas: Replicas):
+    fetched = asyncio.Event()
+
+    async def never_accepts(task: Task, emit: EventSink) -> str:
+        fetched.set()
+        await asyncio.sleep(3600)
+        return ""
+
+    dying = await replicas.start(never_accepts)
+    task = await dying.create("s1", "hello")
+    await asyncio.wait_for(fetched.wait(), 10)
+    await dying.queue.close()
+    survivor = await replicas.start(recording_turn([]))
+    done = await survivor.wait(task.id, 30)
+    assert (done.status, done.result) == ("completed", "HELLO")

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from procrastinate import App, JobContext, PsycopgConnector, exceptions
+from procrastinate import App, JobContext, PsycopgConnector, RetryStrategy, exceptions
 from procrastinate.jobs import Job, Status
 from procrastinate.worker import Worker
 
@@ -24,6 +24,11 @@ QUEUE = "turns"
 TASK_NAME = "crayfish.turn"
 # What a job runs: run(job context, task id).
 JobRunner = Callable[[JobContext, str], Awaitable[None]]
+
+
+class TurnNotBegun(Exception):  # noqa: N818 (an outcome, not an error)
+    """Raised by a job stopped (replica shutting down) before its turn did anything: the job is
+    put back at the head of its session's line, for any replica."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,12 @@ class JobQueue:
         async def turn(context: JobContext, task_id: str) -> None:
             await self._run(context, task_id)
 
-        self._task = self.app.task(name=TASK_NAME, queue=QUEUE, pass_context=True)(turn)
+        self._task = self.app.task(
+            name=TASK_NAME,
+            queue=QUEUE,
+            pass_context=True,
+            retry=RetryStrategy(retry_exceptions=[TurnNotBegun]),
+        )(turn)
         self._worker: Worker | None = None
         self._worker_task: asyncio.Task[None] | None = None
 

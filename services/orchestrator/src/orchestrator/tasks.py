@@ -15,7 +15,7 @@ from procrastinate import JobContext
 from procrastinate.job_context import AbortReason
 
 from orchestrator.events import TERMINAL_EVENTS, EventSink
-from orchestrator.jobs import JobQueue, WorkerTiming, job_info
+from orchestrator.jobs import JobQueue, TurnNotBegun, WorkerTiming, job_info
 from orchestrator.store import Database, EventStore, StoredEvent, TaskStore, TurnInterrupted
 from orchestrator.store.tasks import Task, TaskStatus
 
@@ -118,24 +118,36 @@ class TaskManager:
         await self.events.stop_listening()
 
     async def _run_job(self, context: JobContext, task_id: str) -> None:
-        task = await self.store.start(task_id)
-        if task is None:
-            return  # cancelled (or ended) before it started
-        self._observe("task.started", {"session_id": task.session_id, "kind": task.kind})
+        task: Task | None = None
         try:
+            task = await self.store.start(task_id)
+            if task is None:
+                return  # cancelled (or ended) before it started
+            self._observe("task.started", {"session_id": task.session_id, "kind": task.kind})
             task.result = await self.run_turn(task, lambda t, d: self.publish(task, t, d))
             await self._finish(task, "completed")
         except asyncio.CancelledError:
-            by_user = context.abort_reason() == AbortReason.USER_REQUEST
-            task.error = "cancelled by request" if by_user else INTERRUPTED
-            await self._finish(task, "cancelled" if by_user else "interrupted")
+            await self._stopped(context, task_id, task)
             raise
         except TurnInterrupted as exc:  # declared dead elsewhere: it writes nothing more
-            log.warning("task %s stopped: %s", task.id, exc)
+            log.warning("task %s stopped: %s", task_id, exc)
         except Exception as exc:  # the task fails; the server goes on
-            log.exception("task %s failed", task.id)
-            task.error = str(exc) or type(exc).__name__
-            await self._finish(task, "failed")
+            log.exception("task %s failed", task_id)
+            if task is not None:
+                task.error = str(exc) or type(exc).__name__
+                await self._finish(task, "failed")
+
+    async def _stopped(self, context: JobContext, task_id: str, task: Task | None) -> None:
+        """A job stopped by a cancel (-> cancelled) or by this replica shutting down: a turn
+        that had begun is interrupted; one that had not is queued again for any replica."""
+        by_user = context.abort_reason() == AbortReason.USER_REQUEST
+        if not by_user and (task is None or not task.accepted):
+            await self.store.requeue(task_id)
+            raise TurnNotBegun(task_id)
+        task = task or await self.store.get(task_id)
+        if task is not None:
+            task.error = "cancelled by request" if by_user else INTERRUPTED
+            await self._finish(task, "cancelled" if by_user else "interrupted")
 
     async def _finish(self, task: Task, status: TaskStatus) -> None:
         summary = self._summary(task, status)
