@@ -1,4 +1,5 @@
-"""A killed orchestrator loses no acknowledged message; a cancelled turn stops its tools."""
+"""A killed orchestrator loses no acknowledged message and its turn ends as `interrupted`; a
+cancelled turn stops its tools."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from tests.fakes import FakeLLM, Reply
 from tests.integration.test_chat_turn import last_tool_output
 from tests.stacks import wait_task
 
+# A dead orchestrator is noticed after 2 s without heartbeats (10 s by default).
+STACK_ENV = {"CRAYFISH_WORKER_HEARTBEAT": "0.5", "CRAYFISH_WORKER_STALLED_AFTER": "2"}
 
 def _wait(predicate, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
@@ -26,7 +29,7 @@ def _sandbox_processes(marker: str) -> list[str]:
     return [line for line in found.stdout.splitlines() if "pgrep" not in line]
 
 
-def test_kill_9_mid_turn_keeps_history_valid_and_resumes_queued_messages(
+def test_kill_9_mid_turn_interrupts_it_keeps_history_valid_and_runs_queued_messages(
     stack: LocalStack, api: httpx.Client, fake_llm: FakeLLM
 ):
     fake_llm.reply_tool_calls(("exec", {"command": "echo step-one-done"}))
@@ -56,7 +59,15 @@ def test_kill_9_mid_turn_keeps_history_valid_and_resumes_queued_messages(
     _wait(lambda: api.get("/api/sessions/crash").json()["messages"][-1]["role"] == "assistant")
     final = api.get("/api/sessions/crash").json()["messages"][-1]["content"]
     assert final.startswith("back, with")  # the fake accepted the restored history
-    assert api.get(f"/api/tasks/{first['task_id']}").status_code == 404  # tasks live in memory
+    interrupted = wait_task(api, first["task_id"])  # the task id answers after the restart
+    assert interrupted["status"] == "interrupted"
+    assert "nothing was retried" in interrupted["error"]
+    with api.stream("GET", f"/api/tasks/{first['task_id']}/events") as events:
+        types = [line.split(": ", 1)[1] for line in events.iter_lines() if line.startswith("event")]
+    assert types[:2] == ["task.queued", "task.started"] and types[-1] == "task.interrupted"
+    assert wait_task(api, second.json()["task_id"])["status"] == "completed"
+    tools = [m for m in api.get("/api/sessions/crash").json()["messages"] if m["role"] == "tool"]
+    assert len(tools) == 1  # the command was not run again
 
 
 def test_cancel_stops_the_running_command_and_keeps_history_valid(

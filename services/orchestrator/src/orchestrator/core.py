@@ -70,6 +70,11 @@ class OrchestratorCore:
         check_session_id(session_id)
         return await self.tasks.create(session_id, message, kind)
 
+    async def render_metrics(self) -> bytes:
+        """The metrics, with the count of queued and running tasks (all replicas) read now."""
+        self.tasks.active_count = await self.tasks.store.count_active()
+        return self.metrics.render()
+
     async def delete_session(self, session_id: str) -> None:
         """Closes the session's sandbox, then deletes its history, holding the session: a turn
         sent meanwhile waits and starts afresh. Raises SessionBusy while a turn is queued or

@@ -151,7 +151,14 @@ class TaskManager:
 
     async def _finish(self, task: Task, status: TaskStatus) -> None:
         summary = self._summary(task, status)
-        if await self.store.finish(task, status, f"task.{status}", summary):
+        try:
+            ended = await self.store.finish(task, status, f"task.{status}", summary)
+        except Exception as exc:  # an outcome the store refuses must not leave the task running
+            log.exception("task %s: recording its outcome failed", task.id)
+            task.result, task.error, status = None, f"its outcome could not be saved: {exc}", "failed"
+            summary = self._summary(task, status)
+            ended = await self.store.finish(task, status, "task.failed", summary)
+        if ended:
             self._observe(f"task.{status}", {"session_id": task.session_id, **summary})
 
     def _observe(self, type_: str, data: dict[str, Any]) -> None:
@@ -177,7 +184,7 @@ class TaskManager:
                 return
             try:
                 await self._sweep_stalled()
-                self.active_count = len(await self.store.active())
+                self.active_count = await self.store.count_active()
             finally:
                 await conn.execute("SELECT pg_advisory_unlock(%s)", (SWEEP_LOCK,))
 

@@ -33,4 +33,4 @@ async def heartbeat(core: CoreDep) -> HeartbeatView:
 @router.get("/metrics", response_class=PlainTextResponse, responses=TEXT_ROUTE_ERRORS)
 async def metrics(core: CoreDep) -> Response:
     """Prometheus text format."""
-    return Response(core.metrics.render(), media_type=CONTENT_TYPE)
+    return Response(await core.render_metrics(), media_type=CONTENT_TYPE)

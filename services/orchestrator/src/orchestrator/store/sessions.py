@@ -30,6 +30,12 @@ class SessionInfo:
     title: str
 
 
+def pg_text(value: str | None) -> str | None:
+    """Text as a PostgreSQL text column takes it: NUL (which tool output can hold) becomes U+FFFD.
+    JSON columns keep it, escaped."""
+    return value.replace("\x00", "\ufffd") if value else value
+
+
 def check_session_id(session_id: str) -> str:
     if not SESSION_ID.match(session_id):
         raise InvalidSessionId(
@@ -125,7 +131,7 @@ async def append_records(
         " ON CONFLICT (id) DO UPDATE SET message_count = sessions.message_count + %(delta)s,"
         " updated_at = %(now)s,"
         " title = CASE WHEN sessions.title = '' THEN %(title)s ELSE sessions.title END",
-        {"id": session_id, "title": title, "delta": delta, "now": now},
+        {"id": session_id, "title": pg_text(title), "delta": delta, "now": now},
     )
     async with conn.cursor() as cursor:
         await cursor.executemany(

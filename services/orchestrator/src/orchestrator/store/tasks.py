@@ -16,7 +16,7 @@ from psycopg.types.json import Jsonb
 
 from orchestrator.store.database import Connection, Database, lock_session
 from orchestrator.store.events import EventStore
-from orchestrator.store.sessions import append_records
+from orchestrator.store.sessions import append_records, pg_text
 
 TaskStatus = Literal["queued", "running", "completed", "failed", "cancelled", "interrupted"]
 TERMINAL_STATUSES = ("completed", "failed", "cancelled", "interrupted")
@@ -72,7 +72,7 @@ class TaskStore:
             await conn.execute(
                 "INSERT INTO tasks (id, session_id, kind, message, status, created_at)"
                 " VALUES (%s, %s, %s, %s, 'queued', %s)",
-                (task.id, task.session_id, task.kind, task.message, task.created_at),
+                (task.id, task.session_id, task.kind, pg_text(task.message), task.created_at),
             )
             await self.events.add(
                 task.id, "task.queued", {"session_id": task.session_id, "kind": task.kind}, conn
@@ -96,6 +96,14 @@ class TaskStore:
                 {"s": session_id, "k": kind},
             )
             return [_task(row) for row in await cursor.fetchall()]
+
+    async def count_active(self) -> int:
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT count(*) AS n FROM tasks WHERE status IN ('queued', 'running')"
+            )
+            row = await cursor.fetchone()
+            return int(row["n"]) if row else 0
 
     async def start(self, task_id: str) -> Task | None:
         """queued -> running (with `task.started`), or None when the task is no longer queued.
@@ -147,8 +155,8 @@ class TaskStore:
                 " WHERE id = %s AND status IN ('queued', 'running') RETURNING id",
                 (
                     status,
-                    task.result,
-                    task.error,
+                    pg_text(task.result),
+                    pg_text(task.error),
                     task.delivered,
                     Jsonb(task.usage),
                     task.finished_at,
