@@ -69,6 +69,9 @@ def running_stack(
     finally:
         pids = [p.pid for p in stack.processes.values()]
         stack.stop()
+        keep = os.environ.get("CRAYFISH_KEEP_STACK_LOGS")  # a folder to copy the logs into
+        if keep:
+            shutil.copytree(root / "logs", Path(keep) / root.name, dirs_exist_ok=True)
         shutil.rmtree(root, ignore_errors=True)
     leftovers = [pid for pid in pids if _alive(pid)]
     assert not leftovers, f"services outlived the stack: {leftovers}"

@@ -1,23 +1,27 @@
-"""Service faults mid-turn: each gRPC dependency killed during a call, and a full data folder."""
+"""Service faults mid-turn: each gRPC dependency killed during a call, and a full data disk."""
 
 from __future__ import annotations
 
 import errno
 import json
 import os
+import pwd
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from devstack.launcher import LocalStack
+from devstack.postgres import SYSTEM_USER as SERVER_USER
 from tests.fakes import FakeLLM, Reply, ToolCall
 from tests.stacks import print_figures, running_stack, wait_task
 
@@ -232,7 +236,8 @@ def test_no_secret_reaches_a_log_or_a_data_file(stack: LocalStack):
 
 @pytest.fixture
 def small_data_dir() -> Iterator[Path]:
-    """A 4 MiB tmpfs for the stack's data folder (sessions, inbox, the services' state)."""
+    """A 4 MiB tmpfs for the stack's data folder (the services' state, and a tablespace holding
+    the session history)."""
     folder = Path(tempfile.mkdtemp(prefix="crayfish-full-"))
     mounted = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", "size=4m,mode=0755", "tmpfs", str(folder)],
@@ -264,60 +269,90 @@ def fill(folder: Path) -> Path:
     return filler
 
 
-def session_lines(path: Path) -> list[dict[str, Any]]:
-    """Every line of a session file as JSON; fails on a torn or garbled line."""
-    raw = path.read_bytes()
-    assert raw.endswith(b"\n"), f"torn last line: {raw[-120:]!r}"
-    return [json.loads(line) for line in raw.splitlines()]
+def history_on(stack: LocalStack, folder: Path) -> str:
+    """Moves the session history's tables into a tablespace in `folder` (the data disk made
+    small); returns the tablespace's name. The server's own files stay where they are."""
+    assert stack.database_url is not None
+    location = folder / "pg"
+    location.mkdir()
+    if os.geteuid() == 0:  # the server runs as the wheel's unprivileged user
+        user = pwd.getpwnam(SERVER_USER)
+        os.chown(location, user.pw_uid, user.pw_gid)
+    space = f"full_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(stack.database_url, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLESPACE {space} LOCATION '{location}'")
+        for table in ("sessions", "session_records"):
+            conn.execute(f"ALTER TABLE {table} SET TABLESPACE {space}")
+            conn.execute(f"ALTER INDEX {table}_pkey SET TABLESPACE {space}")
+    return space
 
 
-def test_a_full_data_folder_fails_clearly_keeps_the_session_whole_and_recovers(
+def drop_database(stack: LocalStack, space: str) -> None:
+    """After the stack: its database goes, then the tablespace (on the session's server)."""
+    assert stack.database_url is not None
+    info = psycopg.conninfo.conninfo_to_dict(stack.database_url)
+    name, info["dbname"] = info["dbname"], "postgres"
+    with psycopg.connect(psycopg.conninfo.make_conninfo(**info), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f"DROP TABLESPACE IF EXISTS {space}")
+
+
+def incompressible(size: int) -> str:
+    return os.urandom(size // 2).hex()
+
+
+def test_a_full_data_disk_fails_the_turn_clearly_keeps_the_session_whole_and_recovers(
     fake_llm: FakeLLM, small_data_dir: Path
 ):
-    with (
-        running_stack(fake_llm.base_url, data_dir=small_data_dir) as stack,
-        httpx.Client(base_url=stack.url, timeout=60) as api,
-    ):
-        session = small_data_dir / "orchestrator" / "sessions" / "full.jsonl"
-        fake_llm.reply_text("first answer")
-        assert chat(api, "remember this", "full")["result"] == "first answer"
-        before = session.read_bytes()
+    stack_ref: list[LocalStack] = []
+    space = ""
+    try:
+        with (
+            running_stack(fake_llm.base_url, data_dir=small_data_dir) as stack,
+            httpx.Client(base_url=stack.url, timeout=60) as api,
+        ):
+            stack_ref.append(stack)
+            space = history_on(stack, small_data_dir)
+            fake_llm.reply_text("first answer")
+            assert chat(api, "remember this", "full")["result"] == "first answer"
+            before = api.get("/api/sessions/full").json()["messages"]
 
-        FIGURES["faults injected"] += 1
-        filler = fill(small_data_dir)
-        asked = len(fake_llm.requests)
-        refused = api.post("/api/chat", json={"message": "hello?", "session_id": "full"})
-        assert refused.status_code == 507, refused.text
-        assert "no space left" in refused.json()["error"]["message"].lower()
-        time.sleep(0.3)
-        assert len(fake_llm.requests) == asked  # a message it could not record is not run
-        assert session.read_bytes() == before  # nothing half-written
-        filler.unlink()
+            FIGURES["faults injected"] += 1
+            filler = fill(small_data_dir)
+            asked = len(fake_llm.requests)
+            big = "hello? " + incompressible(100_000)  # needs new pages on the full disk
+            refused = chat(api, big, "full")
+            assert refused["status"] == "failed", refused
+            assert "no space left" in (refused["error"] or "").lower(), refused
+            assert len(fake_llm.requests) == asked  # a message it could not record is not run
+            assert api.get("/api/sessions/full").json()["messages"] == before  # nothing half-written
+            filler.unlink()
 
-        # The disk fills while the model thinks: the answer cannot be saved.
-        def fill_then_answer(_body: dict[str, Any]) -> Reply:
-            fill(small_data_dir)
-            return Reply(text="a long answer " * 2000)
+            # The disk fills while the model thinks: the answer cannot be saved.
+            def fill_then_answer(_body: dict[str, Any]) -> Reply:
+                fill(small_data_dir)
+                return Reply(text="a long answer " + incompressible(200_000))
 
-        fake_llm.reply_with(fill_then_answer)
-        failed = chat(api, "write a lot", "full")
-        assert failed["status"] == "failed", failed
-        assert "no space left" in (failed["error"] or "").lower(), failed
-        lines = session_lines(session)
-        assert all(len([x for x in lines if x["g"] == r["g"]]) == r["n"] for r in lines)
-        assert "a long answer" not in session.read_text()
+            fake_llm.reply_with(fill_then_answer)
+            failed = chat(api, "write a lot", "full")
+            assert failed["status"] == "failed", failed
+            assert "no space left" in (failed["error"] or "").lower(), failed
+            history = api.get("/api/sessions/full").json()["messages"]
+            assert not any("a long answer" in str(m.get("content")) for m in history)
 
-        (small_data_dir / "filler").unlink()
-        fake_llm.reply_with(lambda body: Reply(text=f"{len(body['messages'])} messages"))
-        recovered = chat(api, "still there?", "full")
-        assert recovered["status"] == "completed", recovered
-        # system, the first turn's user + assistant, the unanswered user message, this one
-        assert recovered["result"] == "5 messages"
-        history = api.get("/api/sessions/full").json()["messages"]
-        assert [m["content"] for m in history if m["role"] == "user"] == [
-            "remember this",
-            "write a lot",
-            "still there?",
-        ]
-        session_lines(session)
+            (small_data_dir / "filler").unlink()
+            fake_llm.reply_with(lambda body: Reply(text=f"{len(body['messages'])} messages"))
+            recovered = chat(api, "still there?", "full")
+            assert recovered["status"] == "completed", recovered
+            # system, the first turn's user + assistant, the unanswered user message, this one
+            assert recovered["result"] == "5 messages"
+            history = api.get("/api/sessions/full").json()["messages"]
+            assert [m["content"] for m in history if m["role"] == "user"] == [
+                "remember this",
+                "write a lot",
+                "still there?",
+            ]
+    finally:
+        if stack_ref and space:
+            drop_database(stack_ref[0], space)
     FIGURES["faults survived"] += 1

@@ -55,3 +55,28 @@ def test_the_check_sees_every_import_form(tmp_path: Path) -> None:
         sample = tmp_path / f"sample{number}.py"
         sample.write_text(line + "\n")
         assert bool(grpc_imports(sample)) == (line in flagged), line
+
+
+def database_imports(path: Path) -> list[str]:
+    """The modules a file imports that talk to PostgreSQL (psycopg, psycopg_pool, procrastinate)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""]
+        else:
+            continue
+        found += [n for n in names if n.split(".")[0] in ("psycopg", "psycopg_pool", "procrastinate")]
+    return found
+
+
+def test_only_the_store_and_the_job_queue_reach_postgresql() -> None:
+    allowed = {PACKAGE / "jobs.py"}
+    offenders = {
+        str(path.relative_to(PACKAGE)): database_imports(path)
+        for path in PACKAGE.rglob("*.py")
+        if PACKAGE / "store" not in path.parents and path not in allowed
+    }
+    assert {name: found for name, found in offenders.items() if found} == {}
+    assert database_imports(PACKAGE / "store" / "database.py")  # the check sees them

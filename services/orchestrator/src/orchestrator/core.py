@@ -8,8 +8,6 @@ import logging
 import os
 import socket
 
-import psycopg
-
 from orchestrator.agent.llm import LLMClient
 from orchestrator.assistant import Assistant
 from orchestrator.clients import ServiceClients
@@ -89,15 +87,9 @@ class OrchestratorCore:
 
     async def _queue_legacy_inbox(self) -> None:
         for entry in await legacy_import.pending_inbox(self.db, self.settings.data_dir):
-            if await self.tasks.get(entry["task_id"]) is not None:
-                continue
-            try:
-                await self.tasks.create(
-                    entry["session_id"], entry["message"], entry.get("kind", "chat"),
-                    entry["task_id"],
-                )
-            except psycopg.errors.UniqueViolation:
-                continue  # another replica queued it first
+            # Under its old id: queued once even if another replica imports it too.
+            kind = entry.get("kind", "chat")
+            await self.tasks.create(entry["session_id"], entry["message"], kind, entry["task_id"])
         await legacy_import.inbox_imported(self.db)
 
     async def _run_turn(self, task: Task, emit: EventSink) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from procrastinate import App, JobContext, PsycopgConnector, RetryStrategy, exceptions
+from procrastinate.job_context import AbortReason
 from procrastinate.jobs import Job, Status
 from procrastinate.worker import Worker
 
@@ -22,8 +23,9 @@ log = logging.getLogger(__name__)
 
 QUEUE = "turns"
 TASK_NAME = "crayfish.turn"
-# What a job runs: run(job context, task id).
-JobRunner = Callable[[JobContext, str], Awaitable[None]]
+# What a job runs: run(task id, cancelled_by_user), where cancelled_by_user() tells, once the
+# job was cancelled, whether a user asked (else the replica is shutting down).
+JobRunner = Callable[[str, Callable[[], bool]], Awaitable[None]]
 
 
 class TurnNotBegun(Exception):  # noqa: N818 (an outcome, not an error)
@@ -49,7 +51,7 @@ class JobQueue:
         self._run = run
 
         async def turn(context: JobContext, task_id: str) -> None:
-            await self._run(context, task_id)
+            await self._run(task_id, lambda: context.abort_reason() == AbortReason.USER_REQUEST)
 
         self._task = self.app.task(
             name=TASK_NAME,
@@ -59,12 +61,29 @@ class JobQueue:
         )(turn)
         self._worker: Worker | None = None
         self._worker_task: asyncio.Task[None] | None = None
+        self._closing = False
 
     async def open(self) -> None:
         await self.app.open_async(pool=self.db.pool)
 
     def start_worker(self, name: str) -> None:
-        self._worker = Worker(
+        self._worker_task = asyncio.create_task(self._supervise(name), name="job-worker")
+
+    async def _supervise(self, name: str) -> None:
+        """Runs the worker, and runs it again if it stops by itself (procrastinate stops a
+        worker whose heartbeat or listener fails, e.g. while the database restarts)."""
+        while not self._closing:
+            self._worker = self._new_worker(name)
+            try:
+                await self._worker.run()
+            except Exception:
+                log.exception("the job worker failed")
+            if not self._closing:
+                log.error("the job worker stopped; starting it again in 1 s")
+                await asyncio.sleep(1.0)
+
+    def _new_worker(self, name: str) -> Worker:
+        return Worker(
             self.app,
             queues=[QUEUE],
             name=name,
@@ -77,7 +96,6 @@ class JobQueue:
             abort_job_polling_interval=1.0,
             fetch_job_polling_interval=2.0,
         )
-        self._worker_task = asyncio.create_task(self._worker.run(), name="job-worker")
 
     async def enqueue(self, conn: Connection, task_id: str, session_id: str) -> int:
         """Adds the turn's job inside the caller's transaction; returns the job id."""
@@ -111,6 +129,7 @@ class JobQueue:
 
     async def close(self) -> None:
         """Stops the worker: running turns get `shutdown_grace` seconds, then are aborted."""
+        self._closing = True
         if self._worker is not None and self._worker_task is not None:
             self._worker.stop()
             with contextlib.suppress(asyncio.CancelledError):

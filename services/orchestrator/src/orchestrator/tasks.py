@@ -11,9 +11,6 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from procrastinate import JobContext
-from procrastinate.job_context import AbortReason
-
 from orchestrator.events import TERMINAL_EVENTS, EventSink
 from orchestrator.jobs import JobQueue, TurnNotBegun, WorkerTiming, job_info
 from orchestrator.store import Database, EventStore, StoredEvent, TaskStore, TurnInterrupted
@@ -117,17 +114,17 @@ class TaskManager:
         await self.queue.close()
         await self.events.stop_listening()
 
-    async def _run_job(self, context: JobContext, task_id: str) -> None:
+    async def _run_job(self, task_id: str, cancelled_by_user: Callable[[], bool]) -> None:
         task: Task | None = None
         try:
-            task = await self.store.start(task_id)
+            task = await self.store.start(task_id, self.name)
             if task is None:
                 return  # cancelled (or ended) before it started
             self._observe("task.started", {"session_id": task.session_id, "kind": task.kind})
             task.result = await self.run_turn(task, lambda t, d: self.publish(task, t, d))
             await self._finish(task, "completed")
         except asyncio.CancelledError:
-            await self._stopped(context, task_id, task)
+            await self._stopped(cancelled_by_user(), task_id, task)
             raise
         except TurnInterrupted as exc:  # declared dead elsewhere: it writes nothing more
             log.warning("task %s stopped: %s", task_id, exc)
@@ -137,10 +134,9 @@ class TaskManager:
                 task.error = str(exc) or type(exc).__name__
                 await self._finish(task, "failed")
 
-    async def _stopped(self, context: JobContext, task_id: str, task: Task | None) -> None:
+    async def _stopped(self, by_user: bool, task_id: str, task: Task | None) -> None:
         """A job stopped by a cancel (-> cancelled) or by this replica shutting down: a turn
         that had begun is interrupted; one that had not is queued again for any replica."""
-        by_user = context.abort_reason() == AbortReason.USER_REQUEST
         if not by_user and (task is None or not task.accepted):
             await self.store.requeue(task_id)
             raise TurnNotBegun(task_id)

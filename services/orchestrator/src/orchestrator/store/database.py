@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 import psycopg
 from psycopg.rows import dict_row
@@ -54,14 +55,27 @@ class Database:
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Connection]:
-        async with self.pool.connection() as conn:
-            yield conn
+        with _disk_full_as_os_error():
+            async with self.pool.connection() as conn:
+                yield conn
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Connection]:
         """A connection inside one transaction: committed on exit, rolled back on an error."""
-        async with self.pool.connection() as conn, conn.transaction():
-            yield conn
+        with _disk_full_as_os_error():
+            async with self.pool.connection() as conn, conn.transaction():
+                yield conn
+
+
+@contextmanager
+def _disk_full_as_os_error() -> Iterator[None]:
+    """The server's full disk as the OSError a full local disk raises (HTTP 507, a failed turn
+    saying "No space left on device")."""
+    try:
+        yield
+    except psycopg.errors.DiskFull as exc:
+        detail = str(exc).splitlines()[0]
+        raise OSError(errno.ENOSPC, f"the database's disk is full ({detail})") from exc
 
 
 async def _autocommit(conn: Connection) -> None:

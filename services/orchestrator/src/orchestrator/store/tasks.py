@@ -67,13 +67,16 @@ class TaskStore:
         self, task: Task, enqueue: Callable[[Connection], Awaitable[int]]
     ) -> None:
         """Records the task, its `task.queued` event and its job (from `enqueue`) together:
-        once this returns the message is acknowledged, and nothing of it exists if it fails."""
+        once this returns the message is acknowledged, and nothing of it exists if it fails.
+        A task id that exists already is left as it is."""
         async with self.db.transaction() as conn:
-            await conn.execute(
+            cursor = await conn.execute(
                 "INSERT INTO tasks (id, session_id, kind, message, status, created_at)"
-                " VALUES (%s, %s, %s, %s, 'queued', %s)",
+                " VALUES (%s, %s, %s, %s, 'queued', %s) ON CONFLICT (id) DO NOTHING RETURNING id",
                 (task.id, task.session_id, task.kind, pg_text(task.message), task.created_at),
             )
+            if await cursor.fetchone() is None:
+                return
             await self.events.add(
                 task.id, "task.queued", {"session_id": task.session_id, "kind": task.kind}, conn
             )
@@ -105,7 +108,7 @@ class TaskStore:
             row = await cursor.fetchone()
             return int(row["n"]) if row else 0
 
-    async def start(self, task_id: str) -> Task | None:
+    async def start(self, task_id: str, runner: str) -> Task | None:
         """queued -> running (with `task.started`), or None when the task is no longer queued.
         Waits while the session is being deleted."""
         async with self.db.transaction() as conn:
@@ -115,9 +118,9 @@ class TaskStore:
                 return None
             await lock_session(conn, found["session_id"])
             cursor = await conn.execute(
-                "UPDATE tasks SET status = 'running', started_at = %s"
+                "UPDATE tasks SET status = 'running', started_at = %s, runner = %s"
                 f" WHERE id = %s AND status = 'queued' RETURNING {COLUMNS}",
-                (time.time(), task_id),
+                (time.time(), runner, task_id),
             )
             row = await cursor.fetchone()
             if row is None:

@@ -37,6 +37,8 @@ CREATE TABLE tasks (
     -- effects (LLM calls, tools), so it is never run again by itself
     accepted boolean NOT NULL DEFAULT false,
     job_id bigint,
+    -- the replica that started it (host:port:pid)
+    runner text,
     created_at double precision NOT NULL,
     started_at double precision,
     finished_at double precision

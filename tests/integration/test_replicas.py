@@ -1,0 +1,195 @@
+"""Three orchestrators on one PostgreSQL: turns sent to random replicas, one replica SIGKILLed
+mid-turn. Every task ends alike on every live replica, no two runs of a session overlap (seen at
+the fake LLM), no message is lost or doubled, SSE resumes on another replica, cancel works from
+another replica, and after a full restart every task is still there."""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from devstack.launcher import LocalStack
+from tests.fakes import FakeLLM, Reply
+from tests.stacks import running_stack, wait_task
+
+ENV = {
+    "CRAYFISH_AUTO_RECALL": "false",
+    "CRAYFISH_WORKER_HEARTBEAT": "0.5",
+    "CRAYFISH_WORKER_STALLED_AFTER": "2",
+}
+SESSIONS, TURNS = 6, 3
+TERMINAL = ("completed", "failed", "cancelled", "interrupted")
+
+
+@pytest.fixture(scope="module")
+def replicas(fake_llm: FakeLLM) -> Iterator[LocalStack]:
+    with running_stack(fake_llm.base_url, env=ENV, orchestrators=3) as stack:
+        yield stack
+
+
+class Recorder:
+    """The fake model's side: each request's turn, when it came and when its answer was due."""
+
+    def __init__(self, fake: FakeLLM):
+        self.fake = fake
+        self.seen: list[tuple[str, float, float]] = []  # (turn message, arrival, answer due)
+        self.lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        turn = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+        delay = random.uniform(0.2, 0.5)
+        with self.lock:
+            self.seen.append((turn, time.monotonic(), time.monotonic() + delay))
+        if body["messages"][-1]["role"] == "user":
+            call = self.fake.tool_call("exec", {"command": f"echo ran {turn}"})
+            return Reply(tool_calls=[call], delay=delay)
+        return Reply(text=f"done: {turn}", delay=delay)
+
+    def runs(self) -> dict[str, list[tuple[str, float, float]]]:
+        """Per session: (turn, first request, last answer) in the order the runs began."""
+        spans: dict[str, list[float]] = {}
+        for turn, arrival, due in self.seen:
+            first, last = spans.get(turn, [arrival, due])
+            spans[turn] = [min(first, arrival), max(last, due)]
+        runs: dict[str, list[tuple[str, float, float]]] = defaultdict(list)
+        for turn, (first, last) in sorted(spans.items(), key=lambda kv: kv[1][0]):
+            runs[turn.split()[0]].append((turn, first, last))
+        return runs
+
+
+def send_turns(stack: LocalStack, session: str, sent: list[dict[str, Any]]) -> None:
+    """The session's turns, in order, each to a random replica that is up."""
+    for i in range(TURNS):
+        for _ in range(50):
+            url = random.choice(stack.urls)
+            try:
+                reply = httpx.post(
+                    f"{url}/api/chat",
+                    json={"message": f"{session} turn {i}", "session_id": session},
+                    timeout=10,
+                )
+                break
+            except httpx.TransportError:
+                continue  # the killed replica
+        assert reply.status_code == 202, reply.text
+        sent.append(reply.json())
+        time.sleep(random.uniform(0.0, 0.3))
+
+
+def runner_of(stack: LocalStack, port: int) -> list[str]:
+    """Ids of the tasks running on the replica at `port` that have begun (their message is in
+    the history, so the LLM may have been asked and tools run); the store records the runner."""
+    assert stack.database_url is not None
+    with psycopg.connect(stack.database_url) as conn:
+        rows = conn.execute(
+            "SELECT id FROM tasks WHERE status = 'running' AND accepted AND runner LIKE %s", (f"%:{port}:%",)
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+def test_replicas_share_the_work_and_survive_a_killed_one(
+    replicas: LocalStack, fake_llm: FakeLLM
+):
+    stack = replicas
+    recorder = Recorder(fake_llm)
+    fake_llm.reply_forever_with(recorder)
+    sent: list[dict[str, Any]] = []
+    senders = [
+        threading.Thread(target=send_turns, args=(stack, f"s{k}", sent)) for k in range(SESSIONS)
+    ]
+    for sender in senders:
+        sender.start()
+    victim_port = stack.http_port + 1  # orchestrator-2
+    deadline = time.monotonic() + 30
+    while not runner_of(stack, victim_port):
+        assert time.monotonic() < deadline, "orchestrator-2 never ran a turn"
+        time.sleep(0.02)
+    stack.kill("orchestrator-2")
+    for sender in senders:
+        sender.join()
+    assert len(sent) == SESSIONS * TURNS
+
+    live = [stack.url_of("orchestrator"), stack.url_of("orchestrator-3")]
+    with httpx.Client(base_url=live[0], timeout=30) as one, httpx.Client(
+        base_url=live[1], timeout=30
+    ) as other:
+        ended = {t["task_id"]: wait_task(one, t["task_id"]) for t in sent}
+        for task_id, task in ended.items():
+            assert other.get(f"/api/tasks/{task_id}").json() == task  # alike on every replica
+        statuses = sorted(t["status"] for t in ended.values())
+        assert set(statuses) <= {"completed", "interrupted"}, statuses
+        assert "interrupted" in statuses  # the victim was running one
+
+        # No two runs of a session overlapped, and they ran in the order sent.
+        for session, runs in recorder.runs().items():
+            for (_, _, end), (_, start, _) in zip(runs, runs[1:], strict=False):
+                assert end <= start + 0.05, (session, runs)
+            assert [t for t, _, _ in runs] == sorted(t for t, _, _ in runs), runs
+
+        # Each message is in its session's history once; completed turns have their answer.
+        for k in range(SESSIONS):
+            history = one.get(f"/api/sessions/s{k}").json()["messages"]
+            users = [m["content"] for m in history if m["role"] == "user"]
+            assert users == [f"s{k} turn {i}" for i in range(TURNS)], users
+            for task in (t for t in ended.values() if t["session_id"] == f"s{k}"):
+                if task["status"] == "completed":
+                    assert {"role": "assistant", "content": task["result"]} in history
+
+        # SSE: read a task's stream on one replica, resume it on another.
+        task_id = next(i for i, t in ended.items() if t["status"] == "completed")
+        whole = sse(one, f"/api/tasks/{task_id}/events")
+        tail = sse(other, f"/api/tasks/{task_id}/events", last_id=whole[2][0])
+        assert tail == whole[3:] and tail[-1][1] == "task.completed"
+
+        # Cancel a running turn through another replica than the one that runs it.
+        fake_llm.reply_forever_with(None)
+        fake_llm.reply_text("too late", delay=30)
+        slow = one.post("/api/chat", json={"message": "slow", "session_id": "slow"}).json()
+        fake_llm.wait_for_requests(len(fake_llm.requests) + 1, timeout=30)
+        started = time.monotonic()
+        cancelled = other.post(f"/api/tasks/{slow['task_id']}/cancel").json()
+        assert cancelled["status"] == "cancelled" and time.monotonic() - started < 5
+        assert one.get(f"/api/tasks/{slow['task_id']}").json()["status"] == "cancelled"
+
+        # The global stream resumes on another replica too.
+        everything = sse(one, "/api/events", until="task.cancelled")
+        resumed = sse(other, "/api/events", last_id=everything[-5][0], until="task.cancelled")
+        assert resumed == everything[-4:]
+
+    # A full restart of every orchestrator: every task is still there.
+    for name in stack.orchestrator_names:
+        if stack.processes[name].poll() is None:
+            stack.kill(name, signal.SIGTERM)
+        stack.start_one(name)
+    stack.wait_healthy(timeout=60)
+    for url in stack.urls:
+        with httpx.Client(base_url=url, timeout=30) as api:
+            for task_id, task in ended.items():
+                assert api.get(f"/api/tasks/{task_id}").json() == task
+
+
+def sse(
+    client: httpx.Client, path: str, last_id: int | None = None, until: str | None = None
+) -> list[tuple[int, str]]:
+    """(id, type) of a stream's events, to its end (or to the first `until` event)."""
+    headers = {"Last-Event-ID": str(last_id)} if last_id is not None else {}
+    found: list[tuple[int, str]] = []
+    ident = 0
+    with client.stream("GET", path, headers=headers) as events:
+        for line in events.iter_lines():
+            if line.startswith("id: "):
+                ident = int(line[4:])
+            elif line.startswith("event: "):
+                found.append((ident, line[7:]))
+                if line[7:] == until:
+                    break
+    return found
