@@ -51,7 +51,7 @@ class EmbeddedPostgres:
         return f"postgresql://{SUPERUSER}@/{database}?host={self.socket_dir}"
 
     def start(self, timeout: float = 30.0) -> None:
-        """Initialises the folder on first use, then starts the server and waits until it answers."""
+        """Initialises the folder on first use, starts the server, waits until it answers."""
         self.folder.mkdir(parents=True, exist_ok=True)
         self._prepare_permissions()
         self._stop_leftover()

@@ -325,7 +325,9 @@ def test_a_full_data_disk_fails_the_turn_clearly_keeps_the_session_whole_and_rec
             assert refused["status"] == "failed", refused
             assert "no space left" in (refused["error"] or "").lower(), refused
             assert len(fake_llm.requests) == asked  # a message it could not record is not run
-            assert api.get("/api/sessions/full").json()["messages"] == before  # nothing half-written
+            assert (
+                api.get("/api/sessions/full").json()["messages"] == before
+            )  # nothing half-written
             filler.unlink()
 
             # The disk fills while the model thinks: the answer cannot be saved.

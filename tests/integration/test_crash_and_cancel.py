@@ -16,6 +16,7 @@ from tests.stacks import wait_task
 # A dead orchestrator is noticed after 2 s without heartbeats (10 s by default).
 STACK_ENV = {"CRAYFISH_WORKER_HEARTBEAT": "0.5", "CRAYFISH_WORKER_STALLED_AFTER": "2"}
 
+
 def _wait(predicate, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():

@@ -5,6 +5,7 @@ another replica, and after a full restart every task is still there."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import signal
 import threading
@@ -91,14 +92,13 @@ def runner_of(stack: LocalStack, port: int) -> list[str]:
     assert stack.database_url is not None
     with psycopg.connect(stack.database_url) as conn:
         rows = conn.execute(
-            "SELECT id FROM tasks WHERE status = 'running' AND accepted AND runner LIKE %s", (f"%:{port}:%",)
+            "SELECT id FROM tasks WHERE status = 'running' AND accepted AND runner LIKE %s",
+            (f"%:{port}:%",),
         ).fetchall()
     return [row[0] for row in rows]
 
 
-def test_replicas_share_the_work_and_survive_a_killed_one(
-    replicas: LocalStack, fake_llm: FakeLLM
-):
+def test_replicas_share_the_work_and_survive_a_killed_one(replicas: LocalStack, fake_llm: FakeLLM):
     stack = replicas
     recorder = Recorder(fake_llm)
     fake_llm.reply_forever_with(recorder)
@@ -119,9 +119,10 @@ def test_replicas_share_the_work_and_survive_a_killed_one(
     assert len(sent) == SESSIONS * TURNS
 
     live = [stack.url_of("orchestrator"), stack.url_of("orchestrator-3")]
-    with httpx.Client(base_url=live[0], timeout=30) as one, httpx.Client(
-        base_url=live[1], timeout=30
-    ) as other:
+    with (
+        httpx.Client(base_url=live[0], timeout=30) as one,
+        httpx.Client(base_url=live[1], timeout=30) as other,
+    ):
         ended = {t["task_id"]: wait_task(one, t["task_id"]) for t in sent}
         for task_id, task in ended.items():
             assert other.get(f"/api/tasks/{task_id}").json() == task  # alike on every replica
@@ -131,7 +132,7 @@ def test_replicas_share_the_work_and_survive_a_killed_one(
 
         # No two runs of a session overlapped, and they ran in the order sent.
         for session, runs in recorder.runs().items():
-            for (_, _, end), (_, start, _) in zip(runs, runs[1:], strict=False):
+            for (_, _, end), (_, start, _) in itertools.pairwise(runs):
                 assert end <= start + 0.05, (session, runs)
             assert [t for t, _, _ in runs] == sorted(t for t, _, _ in runs), runs
 

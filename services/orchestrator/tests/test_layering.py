@@ -67,7 +67,9 @@ def database_imports(path: Path) -> list[str]:
             names = [node.module or ""]
         else:
             continue
-        found += [n for n in names if n.split(".")[0] in ("psycopg", "psycopg_pool", "procrastinate")]
+        found += [
+            n for n in names if n.split(".")[0] in ("psycopg", "psycopg_pool", "procrastinate")
+        ]
     return found
 
 

@@ -12,7 +12,7 @@ from tests.fakes import FakeLLM, Reply
 
 async def run(core: OrchestratorCore, message: str, session: str = "s1") -> Task:
     task = await core.submit(session, message)
-    return await core.tasks.wait(task.id, timeout=60)
+    return await core.tasks.wait(task.id, within=60)
 
 
 async def events(core: OrchestratorCore, task: Task, kind: str) -> list[dict[str, Any]]:
@@ -173,8 +173,8 @@ async def test_messages_to_one_session_run_one_at_a_time(core_factory, fake_llm:
     first = await core.submit("s1", "first")
     second = await core.submit("s1", "second")
     assert second.status == "queued"
-    second = await core.tasks.wait(second.id, timeout=30)
-    first = await core.tasks.wait(first.id, timeout=30)
+    second = await core.tasks.wait(second.id, within=30)
+    first = await core.tasks.wait(first.id, within=30)
     assert (first.result, second.result) == ("first done", "second done")
     roles = [(m["role"], m.get("content")) for m in await core.store.load("s1")]
     assert roles[0] == ("user", "first") and ("user", "second") in roles

@@ -10,8 +10,8 @@ import pytest
 from orchestrator.config import Settings
 
 ENV_EXAMPLE = Path(__file__).resolve().parents[3] / ".env.example"
-# Read by the `crayfish` CLI or the dev launcher, not by the server.
-CLI_ONLY = {"CRAYFISH_URL", "CRAYFISH_ORCHESTRATORS"}
+# Read by the `crayfish` CLI, the dev launcher or docker compose, not by the server.
+CLI_ONLY = {"CRAYFISH_URL", "CRAYFISH_ORCHESTRATORS", "CRAYFISH_POSTGRES_PASSWORD"}
 # Documented name -> (field, a value unlike the default).
 NAMES: dict[str, tuple[str, object]] = {
     "OPENAI_BASE_URL": ("openai_base_url", "http://llm.test/v1"),

@@ -28,7 +28,7 @@ TASK_NAME = "crayfish.turn"
 JobRunner = Callable[[str, Callable[[], bool]], Awaitable[None]]
 
 
-class TurnNotBegun(Exception):  # noqa: N818 (an outcome, not an error)
+class TurnNotBegun(Exception):
     """Raised by a job stopped (replica shutting down) before its turn did anything: the job is
     put back at the head of its session's line, for any replica."""
 

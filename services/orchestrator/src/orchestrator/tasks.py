@@ -58,9 +58,7 @@ class TaskManager:
         """Records the task and its job in one transaction (the acknowledgement)."""
         task = Task(id=task_id or uuid.uuid4().hex, session_id=session_id, message=message)
         task.kind = kind
-        await self.store.create(
-            task, lambda conn: self.queue.enqueue(conn, task.id, session_id)
-        )
+        await self.store.create(task, lambda conn: self.queue.enqueue(conn, task.id, session_id))
         self._observe("task.queued", {"session_id": session_id, "kind": kind})
         return task
 
@@ -79,10 +77,10 @@ class TaskManager:
             await self.queue.abort(task.job_id)
         return await self.wait(task.id, wait)
 
-    async def wait(self, task_id: str, timeout: float | None = None) -> Task:
-        """The task once it has ended (or as it is after `timeout` seconds)."""
+    async def wait(self, task_id: str, within: float | None = None) -> Task:
+        """The task once it has ended (or as it is after `within` seconds)."""
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(within):
                 async for _ in self.follow(task_id, 0):
                     pass
         task = await self.store.get(task_id)
@@ -151,7 +149,8 @@ class TaskManager:
             ended = await self.store.finish(task, status, f"task.{status}", summary)
         except Exception as exc:  # an outcome the store refuses must not leave the task running
             log.exception("task %s: recording its outcome failed", task.id)
-            task.result, task.error, status = None, f"its outcome could not be saved: {exc}", "failed"
+            task.result, status = None, "failed"
+            task.error = f"its outcome could not be saved: {exc}"
             summary = self._summary(task, status)
             ended = await self.store.finish(task, status, "task.failed", summary)
         if ended:

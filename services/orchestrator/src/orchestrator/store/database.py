@@ -8,14 +8,14 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from orchestrator.store.migrations import migrate
 
 log = logging.getLogger(__name__)
 
-Connection = psycopg.AsyncConnection[dict]  # type: ignore[type-arg]
+Connection = psycopg.AsyncConnection[DictRow]
 
 # Advisory lock namespaces (first key of pg_advisory_xact_lock(int, int)).
 SESSION_LOCK = 72104
@@ -31,8 +31,9 @@ class Database:
                 "(`make run` starts one for you)"
             )
         self.url = url
-        self.pool: AsyncConnectionPool = AsyncConnectionPool(
+        self.pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
             url,
+            connection_class=psycopg.AsyncConnection[DictRow],
             min_size=2,
             max_size=max_connections,
             # Not `autocommit` in kwargs: the job queue opens its listening connection with
@@ -85,6 +86,4 @@ async def _autocommit(conn: Connection) -> None:
 async def lock_session(conn: Connection, session_id: str) -> None:
     """Holds the session to the end of the transaction: a turn's start and a session's delete
     take it, so neither sees the other half done (on any replica)."""
-    await conn.execute(
-        "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (SESSION_LOCK, session_id)
-    )
+    await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (SESSION_LOCK, session_id))

@@ -7,6 +7,7 @@ in the old inbox come back as queued tasks.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -23,13 +24,9 @@ INBOX = "inbox.jsonl"
 
 async def import_sessions(db: Database, folder: Path) -> int:
     """Imports every not yet imported `<session>.jsonl` in `folder`; returns how many."""
-    if not folder.is_dir():
-        return 0
     count = 0
-    for path in sorted(folder.glob("*.jsonl")):
-        if not SESSION_ID.match(path.stem):
-            continue
-        records = read_session_file(path)
+    for path in await asyncio.to_thread(_session_files, folder):
+        records = await asyncio.to_thread(read_session_file, path)
         async with db.transaction() as conn:
             if not await _first_time(conn, f"sessions/{path.name}"):
                 continue
@@ -45,14 +42,14 @@ async def pending_inbox(db: Database, data_dir: Path) -> list[dict[str, Any]]:
     """Messages the old inbox acknowledged but never ran, until `inbox_imported` is called:
     the caller queues them (under their task ids, so none is queued twice)."""
     path = data_dir / INBOX
-    if not path.exists():
+    if not await asyncio.to_thread(path.exists):
         return []
     async with db.connection() as conn:
         cursor = await conn.execute("SELECT 1 FROM legacy_imports WHERE name = %s", (INBOX,))
         if await cursor.fetchone() is not None:
             return []
     entries = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in (await asyncio.to_thread(path.read_text, encoding="utf-8")).splitlines():
         try:
             entries.append(json.loads(line))
         except ValueError:
@@ -72,6 +69,12 @@ async def _first_time(conn: Connection, name: str) -> bool:
         (name, time.time()),
     )
     return await cursor.fetchone() is not None
+
+
+def _session_files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob("*.jsonl") if SESSION_ID.match(p.stem))
 
 
 def read_session_file(path: Path) -> list[tuple[str, dict[str, Any]]]:

@@ -88,13 +88,10 @@ class SessionStore:
         """Sessions, most recently updated first."""
         async with self.db.connection() as conn:
             cursor = await conn.execute(
-                "SELECT id, message_count, updated_at, title FROM sessions"
-                " ORDER BY updated_at DESC"
+                "SELECT id, message_count, updated_at, title FROM sessions ORDER BY updated_at DESC"
             )
             rows = await cursor.fetchall()
-        return [
-            SessionInfo(r["id"], r["message_count"], r["updated_at"], r["title"]) for r in rows
-        ]
+        return [SessionInfo(r["id"], r["message_count"], r["updated_at"], r["title"]) for r in rows]
 
     async def delete_locked(self, session_id: str, before: Any) -> bool:
         """Deletes the session while holding it, after `before()` (an awaitable factory) has run:

@@ -63,9 +63,7 @@ class TaskStore:
         self.db = db
         self.events = events
 
-    async def create(
-        self, task: Task, enqueue: Callable[[Connection], Awaitable[int]]
-    ) -> None:
+    async def create(self, task: Task, enqueue: Callable[[Connection], Awaitable[int]]) -> None:
         """Records the task, its `task.queued` event and its job (from `enqueue`) together:
         once this returns the message is acknowledged, and nothing of it exists if it fails.
         A task id that exists already is left as it is."""
