@@ -87,7 +87,8 @@ async def test_task_ids_and_events_answer_after_a_restart(replicas: Replicas):
     assert found is not None and (found.status, found.result) == ("completed", "HELLO")
     types = [e.type async for e in again.follow(task.id, 0)]
     assert types[0] == "task.queued" and types[-1] == "task.completed"
-    assert types.count("assistant.delta") == 3
+    deltas = [e.data["text"] async for e in again.follow(task.id, 0) if e.type == "assistant.delta"]
+    assert "".join(deltas) == "abc"  # merged when they come within a few milliseconds
 
 
 async def test_cancel_from_another_replica_stops_a_queued_and_a_running_turn(replicas: Replicas):

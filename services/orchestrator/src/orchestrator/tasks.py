@@ -11,7 +11,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from orchestrator.events import TERMINAL_EVENTS, EventSink
+from orchestrator.events import TERMINAL_EVENTS, DeltaCoalescer, EventSink
 from orchestrator.jobs import JobQueue, TurnNotBegun, WorkerTiming, job_info
 from orchestrator.store import Database, EventStore, StoredEvent, TaskStore, TurnInterrupted
 from orchestrator.store.tasks import Task, TaskStatus
@@ -43,6 +43,7 @@ class TaskManager:
         self.queue = JobQueue(db, self._run_job, timing)
         self.observers: list[EventObserver] = []
         self.active_count = 0  # queued or running, cluster-wide, as of the last sweep
+        self._outboxes: dict[str, DeltaCoalescer] = {}  # of the turns running here
         self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -99,10 +100,18 @@ class TaskManager:
             yield event
 
     async def publish(self, task: Task, type_: str, data: dict[str, Any]) -> None:
-        """Records an event of the task (its own stream and the global one)."""
+        """Records an event of the task (its own stream and the global one); text deltas of a
+        running turn are merged over a few milliseconds (DeltaCoalescer)."""
         data = {"session_id": task.session_id, **data}
         self._observe(type_, data)
-        await self.events.add(task.id, type_, data)
+        outbox = self._outboxes.get(task.id)
+        if outbox is None:
+            await self._append(task.id, type_, data)
+        else:
+            await outbox.add(type_, data)
+
+    async def _append(self, task_id: str, type_: str, data: dict[str, Any]) -> None:
+        await self.events.add(task_id, type_, data)
 
     async def shutdown(self) -> None:
         if self._sweeper is not None:
@@ -119,6 +128,7 @@ class TaskManager:
             if task is None:
                 return  # cancelled (or ended) before it started
             self._observe("task.started", {"session_id": task.session_id, "kind": task.kind})
+            self._outboxes[task.id] = DeltaCoalescer(lambda t, d: self._append(task_id, t, d))
             task.result = await self.run_turn(task, lambda t, d: self.publish(task, t, d))
             await self._finish(task, "completed")
         except asyncio.CancelledError:
@@ -131,6 +141,8 @@ class TaskManager:
             if task is not None:
                 task.error = str(exc) or type(exc).__name__
                 await self._finish(task, "failed")
+        finally:
+            self._outboxes.pop(task_id, None)
 
     async def _stopped(self, by_user: bool, task_id: str, task: Task | None) -> None:
         """A job stopped by a cancel (-> cancelled) or by this replica shutting down: a turn
@@ -144,6 +156,9 @@ class TaskManager:
             await self._finish(task, "cancelled" if by_user else "interrupted")
 
     async def _finish(self, task: Task, status: TaskStatus) -> None:
+        outbox = self._outboxes.pop(task.id, None)
+        if outbox is not None:
+            await outbox.close()  # the deltas shown so far, before the terminal event
         summary = self._summary(task, status)
         try:
             ended = await self.store.finish(task, status, f"task.{status}", summary)

@@ -40,7 +40,8 @@ class Database:
             # these kwargs plus its own autocommit=True.
             kwargs={"row_factory": dict_row},
             configure=_autocommit,
-            check=AsyncConnectionPool.check_connection,
+            # No `check` on each checkout (a round trip per query): a connection the server
+            # dropped fails one query and is then replaced by the pool.
             open=False,
             name="crayfish",
         )
