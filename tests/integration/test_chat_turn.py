@@ -139,7 +139,8 @@ def test_health_and_readiness(api: httpx.Client):
     assert ready.status_code == 200, ready.text
     body = ready.json()
     assert body["ready"] is True
-    assert {d["name"] for d in body["dependencies"]} == {"tool-runner", "memory", "skills"}
+    names = {d["name"] for d in body["dependencies"]}
+    assert names == {"tool-runner", "memory", "skills", "database"}
     assert body["sandbox"]["backend"] == "bwrap"
 
 

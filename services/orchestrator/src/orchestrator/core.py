@@ -11,6 +11,7 @@ import socket
 from orchestrator.agent.llm import LLMClient
 from orchestrator.assistant import Assistant
 from orchestrator.clients import ServiceClients
+from orchestrator.clients.health import DependencyState
 from orchestrator.config import Settings
 from orchestrator.events import EventSink
 from orchestrator.heartbeat import (
@@ -67,6 +68,12 @@ class OrchestratorCore:
         replica) after the session's earlier ones."""
         check_session_id(session_id)
         return await self.tasks.create(session_id, message, kind)
+
+    async def dependency_states(self) -> list[DependencyState]:
+        """The services and the database, as /readyz reports them."""
+        states = await self.clients.dependency_states()
+        ok, detail = await self.db.check()
+        return [*states, DependencyState("database", self.db.address, ok, detail)]
 
     async def render_metrics(self) -> bytes:
         """The metrics, with the count of queued and running tasks (all replicas) read now."""

@@ -30,8 +30,10 @@ Append = Callable[[str, dict[str, Any]], Awaitable[None]]
 
 
 class DeltaCoalescer:
-    """One task's events on their way to the store, with `assistant.delta` events of one round
-    merged over DELTA_WINDOW; any other event first sends the deltas before it, so order holds."""
+    """One task's events on their way to the store: a text delta goes at once if none went in
+    the last DELTA_WINDOW seconds (the first words show without delay), later ones of the same
+    round are merged until the window ends; any other event first sends the deltas before it,
+    so order holds."""
 
     def __init__(self, append: Append, window: float = DELTA_WINDOW):
         self.append = append
@@ -39,6 +41,7 @@ class DeltaCoalescer:
         self._lock = asyncio.Lock()
         self._pending: list[dict[str, Any]] = []
         self._timer: asyncio.Task[None] | None = None
+        self._sent_at = -window  # when a delta was last sent (loop time)
 
     async def add(self, type_: str, data: dict[str, Any]) -> None:
         async with self._lock:
@@ -49,16 +52,19 @@ class DeltaCoalescer:
             if self._pending and self._pending[-1].get("round") != data.get("round"):
                 await self._flush()
             self._pending.append(data)
-            if self._timer is None:
-                self._timer = asyncio.create_task(self._flush_soon())
+            wait = self._sent_at + self.window - asyncio.get_running_loop().time()
+            if wait <= 0:
+                await self._flush()
+            elif self._timer is None:
+                self._timer = asyncio.create_task(self._flush_soon(wait))
 
     async def close(self) -> None:
         """Sends what is pending (before the task's terminal event)."""
         async with self._lock:
             await self._flush()
 
-    async def _flush_soon(self) -> None:
-        await asyncio.sleep(self.window)
+    async def _flush_soon(self, wait: float) -> None:
+        await asyncio.sleep(wait)
         async with self._lock:
             self._timer = None
             await self._flush()
@@ -74,4 +80,5 @@ class DeltaCoalescer:
             "text": "".join(str(d.get("text", "")) for d in self._pending),
         }
         self._pending = []
+        self._sent_at = asyncio.get_running_loop().time()
         await self.append("assistant.delta", merged)

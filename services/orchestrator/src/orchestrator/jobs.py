@@ -95,6 +95,8 @@ class JobQueue:
             shutdown_graceful_timeout=self.timing.shutdown_grace,
             abort_job_polling_interval=1.0,
             fetch_job_polling_interval=2.0,
+            # The task row is the record; a finished job row is of no further use.
+            delete_jobs="always",
         )
 
     async def enqueue(self, conn: Connection, task_id: str, session_id: str) -> int:

@@ -21,8 +21,9 @@ async def healthz() -> HealthView:
 
 @router.get("/readyz", response_model=ReadyView, responses={503: {"model": ReadyView}})
 async def readyz(core: CoreDep) -> JSONResponse:
-    """Each dependency's state, the sandbox in use and its warnings; 503 until all are ready."""
-    states = await core.clients.dependency_states()
+    """Each dependency's state (the services and the database), the sandbox in use and its
+    warnings; 503 until all are ready."""
+    states = await core.dependency_states()
     sandbox: dict[str, object] = {}
     warnings: list[str] = []
     try:

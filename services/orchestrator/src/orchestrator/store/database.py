@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 from collections.abc import AsyncIterator, Iterator
@@ -54,6 +55,21 @@ class Database:
 
     async def close(self) -> None:
         await self.pool.close()
+
+    async def check(self) -> tuple[bool, str]:
+        """(answers, why not) within 2 s."""
+        try:
+            async with asyncio.timeout(2.0), self.connection() as conn:
+                await conn.execute("SELECT 1")
+        except Exception as exc:
+            return False, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return True, ""
+
+    @property
+    def address(self) -> str:
+        """Where the server is, without credentials."""
+        info = psycopg.conninfo.conninfo_to_dict(self.url)
+        return f"{info.get('host', 'localhost')}/{info.get('dbname', '')}"
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Connection]:
