@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import random
 import signal
+import subprocess
 import threading
 import time
 from collections import defaultdict
@@ -151,15 +152,16 @@ def test_replicas_share_the_work_and_survive_a_killed_one(replicas: LocalStack, 
         tail = sse(other, f"/api/tasks/{task_id}/events", last_id=whole[2][0])
         assert tail == whole[3:] and tail[-1][1] == "task.completed"
 
-        # Cancel a running turn through another replica than the one that runs it.
+        # Cancel a running command from both replicas: whichever runs it, it stops.
         fake_llm.reply_forever_with(None)
-        fake_llm.reply_text("too late", delay=30)
+        fake_llm.reply_tool_calls(("exec", {"command": "sleep 31338", "timeout": 120}))
         slow = one.post("/api/chat", json={"message": "slow", "session_id": "slow"}).json()
-        fake_llm.wait_for_requests(len(fake_llm.requests) + 1, timeout=30)
+        wait_until(lambda: bool(sandboxed("sleep 31338")))
         started = time.monotonic()
         cancelled = other.post(f"/api/tasks/{slow['task_id']}/cancel").json()
         assert cancelled["status"] == "cancelled" and time.monotonic() - started < 5
         assert one.get(f"/api/tasks/{slow['task_id']}").json()["status"] == "cancelled"
+        wait_until(lambda: not sandboxed("sleep 31338"))
 
         # The global stream resumes on another replica too.
         everything = sse(one, "/api/events", until="task.cancelled")
@@ -176,6 +178,18 @@ def test_replicas_share_the_work_and_survive_a_killed_one(replicas: LocalStack, 
         with httpx.Client(base_url=url, timeout=30) as api:
             for task_id, task in ended.items():
                 assert api.get(f"/api/tasks/{task_id}").json() == task
+
+
+def sandboxed(marker: str) -> list[str]:
+    found = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True)
+    return [line for line in found.stdout.splitlines() if "pgrep" not in line]
+
+
+def wait_until(condition: Any, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "not reached in time"
+        time.sleep(0.05)
 
 
 def sse(
