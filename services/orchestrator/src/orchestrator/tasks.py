@@ -57,8 +57,7 @@ class TaskManager:
         self, session_id: str, message: str, kind: str = "chat", task_id: str | None = None
     ) -> Task:
         """Records the task and its job in one transaction (the acknowledgement)."""
-        task = Task(id=task_id or uuid.uuid4().hex, session_id=session_id, message=message)
-        task.kind = kind
+        task = Task(task_id or uuid.uuid4().hex, session_id, message, kind)
         await self.store.create(task, lambda conn: self.queue.enqueue(conn, task.id, session_id))
         self._observe("task.queued", {"session_id": session_id, "kind": kind})
         return task

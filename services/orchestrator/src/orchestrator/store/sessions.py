@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,9 +94,9 @@ class SessionStore:
             rows = await cursor.fetchall()
         return [SessionInfo(r["id"], r["message_count"], r["updated_at"], r["title"]) for r in rows]
 
-    async def delete_locked(self, session_id: str, before: Any) -> bool:
-        """Deletes the session while holding it, after `before()` (an awaitable factory) has run:
-        a turn of the session waits meanwhile and then starts afresh."""
+    async def delete_locked(self, session_id: str, before: Callable[[], Awaitable[None]]) -> bool:
+        """Deletes the session while holding it, after `before()` has run (raising there keeps
+        the session): a turn of the session sent meanwhile waits and then starts afresh."""
         check_session_id(session_id)
         async with self.db.transaction() as conn:
             await lock_session(conn, session_id)
