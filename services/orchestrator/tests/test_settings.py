@@ -32,6 +32,7 @@ NAMES: dict[str, tuple[str, object]] = {
     "CRAYFISH_MAX_UPLOAD_BYTES": ("max_upload_bytes", 5678),
     "CRAYFISH_WORKSPACE": ("workspace", Path("/srv/workspace")),
     "CRAYFISH_DATA_DIR": ("data_dir", Path("/srv/data")),
+    "CRAYFISH_TRANSCRIPTS_DIR": ("transcripts_dir", Path("/srv/transcripts")),
     "CRAYFISH_DATABASE_URL": ("database_url", "postgresql://crayfish@db.test/crayfish"),
     "CRAYFISH_DATABASE_POOL_SIZE": ("database_pool_size", 7),
     "CRAYFISH_WORKER_CONCURRENCY": ("worker_concurrency", 3),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     workspace: Path = Path("./workspace")
     # Only read on upgrade: JSONL sessions from before PostgreSQL, imported once.
     data_dir: Path = Path("./.crayfish-data")
+    # Off unless set: a JSONL copy of each session's user/assistant text, `<dir>/<session>.jsonl`,
+    # only for the memory service to index (MEMORY_SESSIONS_DIR); PostgreSQL stays the store.
+    transcripts_dir: Path | None = None
 
     # The store of record (PostgreSQL), e.g. postgresql://crayfish:secret@db:5432/crayfish.
     # `make run` starts a local server and sets it; required otherwise.
@@ -89,6 +92,11 @@ class Settings(BaseSettings):
 
     log_level: str = "INFO"
     log_json: bool = False
+
+    @field_validator("transcripts_dir", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, value: object) -> object:
+        return None if value == "" else value
 
     @model_validator(mode="after")
     def _refuse_unsafe(self) -> Settings:

@@ -24,6 +24,7 @@ from orchestrator.jobs import WorkerTiming
 from orchestrator.metrics import Metrics
 from orchestrator.store import Database, SessionStore, legacy_import, schedules
 from orchestrator.store.sessions import check_session_id
+from orchestrator.store.transcripts import TranscriptMirror
 from orchestrator.tasks import Task, TaskManager
 
 log = logging.getLogger(__name__)
@@ -41,14 +42,15 @@ class OrchestratorCore:
         self.clients = ServiceClients(settings)
         self.llm = LLMClient(settings)
         self.db = Database(settings.database_url, settings.database_pool_size)
-        self.store = SessionStore(self.db)
+        self.transcripts = TranscriptMirror(settings.transcripts_dir)
+        self.store = SessionStore(self.db, self.transcripts)
         timing = WorkerTiming(
             concurrency=settings.worker_concurrency,
             heartbeat=settings.worker_heartbeat,
             stalled_after=settings.worker_stalled_after,
         )
         name = f"{socket.gethostname()}:{settings.http_port}:{os.getpid()}"
-        self.tasks = TaskManager(self.db, self._run_turn, timing, name)
+        self.tasks = TaskManager(self.db, self._run_turn, timing, name, self.transcripts)
         self.assistant = Assistant(settings, self.clients, self.llm, self.store, self.tasks.store)
         self.metrics = metrics or Metrics()
         self.tasks.observers.append(self.metrics.observe_event)
@@ -134,5 +136,6 @@ class OrchestratorCore:
             self._heartbeats.cancel()
         await self.tasks.shutdown()
         await self.db.close()
+        await asyncio.to_thread(self.transcripts.close)
         await self.llm.close()
         await self.clients.close()

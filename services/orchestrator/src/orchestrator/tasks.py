@@ -15,6 +15,7 @@ from orchestrator.events import TERMINAL_EVENTS, DeltaCoalescer, EventSink
 from orchestrator.jobs import JobQueue, TurnNotBegun, WorkerTiming, job_info
 from orchestrator.store import Database, EventStore, StoredEvent, TaskStore, TurnInterrupted
 from orchestrator.store.tasks import Task, TaskStatus
+from orchestrator.store.transcripts import TranscriptMirror
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +34,20 @@ class TaskManager:
     """Creates tasks, runs those the queue hands this replica, cancels any, and ends the turns
     of replicas that died."""
 
-    def __init__(self, db: Database, run_turn: TurnRunner, timing: WorkerTiming, name: str):
+    def __init__(
+        self,
+        db: Database,
+        run_turn: TurnRunner,
+        timing: WorkerTiming,
+        name: str,
+        mirror: TranscriptMirror | None = None,
+    ):
         self.db = db
         self.run_turn = run_turn
         self.timing = timing
         self.name = name
         self.events = EventStore(db)
-        self.store = TaskStore(db, self.events)
+        self.store = TaskStore(db, self.events, mirror)
         self.queue = JobQueue(db, self._run_job, timing)
         self.observers: list[EventObserver] = []
         self.active_count = 0  # queued or running, cluster-wide, as of the last sweep

@@ -26,10 +26,12 @@ async def import_sessions(db: Database, folder: Path) -> int:
     """Imports every not yet imported `<session>.jsonl` in `folder`; returns how many."""
     count = 0
     for path in await asyncio.to_thread(_session_files, folder):
-        records = await asyncio.to_thread(read_session_file, path)
         async with db.transaction() as conn:
+            # Checked before reading: a transcript mirror (store/transcripts.py) in this folder
+            # is marked as imported and has another format.
             if not await _first_time(conn, f"sessions/{path.name}"):
                 continue
+            records = await asyncio.to_thread(read_session_file, path)
             if records:
                 await append_records(conn, path.stem, records)
             count += 1

@@ -14,6 +14,7 @@ from typing import Any
 from psycopg.types.json import Json
 
 from orchestrator.store.database import Connection, Database, lock_session
+from orchestrator.store.transcripts import TranscriptMirror
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 TITLE_CHARS = 80
@@ -48,8 +49,9 @@ def check_session_id(session_id: str) -> str:
 class SessionStore:
     """Sessions and their message records in PostgreSQL."""
 
-    def __init__(self, db: Database):
+    def __init__(self, db: Database, mirror: TranscriptMirror | None = None):
         self.db = db
+        self.mirror = mirror or TranscriptMirror(None)
 
     async def exists(self, session_id: str) -> bool:
         check_session_id(session_id)
@@ -62,6 +64,8 @@ class SessionStore:
         if messages:
             async with self.db.transaction() as conn:
                 await append_records(conn, session_id, [("message", m) for m in messages])
+                await self.mirror.claim(conn, session_id)
+            self.mirror.record(session_id, messages)
 
     async def append_compaction(self, session_id: str, summary: str, replaced: int) -> None:
         """Records that the first `replaced` messages of the history are now this summary."""
@@ -83,7 +87,8 @@ class SessionStore:
         check_session_id(session_id)
         async with self.db.connection() as conn:
             gone = await conn.execute("DELETE FROM sessions WHERE id = %s", (session_id,))
-            return gone.rowcount > 0
+        self.mirror.delete(session_id)
+        return gone.rowcount > 0
 
     async def list(self) -> list[SessionInfo]:
         """Sessions, most recently updated first."""
@@ -102,7 +107,9 @@ class SessionStore:
             await lock_session(conn, session_id)
             await before()
             gone = await conn.execute("DELETE FROM sessions WHERE id = %s", (session_id,))
-            return gone.rowcount > 0
+        # Queued at once after the commit (no await between), so ahead of any later turn's lines.
+        self.mirror.delete(session_id)
+        return gone.rowcount > 0
 
 
 async def append_records(

@@ -17,6 +17,7 @@ from psycopg.types.json import Jsonb
 from orchestrator.store.database import Connection, Database, lock_session
 from orchestrator.store.events import EventStore
 from orchestrator.store.sessions import append_records, pg_text
+from orchestrator.store.transcripts import TranscriptMirror
 
 TaskStatus = Literal["queued", "running", "completed", "failed", "cancelled", "interrupted"]
 TERMINAL_STATUSES = ("completed", "failed", "cancelled", "interrupted")
@@ -59,9 +60,10 @@ class Task:
 class TaskStore:
     """Task rows and the transitions a turn goes through, each in one transaction."""
 
-    def __init__(self, db: Database, events: EventStore):
+    def __init__(self, db: Database, events: EventStore, mirror: TranscriptMirror | None = None):
         self.db = db
         self.events = events
+        self.mirror = mirror or TranscriptMirror(None)
 
     async def create(self, task: Task, enqueue: Callable[[Connection], Awaitable[int]]) -> None:
         """Records the task, its `task.queued` event and its job (from `enqueue`) together:
@@ -133,8 +135,10 @@ class TaskStore:
         async with self.db.transaction() as conn:
             await _still_running(conn, task.id)
             await append_records(conn, task.session_id, [("message", message)])
+            await self.mirror.claim(conn, task.session_id)
             await conn.execute("UPDATE tasks SET accepted = true WHERE id = %s", (task.id,))
         task.accepted = True
+        self.mirror.record(task.session_id, [message])
 
     async def append_turn(self, task: Task, messages: list[dict[str, Any]]) -> None:
         """Appends a message group of the running task to its session (fenced)."""
@@ -143,6 +147,8 @@ class TaskStore:
         async with self.db.transaction() as conn:
             await _still_running(conn, task.id)
             await append_records(conn, task.session_id, [("message", m) for m in messages])
+            await self.mirror.claim(conn, task.session_id)
+        self.mirror.record(task.session_id, messages)
 
     async def finish(
         self, task: Task, status: TaskStatus, event: str, summary: dict[str, Any]
