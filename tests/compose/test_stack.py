@@ -20,6 +20,7 @@ import pytest
 from openai import OpenAI
 
 from tests.compose.stack import (
+    POSTGRES_PASSWORD,
     SERVICES,
     TOKEN,
     Stack,
@@ -49,6 +50,22 @@ def openai_client(stack: Stack) -> OpenAI:
 
 def last_tool_output(body: dict[str, Any]) -> str:
     return [m for m in body["messages"] if m["role"] == "tool"][-1]["content"]
+
+
+def stored_records(stack: Stack, session: str) -> tuple[int, int]:
+    """(message_count, session_records rows) of a session, read from PostgreSQL itself (the
+    postgres container, on the host's loopback): where the orchestrator keeps its sessions."""
+    import psycopg
+
+    url = f"postgresql://crayfish:{POSTGRES_PASSWORD}@127.0.0.1:{stack.ports['postgres']}/crayfish"
+    with psycopg.connect(url, connect_timeout=10) as conn:
+        row = conn.execute(
+            "SELECT s.message_count, (SELECT count(*) FROM session_records r"
+            " WHERE r.session_id = s.id) FROM sessions s WHERE s.id = %s",
+            (session,),
+        ).fetchone()
+    assert row is not None, f"session {session} is not in PostgreSQL"
+    return int(row[0]), int(row[1])
 
 
 def run_exec(stack: Stack, command: str, session: str = SESSION) -> str:
@@ -98,6 +115,7 @@ def test_every_container_is_healthy_and_readyz_lists_every_dependency_serving(
         "tool-runner": "SERVING",
         "memory": "SERVING",
         "skills": "SERVING",
+        "database": "",  # answered: no error to report
     }
     assert body["sandbox"] == {"backend": "bwrap", "insecure": False}
 
@@ -290,16 +308,22 @@ def test_down_then_up_keeps_sessions_the_memory_index_and_installed_skills(
     stack: Stack, api: httpx.Client
 ):
     messages = len(api.get(f"/api/sessions/{SESSION}").json()["messages"])
+    count, records = stored_records(stack, SESSION)
+    assert count == messages and records >= messages
     stack.compose("down", "--timeout", "10")
     assert not [c for c in stack.client.containers.list(all=True) if "crayfish-e2e" in c.name]
     volumes = {v.name for v in stack.client.volumes.list()}
-    for name in ("memory-data", "skills-data", "orchestrator-data"):
+    for name in ("postgres-data", "memory-data", "skills-data", "orchestrator-data"):
         assert f"{stack.compose.project}_{name}" in volumes
     started = time.monotonic()
     stack.compose("up", "--detach", "--no-build", "--pull", "never")
     wait_healthy(stack.client, stack.compose.project)
     figure(f"`down` then `up` to all healthy (volumes kept): {time.monotonic() - started:.1f} s")
 
+    # The session came back from PostgreSQL's volume: the same rows, and the API serves them.
+    postgres = container(stack.client, stack.compose.project, "postgres").logs().decode()
+    assert "initialised" not in postgres  # the second start found its data: no initdb
+    assert stored_records(stack, SESSION) == (count, records)
     sessions = {s["id"]: s for s in api.get("/api/sessions").json()["sessions"]}
     assert sessions[SESSION]["messages"] == messages
     # The index came back from its volume: the note is found, and the start-up sync (which a
