@@ -16,6 +16,7 @@ log = logging.getLogger(__name__)
 
 Registrar = Callable[[grpc.aio.Server], None]
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+MAX_CONNECTION_AGE_MS = 300_000
 
 
 class GrpcService:
@@ -27,6 +28,10 @@ class GrpcService:
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                # Clients reconnect (and re-resolve) every few minutes, so they find new
+                # replicas; calls under way get an hour to finish (a long `exec` included).
+                ("grpc.max_connection_age_ms", MAX_CONNECTION_AGE_MS),
+                ("grpc.max_connection_age_grace_ms", 3_600_000),
             ]
         )
         self.health = health.aio.HealthServicer()
