@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import tempfile
 import time
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -112,3 +114,24 @@ def print_figures(request: pytest.FixtureRequest, lines: list[str]) -> None:
     with capture.global_and_fixture_disabled():
         for line in lines:
             reporter.write_line(line)
+
+
+def zip_bytes(files: dict[str, str]) -> bytes:
+    """A zip archive of `files` (path inside the archive -> text), e.g. a skill to install."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return buffer.getvalue()
+
+
+def sandbox_folder(api: httpx.Client, name: str, timeout: float = 20) -> str:
+    """A skill's folder as commands see it, once the skills service knows the sandbox."""
+    deadline = time.monotonic() + timeout
+    skills: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        skills = {s["name"]: s for s in api.get("/api/skills").json()["skills"]}
+        if skills.get(name, {}).get("sandbox_folder"):
+            return str(skills[name]["sandbox_folder"])
+        time.sleep(0.2)
+    raise AssertionError(f"{name} never got a sandbox folder: {skills.get(name)}")

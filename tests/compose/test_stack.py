@@ -7,12 +7,10 @@ The tests run in file order and share one stack; the one about `down` and `up` c
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
 import time
-import zipfile
 from typing import Any
 
 import httpx
@@ -31,6 +29,7 @@ from tests.compose.stack import (
     wait_healthy,
 )
 from tests.fakes import Reply
+from tests.stacks import sandbox_folder, zip_bytes
 
 pytestmark = pytest.mark.compose
 SESSION = "compose-e2e"
@@ -247,22 +246,7 @@ def test_memory_write_then_search_returns_the_note_with_its_citation(
 
 
 def skill_zip() -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("shouter/SKILL.md", SKILL)
-        archive.writestr("shouter/scripts/shout.py", SHOUT)
-    return buffer.getvalue()
-
-
-def sandbox_folder(api: httpx.Client, name: str, timeout: float = 20) -> str:
-    deadline = time.monotonic() + timeout
-    skills: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        skills = {s["name"]: s for s in api.get("/api/skills").json()["skills"]}
-        if skills.get(name, {}).get("sandbox_folder"):
-            return str(skills[name]["sandbox_folder"])
-        time.sleep(0.2)
-    raise AssertionError(f"{name} never got a sandbox folder: {skills.get(name)}")
+    return zip_bytes({"shouter/SKILL.md": SKILL, "shouter/scripts/shout.py": SHOUT})
 
 
 def test_a_skill_installed_over_rest_runs_from_skills_managed(stack: Stack, api: httpx.Client):

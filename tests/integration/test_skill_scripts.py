@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import io
-import time
-import zipfile
-
 import httpx
 
 from tests.fakes import FakeLLM, Reply
 from tests.integration.test_chat_turn import last_tool_output
-from tests.stacks import wait_task
+from tests.stacks import sandbox_folder, wait_task, zip_bytes
 
 SKILL = """---
 name: shouter
@@ -22,22 +18,7 @@ SCRIPT = "import sys\nprint(sys.argv[1].upper() + '!!!')\n"
 
 
 def skill_zip() -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("shouter/SKILL.md", SKILL)
-        archive.writestr("shouter/scripts/shout.py", SCRIPT)
-    return buffer.getvalue()
-
-
-def sandbox_folder(api: httpx.Client, name: str, timeout: float = 15) -> str:
-    """The skill's folder as commands see it, once the skills service knows the sandbox."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        skills = {s["name"]: s for s in api.get("/api/skills").json()["skills"]}
-        if skills.get(name, {}).get("sandbox_folder"):
-            return skills[name]["sandbox_folder"]
-        time.sleep(0.2)
-    raise AssertionError(f"{name} never got a sandbox folder: {skills.get(name)}")
+    return zip_bytes({"shouter/SKILL.md": SKILL, "shouter/scripts/shout.py": SCRIPT})
 
 
 def test_an_installed_skills_script_runs_in_the_sandbox(api: httpx.Client, fake_llm: FakeLLM):
