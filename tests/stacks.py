@@ -28,6 +28,7 @@ def running_stack(
     data_dir: Path | None = None,
     orchestrators: int = 1,
     database_url: str | None = None,
+    tool_runners: int = 1,
 ) -> Iterator[LocalStack]:
     """Starts all four services on free ports against llm_url; stops them all afterwards.
 
@@ -51,6 +52,7 @@ def running_stack(
         http_port=free_port(orchestrators),
         log_dir=root / "logs",
         orchestrators=orchestrators,
+        tool_runners=tool_runners,
         database_url=database_url or fresh_database(),
         extra_env={
             "OPENAI_BASE_URL": llm_url,

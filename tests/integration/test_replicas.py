@@ -1,7 +1,9 @@
-"""Three orchestrators on one PostgreSQL: turns sent to random replicas, one replica SIGKILLed
-mid-turn. Every task ends alike on every live replica, no two runs of a session overlap (seen at
-the fake LLM), no message is lost or doubled, SSE resumes on another replica, cancel works from
-another replica, and after a full restart every task is still there."""
+"""Three orchestrators on one PostgreSQL and two tool-runners behind their round_robin channel:
+turns sent to random replicas, one orchestrator SIGKILLed mid-turn. Every task ends alike on every
+live replica, no two runs of a session overlap (seen at the fake LLM), no message is lost or
+doubled, SSE resumes on another replica, cancel works from another replica, commands ran on both
+tool-runners and still run with one of them dead, and after a full restart every task is still
+there."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ TERMINAL = ("completed", "failed", "cancelled", "interrupted")
 
 @pytest.fixture(scope="module")
 def replicas(fake_llm: FakeLLM) -> Iterator[LocalStack]:
-    with running_stack(fake_llm.base_url, env=ENV, orchestrators=3) as stack:
+    with running_stack(fake_llm.base_url, env=ENV, orchestrators=3, tool_runners=2) as stack:
         yield stack
 
 
@@ -167,6 +169,25 @@ def test_replicas_share_the_work_and_survive_a_killed_one(replicas: LocalStack, 
         everything = sse(one, "/api/events", until="task.cancelled")
         resumed = sse(other, "/api/events", last_id=everything[-5][0], until="task.cancelled")
         assert resumed == everything[-4:]
+
+    # The commands were spread over both tool-runners (each logs an audit line per call) ...
+    assert stack.log_dir is not None
+    for runner in stack.tool_runner_names:
+        audit = (stack.log_dir / f"{runner}.log").read_text()
+        assert audit.count("tool=exec") >= 2, f"{runner} ran {audit.count('tool=exec')} execs"
+    # ... and with one of them dead, the other runs every command.
+    stack.kill("tool-runner-2")
+    with httpx.Client(base_url=live[0], timeout=30) as api:
+        fake_llm.reply_forever_with(None)
+        for k in range(4):
+            fake_llm.reply_tool_calls(("exec", {"command": f"echo still {k}"}))
+            fake_llm.reply_text(f"ok {k}")
+            task = api.post("/api/chat", json={"message": "again", "session_id": "one-left"})
+            done = wait_task(api, task.json()["task_id"])
+            assert done["status"] == "completed", done
+            sent_back = fake_llm.requests[-1]["messages"]
+            assert any(f"still {k}" in str(m.get("content")) for m in sent_back)
+    stack.start_one("tool-runner-2")
 
     # A full restart of every orchestrator: every task is still there.
     for name in stack.orchestrator_names:

@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -55,7 +56,10 @@ class DockerSandbox(Sandbox):
         self.chunk = chunk
         self.uid = settings.sandbox_uid if settings.is_root else os.getuid()
         self.gid = settings.sandbox_gid if settings.is_root else os.getgid()
-        self.owner = hashlib.sha256(f"{workspace}|{settings.data_dir}".encode()).hexdigest()[:12]
+        # One owner per tool-runner instance: replicas sharing an engine (compose --scale, or
+        # several local runners on one workspace) each keep, sweep and reap their own containers.
+        instance = f"{workspace}|{settings.data_dir}|{socket.gethostname()}|{settings.port}"
+        self.owner = hashlib.sha256(instance.encode()).hexdigest()[:12]
         self.sessions: dict[str, _Session] = {}
         self.creating = asyncio.Lock()
         self.pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="docker")
