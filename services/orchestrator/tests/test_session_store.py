@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 from orchestrator.core import OrchestratorCore
-from orchestrator.store import Database, EventStore, InvalidSessionId, SessionStore
+from orchestrator.store import Database, EventStore, InvalidSessionId, SessionStore, TaskStore
+from orchestrator.store.tasks import Task
 
 from tests.fakes import FakeLLM
 from tests.postgres import fresh_database
@@ -75,6 +76,35 @@ async def test_events_resume_after_any_id(db: Database) -> None:
     everything = await events.all_events(0)
     assert [e.id for e in everything] == sorted(e.id for e in everything)
     assert [e.task_id for e in await events.all_events(everything[-4].id)] == ["t1", "t2", "t1"]
+
+
+async def test_old_tasks_keep_only_their_terminal_event_and_their_streams_still_end(
+    db: Database,
+) -> None:
+    events = EventStore(db)
+    tasks = TaskStore(db, events)
+    for task_id, ended in (("old", 1_000.0), ("recent", 9_000.0), ("running", None)):
+        await tasks.create(Task(id=task_id, session_id="s", message="hi"), no_job)
+        for i in range(3):
+            await events.add(task_id, "assistant.delta", {"text": str(i)})
+        if ended is not None:
+            await events.add(task_id, "task.completed", {})
+            async with db.connection() as conn:
+                await conn.execute(
+                    "UPDATE tasks SET status = 'completed', finished_at = %s WHERE id = %s",
+                    (ended, task_id),
+                )
+    # task.queued, three deltas, task.completed: all but the last go for the old task only.
+    assert await events.prune(finished_before=5_000.0) == 4
+    old = [(e.seq, e.type) async for e in events.follow_task("old", 0, {"task.completed"})]
+    assert old == [(5, "task.completed")]
+    assert len(await events.task_events("recent", 0)) == 5
+    assert len(await events.task_events("running", 0)) == 4
+    assert await events.prune(finished_before=5_000.0) == 0
+
+
+async def no_job(conn: object) -> int:
+    return 0
 
 
 def jsonl(*records: dict) -> bytes:

@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     # dead: its running turns end as `interrupted` and their sessions are freed.
     worker_heartbeat: float = Field(2.0, gt=0)
     worker_stalled_after: float = Field(10.0, gt=0)
+    # Hours a finished task keeps its events (each keeps its last, terminal one for good);
+    # 0 keeps them all. One replica prunes per hour.
+    events_retention_hours: float = Field(168.0, ge=0)
 
     # Services.
     tool_runner_addr: str = Field("127.0.0.1:50051", validation_alias="TOOL_RUNNER_ADDR")

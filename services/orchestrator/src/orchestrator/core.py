@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 
 from orchestrator.agent.llm import LLMClient
 from orchestrator.assistant import Assistant
@@ -28,6 +29,8 @@ from orchestrator.store.transcripts import TranscriptMirror
 from orchestrator.tasks import Task, TaskManager
 
 log = logging.getLogger(__name__)
+
+RETENTION_EVERY = 3600.0  # seconds between two prunings of old events (by any replica)
 
 
 class SessionBusy(RuntimeError):
@@ -56,6 +59,7 @@ class OrchestratorCore:
         self.tasks.observers.append(self.metrics.observe_event)
         self.metrics.count_active_tasks(lambda: self.tasks.active_count)
         self._heartbeats: asyncio.Task[None] | None = None
+        self._retention: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Connects, migrates, imports JSONL sessions once, then takes turns from the queue."""
@@ -64,6 +68,8 @@ class OrchestratorCore:
         await self._queue_legacy_inbox()
         await self.tasks.start()
         self.start_heartbeats()
+        if self.settings.events_retention_hours > 0:
+            self._retention = asyncio.create_task(self._retention_loop(), name="retention")
 
     async def submit(self, session_id: str, message: str, kind: str = "chat") -> Task:
         """Acknowledges a message durably: once this returns, its turn will run (on some
@@ -131,9 +137,23 @@ class OrchestratorCore:
             except Exception:  # a bad HEARTBEAT.md must not end the schedule
                 log.exception("heartbeat failed")
 
+    async def _retention_loop(self) -> None:
+        """Once an hour, one replica prunes the events of tasks past their retention."""
+        while True:
+            try:
+                if await schedules.claim(self.db, "events-retention", RETENTION_EVERY):
+                    keep = self.settings.events_retention_hours * 3600
+                    removed = await self.tasks.store.events.prune(time.time() - keep)
+                    if removed:
+                        log.info("pruned %d events of tasks older than the retention", removed)
+            except Exception:  # the database may be away for a while: try again next time
+                log.exception("event pruning failed")
+            await asyncio.sleep(RETENTION_EVERY)
+
     async def close(self) -> None:
-        if self._heartbeats is not None:
-            self._heartbeats.cancel()
+        for loop in (self._heartbeats, self._retention):
+            if loop is not None:
+                loop.cancel()
         await self.tasks.shutdown()
         await self.db.close()
         await asyncio.to_thread(self.transcripts.close)

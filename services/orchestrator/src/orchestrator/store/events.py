@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 CHANNEL = "crayfish_events"
 POLL_SECONDS = 2.0  # a reader's longest sleep without a notification
 BATCH = 500
+PRUNE_BATCH = 5_000
 
 
 @dataclass
@@ -78,6 +79,25 @@ class EventStore:
                 (after_id, BATCH),
             )
             return [StoredEvent(**row) for row in await cursor.fetchall()]
+
+    async def prune(self, finished_before: float) -> int:
+        """Deletes the events of tasks that ended before `finished_before` (epoch seconds),
+        keeping each one's last (terminal) event, so its stream still answers and ends; returns
+        how many went. In batches, so no transaction holds many rows."""
+        removed = 0
+        while True:
+            async with self.db.connection() as conn:
+                cursor = await conn.execute(
+                    "DELETE FROM events WHERE id IN ("
+                    " SELECT e.id FROM events e JOIN tasks t ON t.id = e.task_id"
+                    " WHERE t.finished_at < %s"
+                    " AND e.seq < (SELECT max(l.seq) FROM events l WHERE l.task_id = e.task_id)"
+                    " LIMIT %s)",
+                    (finished_before, PRUNE_BATCH),
+                )
+                removed += cursor.rowcount
+            if cursor.rowcount < PRUNE_BATCH:
+                return removed
 
     async def last_id(self) -> int:
         async with self.db.connection() as conn:
