@@ -2,7 +2,8 @@
 # A local Debian base image for hosts that cannot pull python:3.11-slim: debootstrap bookworm
 # minbase with Debian's python3 (3.11) and venv, plus the few programs the images need offline
 # (bubblewrap for the tool-runner, procps for the docker sandbox), then `docker import`.
-#   scripts/base_image.sh [TAG]        default TAG crayfish-base:bookworm
+#   scripts/base_image.sh [TAG [PACKAGES]]   default TAG crayfish-base:bookworm
+# PACKAGES (comma-separated) replaces the list below, e.g. `nginx-light` for the gateway's base.
 # The rootfs tarball is kept in build/base/ (keyed by the package list) so the next import is quick.
 # Needs root, debootstrap and a Debian mirror (DEBIAN_MIRROR, default deb.debian.org).
 set -euo pipefail
@@ -10,7 +11,7 @@ cd "$(dirname "$0")/.."
 tag=${1:-crayfish-base:bookworm}
 docker=${DOCKER:-$(command -v /usr/bin/docker || command -v docker)}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-packages=python3,python3-venv,ca-certificates,bubblewrap,procps
+packages=${2:-python3,python3-venv,ca-certificates,bubblewrap,procps}
 key=$(echo "bookworm $packages" | sha256sum | cut -c1-12)
 tarball=build/base/bookworm-$key.tar
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # `make images`: every Crayfish image, built with no network inside the builds.
-#   crayfish-{tool-runner,memory,skills,orchestrator,postgres}:latest and crayfish-sandbox:latest
+#   crayfish-{tool-runner,memory,skills,orchestrator,postgres,gateway}:latest, crayfish-sandbox:latest
 # Base: BASE_IMAGE if set; else python:3.11-slim when the engine has it or can pull it; else a
 # local Debian base (scripts/base_image.sh: debootstrap bookworm minbase + python3 + venv).
 # Python packages: a host-built wheelhouse (scripts/wheelhouse.sh), installed with --no-index.
+# The gateway: GATEWAY_BASE if set; else nginx:stable when present or pullable; else a local
+# Debian base with nginx-light (scripts/base_image.sh again, built beside the wheelhouse).
 # DOCKER picks the client (default: Debian's /usr/bin/docker when present, it matches its daemon);
 # PULL_BASE=no never asks a registry for python:3.11-slim (tests and CI).
 set -euo pipefail
@@ -27,8 +29,27 @@ if [ -z "$base" ]; then
 fi
 echo "base image: $base ($(elapsed))"
 
+gateway_base=${GATEWAY_BASE:-}
+gateway_pid=
+if [ -z "$gateway_base" ]; then
+  if "$docker" image inspect nginx:stable >/dev/null 2>&1; then
+    gateway_base=nginx:stable
+  elif [ "${PULL_BASE:-yes}" != no ] && "$docker" pull -q nginx:stable >/dev/null 2>&1; then
+    gateway_base=nginx:stable
+  else
+    gateway_base=crayfish-gateway-base:bookworm
+    mkdir -p build/logs
+    scripts/base_image.sh "$gateway_base" nginx-light >build/logs/gateway-base.log 2>&1 &
+    gateway_pid=$!
+  fi
+fi
+
 scripts/wheelhouse.sh build/wheels
 echo "wheelhouse ready ($(elapsed))"
+if [ -n "$gateway_pid" ]; then
+  wait "$gateway_pid" || { cat build/logs/gateway-base.log >&2; exit 1; }
+fi
+echo "gateway base: $gateway_base ($(elapsed))"
 
 # The six builds run side by side (about twice as fast on 2 cores); each one's output goes to
 # build/logs/IMAGE.log and is shown when it fails.
@@ -46,9 +67,11 @@ memory_args=()  # MEMORY_EXTRAS=[minilm]: torch and sentence-transformers in the
 build crayfish-memory:latest services/memory/Dockerfile . "${memory_args[@]}" & pids+=($!)
 build crayfish-sandbox:latest services/tool-runner/sandbox-image/Dockerfile \
   services/tool-runner/sandbox-image & pids+=($!)
+build crayfish-gateway:latest services/gateway/Dockerfile . \
+  --build-arg GATEWAY_BASE="$gateway_base" & pids+=($!)
 failed=0
 for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
-for image in tool-runner memory skills orchestrator postgres sandbox; do
+for image in tool-runner memory skills orchestrator postgres gateway sandbox; do
   if "$docker" image inspect "crayfish-$image:latest" >/dev/null 2>&1 && [ $failed = 0 ]; then
     echo "crayfish-$image:latest $("$docker" image inspect -f '{{.Size}}' "crayfish-$image:latest" \
       | awk '{printf "%.0f MB", $1 / 1e6}')"

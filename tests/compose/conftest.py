@@ -137,7 +137,7 @@ def llm() -> Iterator[FakeLLM]:
 @pytest.fixture(scope="session")
 def stack(engine: Any, docker_client: Any, images: list[str], llm: FakeLLM) -> Iterator[Stack]:
     root = Path(tempfile.mkdtemp(prefix="crayfish-compose-", dir="/tmp"))
-    names = ("http", "tool-runner", "memory", "skills", "postgres")
+    names = ("http", "orchestrator", "tool-runner", "memory", "skills", "postgres")
     ports = {name: free_port() for name in names}
     env = compose_env(
         {
@@ -148,6 +148,7 @@ def stack(engine: Any, docker_client: Any, images: list[str], llm: FakeLLM) -> I
             "OPENAI_API_KEY": "fake-key",
             "CRAYFISH_MODEL": llm.model,
             "E2E_HTTP_PORT": str(ports["http"]),
+            "E2E_ORCHESTRATOR_PORT": str(ports["orchestrator"]),
             "E2E_TOOL_RUNNER_PORT": str(ports["tool-runner"]),
             "E2E_MEMORY_PORT": str(ports["memory"]),
             "E2E_SKILLS_PORT": str(ports["skills"]),

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 MAIN = REPO / "docker-compose.yml"
 TEST = REPO / "docker-compose.test.yml"
 DOCKER_SANDBOX = REPO / "docker-compose.docker-sandbox.yml"
-SERVICES = ("postgres", "tool-runner", "memory", "skills", "orchestrator")
+SERVICES = ("postgres", "tool-runner", "memory", "skills", "orchestrator", "gateway")
 POSTGRES_PASSWORD = "compose-e2e-postgres"
 FIGURES: list[str] = []  # printed at the end of the run (conftest's terminal summary)
 TOKEN = "compose-e2e-token"
@@ -130,15 +130,17 @@ def container(client: Any, project: str, service: str) -> Any:
 def wait_healthy(
     client: Any, project: str, services: tuple[str, ...] = SERVICES, timeout: float = 180
 ) -> float:
-    """Seconds until every service's container reports healthy; fails with their logs."""
+    """Seconds until every container of every service (all replicas) reports healthy; fails
+    with their logs."""
     started = time.monotonic()
     states: dict[str, str] = {}
     while time.monotonic() - started < timeout:
         states = {}
         for service in services:
             found = containers(client, project, service)
-            health = found[0].attrs["State"].get("Health", {}) if found else {}
-            states[service] = health.get("Status", "missing")
+            health = [c.attrs["State"].get("Health", {}).get("Status", "none") for c in found]
+            unhealthy = [h for h in health if h != "healthy"]
+            states[service] = (unhealthy or ["healthy"])[0] if found else "missing"
         if all(state == "healthy" for state in states.values()):
             return time.monotonic() - started
         time.sleep(0.25)

@@ -32,10 +32,13 @@ def test_the_main_file_keeps_every_hardening_promise(tmp_path: Path):
         assert service["cap_drop"] == ["ALL"] and not service.get("cap_add"), name
         assert "no-new-privileges:true" in service["security_opt"], name
         assert not service.get("privileged"), name
-    # Only the orchestrator publishes a port, on the host's loopback only.
+    # Only the gateway publishes a port, on the host's loopback only, and it sees only the
+    # orchestrators (the default network), whose name it resolves to every replica.
     published = {name: s["ports"] for name, s in services.items() if s.get("ports")}
-    assert list(published) == ["orchestrator"]
-    assert [p["host_ip"] for p in published["orchestrator"]] == ["127.0.0.1"]
+    assert list(published) == ["gateway"]
+    assert [p["host_ip"] for p in published["gateway"]] == ["127.0.0.1"]
+    assert set(services["gateway"]["networks"]) == {"default"}
+    assert services["gateway"]["depends_on"]["orchestrator"]["condition"] == "service_healthy"
     # The gRPC services and Qdrant sit on an internal network; only the orchestrator reaches out.
     assert config["networks"]["internal"]["internal"] is True
     for name in ("postgres", "tool-runner", "memory", "skills", "qdrant"):
@@ -45,7 +48,7 @@ def test_the_main_file_keeps_every_hardening_promise(tmp_path: Path):
     assert {"seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined"} <= set(
         services["tool-runner"]["security_opt"]
     )
-    for name in ("postgres", "memory", "skills", "orchestrator"):
+    for name in ("postgres", "memory", "skills", "orchestrator", "gateway"):
         assert services[name]["security_opt"] == ["no-new-privileges:true"], name
     # PostgreSQL is built like the services (no registry), and the orchestrator waits for it.
     assert services["postgres"]["image"] == "crayfish-postgres:latest"
@@ -87,6 +90,7 @@ def test_the_test_override_uses_host_network_loopback_and_embedded_memory(tmp_pa
         MAIN,
         TEST,
         E2E_HTTP_PORT="18080",
+        E2E_ORCHESTRATOR_PORT="18081",
         E2E_POSTGRES_PORT="15432",
         CRAYFISH_POSTGRES_PASSWORD="pw",
     )
@@ -105,7 +109,11 @@ def test_the_test_override_uses_host_network_loopback_and_embedded_memory(tmp_pa
     assert memory["environment"]["MEMORY_BACKEND"] == "qdrant-edge"
     assert not memory["environment"]["MEMORY_QDRANT_URL"]
     assert set(memory["depends_on"]) == {"workspace-init"}
-    assert services["orchestrator"]["environment"]["CRAYFISH_HTTP_PORT"] == "18080"
+    # The gateway has the published port; the orchestrators share theirs behind it.
+    assert services["gateway"]["environment"]["GATEWAY_PORT"] == "18080"
+    assert services["gateway"]["environment"]["GATEWAY_UPSTREAM"] == "127.0.0.1:18081"
+    assert services["orchestrator"]["environment"]["CRAYFISH_HTTP_PORT"] == "18081"
+    assert services["orchestrator"]["environment"]["CRAYFISH_HTTP_REUSE_PORT"] == "true"
     assert services["postgres"]["environment"]["PGPORT"] == "15432"
     assert services["orchestrator"]["environment"]["CRAYFISH_DATABASE_URL"] == (
         "postgresql://crayfish:pw@127.0.0.1:15432/crayfish"

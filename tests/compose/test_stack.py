@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
 from typing import Any
 
@@ -23,6 +24,7 @@ from tests.compose.stack import (
     TOKEN,
     Stack,
     container,
+    containers,
     figure,
     proc_status,
     tagged,
@@ -317,3 +319,49 @@ def test_down_then_up_keeps_sessions_the_memory_index_and_installed_skills(
     assert not memory_synced_on_start(stack)
     assert sandbox_folder(api, "shouter") == "/skills/managed/shouter"
     assert "AGAIN!!!" in run_exec(stack, "python3 /skills/managed/shouter/scripts/shout.py again")
+
+
+def test_scaled_out_behind_the_gateway_turns_run_on_several_orchestrators(
+    stack: Stack, api: httpx.Client
+):
+    """`up --scale orchestrator=3 --scale tool-runner=2`: the gateway spreads the requests, the
+    replicas share the queue, every turn completes, and a stream read through the gateway ends."""
+    started = time.monotonic()
+    stack.compose(
+        "up", "--detach", "--no-build", "--pull", "never", "--no-recreate",
+        "--scale", "orchestrator=3", "--scale", "tool-runner=2",
+    )  # fmt: skip
+    wait_healthy(stack.client, stack.compose.project)
+    took = time.monotonic() - started
+    figure(f"scaled to 3 orchestrators + 2 tool-runners, all healthy: {took:.1f} s")
+    project = stack.compose.project
+    assert len(containers(stack.client, project, "orchestrator")) == 3
+    assert len(containers(stack.client, project, "tool-runner")) == 2
+    lock = threading.Lock()
+
+    def answer(body: dict[str, Any]) -> Reply:
+        with lock:
+            if body["messages"][-1]["role"] == "user":
+                turn = body["messages"][-1]["content"]
+                return Reply(tool_calls=[stack.llm.tool_call("exec", {"command": f"echo {turn}"})])
+            return Reply(text=last_tool_output(body))
+
+    stack.llm.reply_forever_with(answer)
+    sent = [
+        api.post("/api/chat", json={"message": f"scaled-{k}", "session_id": f"scaled-{k % 4}"})
+        for k in range(12)
+    ]
+    assert all(r.status_code == 202 for r in sent), [r.text for r in sent]
+    ids = [r.json()["task_id"] for r in sent]
+    for task_id in ids:
+        events = api.get(f"/api/tasks/{task_id}/events", timeout=120).text
+        assert "event: task.completed" in events, events[-500:]
+    assert all(api.get(f"/api/tasks/{i}").json()["status"] == "completed" for i in ids)
+    import psycopg
+
+    url = f"postgresql://crayfish:{POSTGRES_PASSWORD}@127.0.0.1:{stack.ports['postgres']}/crayfish"
+    with psycopg.connect(url, connect_timeout=10) as conn:
+        runners = conn.execute("SELECT DISTINCT runner FROM tasks WHERE id = ANY(%s)", (ids,))
+        ran_on = {row[0] for row in runners.fetchall()}
+    figure(f"12 turns through the gateway ran on {len(ran_on)} of 3 orchestrator replicas")
+    assert len(ran_on) >= 2, ran_on

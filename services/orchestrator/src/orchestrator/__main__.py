@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 import sys
 
 import uvicorn
@@ -35,7 +36,7 @@ def main() -> int:
             settings.http_host,
         )
     log.info("LLM %s at %s", settings.model, settings.openai_base_url)
-    uvicorn.run(
+    config = uvicorn.Config(
         create_app(settings),
         host=settings.http_host,
         port=settings.http_port,
@@ -43,7 +44,24 @@ def main() -> int:
         access_log=False,
         timeout_graceful_shutdown=5,
     )
+    server = uvicorn.Server(config)
+    if settings.http_reuse_port:
+        server.run(sockets=[shared_socket(settings.http_host, settings.http_port)])
+    else:
+        server.run()
     return 0
+
+
+def shared_socket(host: str, port: int) -> socket.socket:
+    """A listening socket other processes of this user may bind too (SO_REUSEPORT)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
 
 
 if __name__ == "__main__":

@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     http_host: str = "127.0.0.1"
     http_port: int = 8080
     api_token: str = Field("", repr=False)
+    # SO_REUSEPORT: replicas on one host (host networking) share the port; the kernel spreads
+    # connections over them.
+    http_reuse_port: bool = False
     max_body_bytes: int = 1_000_000
     max_upload_bytes: int = 25_000_000
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import secrets
 import socket
 import time
 
@@ -52,7 +53,8 @@ class OrchestratorCore:
             heartbeat=settings.worker_heartbeat,
             stalled_after=settings.worker_stalled_after,
         )
-        name = f"{socket.gethostname()}:{settings.http_port}:{os.getpid()}"
+        # Unique even for replicas that share a host name and pid (containers on one host).
+        name = f"{socket.gethostname()}:{settings.http_port}:{os.getpid()}:{secrets.token_hex(3)}"
         self.tasks = TaskManager(self.db, self._run_turn, timing, name, self.transcripts)
         self.assistant = Assistant(settings, self.clients, self.llm, self.store, self.tasks.store)
         self.metrics = metrics or Metrics()
