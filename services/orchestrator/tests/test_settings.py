@@ -11,7 +11,12 @@ from orchestrator.config import Settings
 
 ENV_EXAMPLE = Path(__file__).resolve().parents[3] / ".env.example"
 # Read by the `crayfish` CLI, the dev launcher or docker compose, not by the server.
-CLI_ONLY = {"CRAYFISH_URL", "CRAYFISH_ORCHESTRATORS", "CRAYFISH_POSTGRES_PASSWORD"}
+CLI_ONLY = {
+    "CRAYFISH_URL",
+    "CRAYFISH_ORCHESTRATORS",
+    "CRAYFISH_TOOL_RUNNERS",
+    "CRAYFISH_POSTGRES_PASSWORD",
+}
 # Documented name -> (field, a value unlike the default).
 NAMES: dict[str, tuple[str, object]] = {
     "OPENAI_BASE_URL": ("openai_base_url", "http://llm.test/v1"),
@@ -28,6 +33,7 @@ NAMES: dict[str, tuple[str, object]] = {
     "CRAYFISH_API_TOKEN": ("api_token", "token-from-env"),
     "CRAYFISH_HTTP_PORT": ("http_port", 9090),
     "CRAYFISH_HTTP_HOST": ("http_host", "localhost"),
+    "CRAYFISH_HTTP_REUSE_PORT": ("http_reuse_port", True),
     "CRAYFISH_MAX_BODY_BYTES": ("max_body_bytes", 1234),
     "CRAYFISH_MAX_UPLOAD_BYTES": ("max_upload_bytes", 5678),
     "CRAYFISH_WORKSPACE": ("workspace", Path("/srv/workspace")),
@@ -38,6 +44,7 @@ NAMES: dict[str, tuple[str, object]] = {
     "CRAYFISH_WORKER_CONCURRENCY": ("worker_concurrency", 3),
     "CRAYFISH_WORKER_HEARTBEAT": ("worker_heartbeat", 0.5),
     "CRAYFISH_WORKER_STALLED_AFTER": ("worker_stalled_after", 4.0),
+    "CRAYFISH_EVENTS_RETENTION_HOURS": ("events_retention_hours", 24.0),
     "CRAYFISH_AGENT_NAME": ("agent_name", "shrimp"),
     "CRAYFISH_MAX_ROUNDS": ("max_rounds", 4),
     "CRAYFISH_REPEAT_LIMIT": ("repeat_limit", 5),
