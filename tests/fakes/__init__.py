@@ -1,10 +1,12 @@
-"""Fakes for the test suite: a scripted OpenAI-compatible LLM server."""
+"""Fakes for the test suite: a scripted OpenAI-compatible LLM server, a webhook receiver."""
 
 from .completions import ErrorReply, Reply, ToolCall
 from .fake_llm import NO_REPLY_LEFT, FakeLLM
 from .validation import Rejection, validate_request
+from .webhooks import Delivery, WebhookReceiver
 
 __all__ = [
+    "Delivery",
     "NO_REPLY_LEFT",
     "ErrorReply",
     "FakeLLM",
@@ -12,4 +14,5 @@ __all__ = [
     "Reply",
     "ToolCall",
     "validate_request",
+    "WebhookReceiver",
 ]
