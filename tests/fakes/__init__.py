@@ -6,13 +6,13 @@ from .validation import Rejection, validate_request
 from .webhooks import Delivery, WebhookReceiver
 
 __all__ = [
-    "Delivery",
     "NO_REPLY_LEFT",
+    "Delivery",
     "ErrorReply",
     "FakeLLM",
     "Rejection",
     "Reply",
     "ToolCall",
-    "validate_request",
     "WebhookReceiver",
+    "validate_request",
 ]

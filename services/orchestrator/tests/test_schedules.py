@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -109,11 +109,12 @@ async def tasks_of(core: OrchestratorCore, kind: str = "schedule") -> list:
     return [task for task_id in ids if (task := await core.tasks.get(task_id))]
 
 
-async def wait_for(condition, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not await condition():
-        assert time.monotonic() < deadline, "not reached in time"
+async def wait_for(condition: Callable[[], Awaitable[bool]]) -> None:
+    for _ in range(400):
+        if await condition():
+            return
         await asyncio.sleep(0.05)
+    raise AssertionError("not reached in time")
 
 
 FAST = {"CRAYFISH_SCHEDULE_POLL": 0.05, "CRAYFISH_SCHEDULE_MIN_EVERY": 0.1}

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 
 from orchestrator.agent.prompt import HEARTBEAT_TOKEN
 from orchestrator.config import Settings
-from orchestrator.schedule_rules import ScheduleInvalid, first_run, next_run, parse_timing
+from orchestrator.schedule_rules import ScheduleInvalid, first_run, iso, next_run, parse_timing
 from orchestrator.store.schedules import ScheduledTurn, ScheduleStore
 from orchestrator.store.sessions import InvalidSessionId, check_session_id
 
@@ -138,7 +138,8 @@ class Scheduler:
 def scheduled_message(entry: ScheduledTurn) -> str:
     """The user message of a firing: the schedule's text and the rule for quiet results."""
     return (
-        f"[Scheduled task {entry.id}] {entry.message}\n\n"
+        f"[Scheduled task {entry.id}, due {iso(entry.next_run, entry.timing.timezone)}] "
+        f"{entry.message}\n\n"
         "(This turn was started by a schedule, not by the user. If nothing needs the user's "
         f"attention, reply exactly {HEARTBEAT_TOKEN}; to alert them, use the notify tool.)"
     )
