@@ -132,7 +132,21 @@ def test_a_scheduled_check_notifies_only_when_it_fails(
     }
     time.sleep(1.0)  # a second POST would be a duplicate delivery
     assert len(receiver.to("/alerts")) == 1
+    shown = notification_event(api)  # what the web page shows
+    assert shown["notification"]["text"] == "watched.flag is missing"
+    assert shown["task_id"].startswith(f"sched-{failing.json()['id']}-")
     (stack.workspace / "watched.flag").write_text("present\n")
+
+
+def notification_event(api: httpx.Client) -> dict[str, Any]:
+    """The first `notification` event of the global stream."""
+    with api.stream("GET", "/api/events") as events:
+        for line in events.iter_lines():
+            if line.startswith("data: ") and '"notification"' in line:
+                body = json.loads(line.removeprefix("data: "))
+                if body["type"] == "notification":
+                    return dict(body)
+    raise AssertionError("the stream ended without a notification")
 
 
 def runs_of(api: httpx.Client, schedule_id: str) -> int:
