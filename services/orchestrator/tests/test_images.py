@@ -157,3 +157,15 @@ def test_vision_by_setting_and_model_name(
         tmp_path, "http://127.0.0.1:1/v1", 1, CRAYFISH_MODEL=model, CRAYFISH_LLM_VISION=vision
     )
     assert vision_enabled(settings) is sees
+
+
+def test_a_media_folder_turned_into_a_link_out_is_not_followed(
+    vision: TestClient, fake_llm: FakeLLM, tmp_path: Path
+):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "workspace" / "media").symlink_to(outside)  # what a sandboxed command could do
+    reply = vision.post("/api/chat", json={"message": "look", "images": [data_url(PNG)]})
+    assert reply.status_code == 503, reply.text
+    assert "could not be stored in the workspace" in reply.json()["error"]["message"]
+    assert list(outside.iterdir()) == [] and fake_llm.requests == []

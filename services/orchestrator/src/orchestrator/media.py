@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import errno
 import fnmatch
 import hashlib
 import logging
@@ -110,7 +111,19 @@ class MediaStore:
                 "(CRAYFISH_IMAGES_PER_MESSAGE)",
             )
         images = [await self._bytes_of(url, n) for n, url in enumerate(urls, 1)]
-        return [await asyncio.to_thread(self.save, data) for data in images]
+        try:
+            return [await asyncio.to_thread(self.save, data) for data in images]
+        except FileRefused as exc:
+            reason = f"the image could not be stored in the workspace: {exc}"
+            raise ImageRejected(503, reason) from exc
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise  # the data folder is full: 507, as everywhere
+            raise ImageRejected(
+                503,
+                "the image could not be stored in the workspace's media/ "
+                f"({exc.strerror or exc}); the orchestrator needs write access to it",
+            ) from exc
 
     async def _bytes_of(self, url: str, number: int) -> bytes:
         if url.startswith("data:"):
