@@ -163,6 +163,13 @@ class JobQueue:
         )
         return list(jobs)
 
+    async def stalled_deliveries(self) -> list[Job]:
+        """Notification deliveries whose worker died: sent again (at least once)."""
+        jobs = await self.app.job_manager.get_stalled_jobs(
+            queue=DELIVERY_QUEUE, seconds_since_heartbeat=self.timing.stalled_after
+        )
+        return list(jobs)
+
     async def release(self, job: Job, run_again: bool) -> None:
         """Ends a stalled job (freeing its session for the next one), or puts it back first in
         its session's line when it never got to do anything."""

@@ -39,8 +39,9 @@ def describe_schedule(entry: ScheduledTurn) -> dict[str, Any]:
 class ScheduleAdd(Tool):
     name = "schedule_add"
     description = (
-        "Schedule a message to run later as a turn: once (`at`, ISO-8601 with offset), "
-        "every N seconds (`every`) or by a five-field `cron` expression (with `timezone`)."
+        "Schedule a message to run later as a turn (in this conversation, or its own session "
+        "with own_session): once (`at`, ISO-8601 with offset), every N seconds (`every`) or by "
+        "a five-field `cron` expression (with `timezone`)."
     )
     parameters = object_schema(
         {

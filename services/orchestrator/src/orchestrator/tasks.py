@@ -213,6 +213,9 @@ class TaskManager:
                 await conn.execute("SELECT pg_advisory_unlock(%s)", (SWEEP_LOCK,))
 
     async def _sweep_stalled(self) -> None:
+        for delivery in await self.queue.stalled_deliveries():
+            await self.queue.release(delivery, run_again=True)
+            log.warning("notification delivery %s of a dead worker: queued again", delivery.id)
         jobs = await self.queue.stalled()
         if not jobs:
             return
