@@ -33,6 +33,7 @@ def timing(**given: object) -> Timing:
         ({}, "exactly one of"),
         ({"every": 60, "cron": "* * * * *"}, "got every, cron"),
         ({"every": 5}, "at least 60 seconds"),
+        ({"every": 1e12}, "at most"),
         ({"at": "2026-03-28T11:00:00+00:00"}, "in the past"),
         ({"at": "2026-03-29T11:00:00"}, "needs a UTC offset"),
         ({"at": "tomorrow"}, "not an ISO-8601 time"),

@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import CroniterBadCronError, croniter
 
 ScheduleKind = Literal["at", "every", "cron"]
+MAX_EVERY = 366 * 24 * 3600
 
 
 class ScheduleInvalid(ValueError):
@@ -58,6 +59,8 @@ def parse_timing(
     if every is not None:
         if not math.isfinite(every) or every < min_every:
             raise ScheduleInvalid(f"`every` must be at least {min_every:g} seconds; got {every:g}")
+        if every > MAX_EVERY:
+            raise ScheduleInvalid(f"`every` must be at most {MAX_EVERY} seconds (a year)")
         return Timing("every", every=float(every))
     assert cron is not None
     zone = timezone or default_timezone or "UTC"

@@ -11,6 +11,8 @@ from orchestrator.schedule_rules import Timing
 from orchestrator.store.database import Database
 from orchestrator.store.sessions import pg_text
 
+# Advisory lock namespace: one session's schedule count is checked and added to at a time.
+SCHEDULE_LIMIT_LOCK = 72106
 COLUMNS = (
     "id, session_id, message, kind, at_time, every_seconds, cron, timezone, created_in,"
     " next_run, last_run, last_task_id, runs, created_at"
@@ -60,7 +62,8 @@ class ScheduleStore:
         async with self.db.transaction() as conn:
             if entry.created_in is not None and limit_in_session is not None:
                 await conn.execute(
-                    "SELECT pg_advisory_xact_lock(72106, hashtext(%s))", (entry.created_in,)
+                    "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                    (SCHEDULE_LIMIT_LOCK, entry.created_in),
                 )
                 cursor = await conn.execute(
                     "SELECT count(*) AS n FROM scheduled_turns WHERE created_in = %s",
