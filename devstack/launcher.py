@@ -28,7 +28,7 @@ log = logging.getLogger("crayfish.launcher")
 GRPC_SERVICES = {"tool-runner": "tool_runner", "memory": "memory", "skills": "skills"}
 ENV_PREFIX = {"tool-runner": "TOOL_RUNNER", "memory": "MEMORY", "skills": "SKILLS"}
 # Only the orchestrator needs these; the other services never see them.
-ORCHESTRATOR_SECRETS = ("OPENAI_API_KEY", "CRAYFISH_API_TOKEN")
+ORCHESTRATOR_SECRETS = ("OPENAI_API_KEY", "CRAYFISH_API_TOKEN", "CRAYFISH_NOTIFY_WEBHOOKS")
 
 
 def free_port(count: int = 1) -> int:

@@ -45,7 +45,11 @@ def fake_llm() -> Iterator[FakeLLM]:
 
 @pytest.fixture(scope="module")
 def stack(fake_llm: FakeLLM) -> Iterator[LocalStack]:
-    env = {"CRAYFISH_AUTO_RECALL": "false", "CRAYFISH_API_TOKEN": TOKEN}
+    env = {
+        "CRAYFISH_AUTO_RECALL": "false",
+        "CRAYFISH_API_TOKEN": TOKEN,
+        "CRAYFISH_LLM_VISION": "on",
+    }
     with running_stack(fake_llm.base_url, {"MEMORY.md": MEMORY_MD}, env) as stack:
         yield stack
 

@@ -186,3 +186,34 @@ def test_answers_render_markdown_as_nodes_never_as_html(
     expect(answer.locator("pre.code")).to_have_text("code <i>raw</i>")
     if SCREENSHOT:
         page.screenshot(path=SCREENSHOT.replace(".png", "") + "-markdown.png", full_page=True)
+
+
+def test_a_notification_shows_and_an_attached_image_reaches_the_model(
+    page: Any, stack: LocalStack, fake_llm: FakeLLM, tmp_path: Any
+):
+    fake_llm.reply_tool_calls(("notify", {"text": "the disk is 93% full", "title": "disk check"}))
+    fake_llm.reply_text("I told you about the disk.")
+    page.goto(stack.url)
+    page.fill("#input", "check the disk")
+    page.press("#input", "Enter")
+    note = page.locator("#notifications .notification")
+    expect(note).to_have_count(1, timeout=15_000)
+    expect(note.locator(".notification-title")).to_have_text("disk check")
+    expect(note.locator(".notification-text")).to_have_text("the disk is 93% full")
+    note.locator(".notification-close").click()
+    expect(note).to_have_count(0)
+    expect(page.locator("#send")).to_be_visible(timeout=15_000)
+
+    picture = tmp_path / "pixel.gif"
+    picture.write_bytes(b"GIF89a" + b"\x00" * 20)
+    fake_llm.reply_text("A tiny GIF.")
+    page.set_input_files("#image-file", str(picture))
+    expect(page.locator("#attachment")).to_be_visible()
+    page.fill("#input", "what is this?")
+    page.press("#input", "Enter")
+    expect(page.locator(".msg.user img.thumb")).to_have_count(1)
+    expect(page.locator(".msg.assistant .text").last).to_contain_text("A tiny GIF.", timeout=15_000)
+    assert page.locator("#attachment").is_hidden()
+    parts = fake_llm.last_request["messages"][-1]["content"]
+    assert parts[0] == {"type": "text", "text": "what is this?"}
+    assert parts[1]["image_url"]["url"].startswith("data:image/gif;base64,R0lGODlh")

@@ -72,7 +72,8 @@ def _empty_script(llm: FakeLLM) -> Iterator[None]:
 @pytest.fixture(scope="module")
 def stack(llm: FakeLLM) -> Iterator[LocalStack]:
     files = {"MEMORY.md": MEMORY_MD, "skills/weather-report/SKILL.md": SKILL_MD}
-    with running_stack(llm.base_url, files, {"CRAYFISH_AUTO_RECALL": "false"}) as stack:
+    env = {"CRAYFISH_AUTO_RECALL": "false", "CRAYFISH_LLM_VISION": "on"}
+    with running_stack(llm.base_url, files, env) as stack:
         yield stack
 
 
@@ -177,6 +178,47 @@ def test_sessions_list_show_and_delete(stack: LocalStack, llm: FakeLLM):
     assert session_id not in crayfish(stack.url, "sessions").stdout
     missing = crayfish(stack.url, "sessions", "--show", session_id)
     assert missing.returncode == 2 and "404" in missing.stderr
+
+
+def test_schedules_add_list_and_remove(stack: LocalStack):
+    added = crayfish(
+        stack.url,
+        "schedules",
+        "add",
+        "--cron",
+        "0 9 * * 1-5",
+        "--timezone",
+        "Europe/Paris",
+        "check",
+        "the",
+        "backups",
+    )
+    assert added.returncode == 0, added.stderr
+    schedule_id = added.stdout.split()[0]
+    listed = crayfish(stack.url, "schedules", "list")
+    assert schedule_id in listed.stdout and "cron 0 9 * * 1-5 (Europe/Paris)" in listed.stdout
+    assert "check the backups" in listed.stdout
+    past = crayfish(stack.url, "schedules", "add", "--at", "2001-01-01T00:00:00Z", "late")
+    assert past.returncode == 2 and "422" in past.stderr and "in the past" in past.stderr
+    assert crayfish(stack.url, "schedules", "rm", schedule_id).returncode == 0
+    assert schedule_id not in crayfish(stack.url, "schedules", "list").stdout
+    gone = crayfish(stack.url, "schedules", "rm", schedule_id)
+    assert gone.returncode == 2 and "404" in gone.stderr
+
+
+def test_ask_with_an_image(stack: LocalStack, llm: FakeLLM, tmp_path: Path):
+    picture = tmp_path / "pixel.gif"
+    picture.write_bytes(b"GIF89a" + b"\x00" * 20)
+    llm.reply_text("a tiny gif")
+    done = crayfish(stack.url, "ask", "-q", "--image", str(picture), "what is this?")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "a tiny gif"
+    parts = llm.last_request["messages"][-1]["content"]
+    assert parts[1]["image_url"]["url"].startswith("data:image/gif;base64,R0lGODlh")
+    text = tmp_path / "notes.txt"
+    text.write_text("not a picture")
+    refused = crayfish(stack.url, "ask", "--image", str(text), "and this?")
+    assert refused.returncode == 2 and "not a PNG, JPEG, GIF or WebP image" in refused.stderr
 
 
 def test_skills_lists_the_workspace_skill(stack: LocalStack):

@@ -22,6 +22,7 @@ def client(tmp_path: Path, fake_llm: FakeLLM) -> Iterator[TestClient]:
         1,
         CRAYFISH_API_TOKEN="s3cret-token",
         CRAYFISH_MAX_BODY_BYTES=2000,
+        CRAYFISH_IMAGES_PER_MESSAGE=0,  # else a message's limit has room for images
     )
     with TestClient(create_app(settings)) as client:
         yield client

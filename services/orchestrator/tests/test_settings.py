@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -58,6 +59,19 @@ NAMES: dict[str, tuple[str, object]] = {
     "CRAYFISH_BOOTSTRAP_TOTAL_MAX_CHARS": ("bootstrap_total_max_chars", 300),
     "CRAYFISH_TIMEZONE": ("timezone", "Europe/Berlin"),
     "CRAYFISH_HEARTBEAT_INTERVAL": ("heartbeat_interval", 60.0),
+    "CRAYFISH_SCHEDULE_POLL": ("schedule_poll", 0.25),
+    "CRAYFISH_SCHEDULE_MIN_EVERY": ("schedule_min_every", 5.0),
+    "CRAYFISH_SCHEDULES_PER_SESSION": ("schedules_per_session", 3),
+    "CRAYFISH_NOTIFY_WEBHOOKS": (
+        "notify_webhooks",
+        [{"url": "https://hooks.test/x", "secret": "s", "preset": "slack"}],
+    ),
+    "CRAYFISH_NOTIFY_ATTEMPTS": ("notify_attempts", 2),
+    "CRAYFISH_NOTIFY_BACKOFF": ("notify_backoff", 0.5),
+    "CRAYFISH_NOTIFY_TIMEOUT": ("notify_timeout", 3.0),
+    "CRAYFISH_IMAGE_MAX_BYTES": ("image_max_bytes", 1000),
+    "CRAYFISH_IMAGES_PER_MESSAGE": ("images_per_message", 1),
+    "CRAYFISH_LLM_VISION": ("llm_vision", "on"),
     "CRAYFISH_LOG_LEVEL": ("log_level", "DEBUG"),
     "CRAYFISH_LOG_JSON": ("log_json", True),
     "TOOL_RUNNER_ADDR": ("tool_runner_addr", "tools.test:1"),
@@ -92,7 +106,7 @@ def test_the_variable_sets_its_field_and_nothing_else(
     field, value = NAMES[name]
     defaults = Settings().model_dump()
     assert defaults[field] != value
-    monkeypatch.setenv(name, str(value))
+    monkeypatch.setenv(name, json.dumps(value) if isinstance(value, list) else str(value))
     assert Settings().model_dump() == {**defaults, field: value}
 
 

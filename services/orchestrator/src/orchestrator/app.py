@@ -7,7 +7,17 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from orchestrator.api import health, memory, openai_compat, ops, sessions, skills, tasks, web
+from orchestrator.api import (
+    health,
+    memory,
+    openai_compat,
+    ops,
+    schedules,
+    sessions,
+    skills,
+    tasks,
+    web,
+)
 from orchestrator.api.errors import install_error_handlers
 from orchestrator.api.middleware import BearerAuth, BodyLimit, RequestMetrics
 from orchestrator.api.schemas import ERROR_RESPONSES
@@ -40,15 +50,21 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    routers = [health, tasks, sessions, memory, skills, ops, openai_compat, web]
+    routers = [health, tasks, sessions, schedules, memory, skills, ops, openai_compat, web]
     for module in routers:
         app.include_router(module.router, responses=ERROR_RESPONSES)
     app.add_middleware(RequestMetrics, metrics=metrics)
+    # A message may carry images as base64 (4 bytes for 3) on top of its text.
+    images = settings.images_per_message * (settings.image_max_bytes * 4 // 3 + 64)
+    with_images = settings.max_body_bytes + images
     app.add_middleware(
         BodyLimit,
         max_bytes=settings.max_body_bytes,
-        upload_paths={"/api/skills/install"},
-        max_upload=settings.max_upload_bytes,
+        path_limits={
+            "/api/skills/install": settings.max_upload_bytes,
+            "/api/chat": with_images,
+            "/v1/chat/completions": with_images,
+        },
     )
     if settings.api_token:
         app.add_middleware(BearerAuth, token=settings.api_token)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from orchestrator.agent.compaction import Compactor
 from orchestrator.agent.llm import LLMClient
@@ -16,14 +16,18 @@ from orchestrator.agent.prompt import (
     build_system_prompt,
 )
 from orchestrator.agent.tools import ToolRegistry
-from orchestrator.clients import ServiceClients, ServiceError
+from orchestrator.clients import ServiceClients, ServiceError, ToolServiceClient
 from orchestrator.clients.memory import Hit
 from orchestrator.config import Settings
 from orchestrator.events import EventSink
 from orchestrator.heartbeat import is_acknowledgement
+from orchestrator.media import MediaStore, for_llm, user_content, vision_enabled, vision_refusal
 from orchestrator.store import SessionStore, TaskStore
 from orchestrator.store.tasks import Task
 from orchestrator.workspace import WorkspaceFiles
+
+if TYPE_CHECKING:
+    from orchestrator.local_tools import LocalTools
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +42,21 @@ class Assistant:
         llm: LLMClient,
         store: SessionStore,
         turns: TaskStore,
+        local_tools: LocalTools | None = None,
     ):
         self.settings = settings
         self.clients = clients
         self.llm = llm
         self.store = store
         self.turns = turns
-        self.registry = ToolRegistry(clients.tool_services, settings.tool_timeout)
+        services = [*clients.tool_services, *([local_tools] if local_tools else [])]
+        # The orchestrator's own tools answer the registry's calls as a service client does.
+        self.registry = ToolRegistry(cast(list[ToolServiceClient], services), settings.tool_timeout)
         self.workspace = WorkspaceFiles(settings.workspace)
+        self.media = MediaStore(
+            settings.workspace, settings.image_max_bytes, settings.images_per_message
+        )
+        self.vision = vision_enabled(settings)
         self.loop = AgentLoop(
             llm,
             self.registry,
@@ -61,6 +72,22 @@ class Assistant:
         self.compactor = Compactor(llm, self.loop, store, settings.context_tokens)
 
     async def run_chat(self, task: Task, emit: EventSink) -> str:
+        text, rounds = await self._converse(task, emit)
+        return await self._deliver(text, rounds, task, emit)
+
+    async def run_scheduled(self, task: Task, emit: EventSink) -> str:
+        """A schedule's turn in its session: as a chat turn, but an acknowledgement
+        (HEARTBEAT_OK) or NO_REPLY is not delivered."""
+        text, rounds = await self._converse(task, emit)
+        if is_acknowledgement(text):
+            task.delivered = False
+            text = ""
+        return await self._deliver(text, rounds, task, emit)
+
+    async def _converse(self, task: Task, emit: EventSink) -> tuple[str, int]:
+        """The turn with the session's history, memory recall and the tool loop."""
+        if task.images and not self.vision:
+            raise ValueError(vision_refusal(self.settings))
         await self.registry.refresh()
         history = await self.store.load(task.session_id)
         system = await self.system_prompt("full")
@@ -68,12 +95,11 @@ class Assistant:
         outgoing = dict(user)
         recall = await self.recall(task.message, emit)
         if recall:
-            outgoing["content"] = f"{task.message}\n\n{recall}"
+            outgoing["content"] = user_content(f"{task.message}\n\n{recall}", task.images)
         history = await self.compactor.fit(
             task.session_id, system, history, outgoing, emit, task.usage
         )
-        text, rounds = await self._loop(task, emit, [system_message(system), *history, outgoing])
-        return await self._deliver(text, rounds, task, emit)
+        return await self._loop(task, emit, [system_message(system), *history, outgoing])
 
     async def run_heartbeat(self, task: Task, emit: EventSink) -> str:
         """A light turn: the standing tasks and no history; an acknowledgement is dropped."""
@@ -89,7 +115,7 @@ class Assistant:
     async def _accept(self, task: Task) -> dict[str, Any]:
         """Persists the task's message as the session's next user message: from here on the
         turn has side effects, so a crash ends it as interrupted instead of running it again."""
-        user = {"role": "user", "content": task.message}
+        user = {"role": "user", "content": user_content(task.message, task.images)}
         await self.turns.accept(task, user)
         return user
 
@@ -97,7 +123,7 @@ class Assistant:
         self, task: Task, emit: EventSink, messages: list[dict[str, Any]]
     ) -> tuple[str, int]:
         outcome = await self.loop.run(
-            messages,
+            await for_llm(messages, self.media, self.vision),
             task.session_id,
             emit,
             lambda group: self.turns.append_turn(task, group),

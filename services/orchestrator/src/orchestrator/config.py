@@ -5,8 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class WebhookTarget(BaseModel):
+    """One webhook of CRAYFISH_NOTIFY_WEBHOOKS; `preset` shapes the body (README: Notify)."""
+
+    url: str = Field(pattern=r"^https?://[^\s]+$")
+    secret: str = Field("", repr=False)
+    preset: Literal["generic", "ntfy", "slack", "discord"] = "generic"
+
+    def __repr__(self) -> str:  # the URL of a Slack or Discord webhook is a secret too
+        return f"WebhookTarget(preset={self.preset!r})"
 
 
 class Settings(BaseSettings):
@@ -95,6 +106,25 @@ class Settings(BaseSettings):
 
     # Heartbeats (off unless an interval is set).
     heartbeat_interval: float = 0.0
+
+    # Schedules: how often each replica looks for due ones, the shortest `every`, and how many
+    # the model may keep per session (its tools; the REST API is not bounded by this).
+    schedule_poll: float = Field(1.0, gt=0)
+    schedule_min_every: float = Field(60.0, gt=0)
+    schedules_per_session: int = Field(20, ge=0)
+
+    # Notify: webhooks (a JSON list of {"url", "secret"?, "preset"?}), each delivery retried
+    # with exponential backoff (first wait `notify_backoff` s) on 5xx and timeouts.
+    notify_webhooks: list[WebhookTarget] = Field(default_factory=list, repr=False)
+    notify_attempts: int = Field(5, ge=1)
+    notify_backoff: float = Field(2.0, ge=0)
+    notify_timeout: float = Field(10.0, gt=0)
+
+    # Images in messages: size cap (decoded), count per message, and whether the model sees
+    # them: "on", "off", or "auto" (by model name, README: Images).
+    image_max_bytes: int = Field(5_000_000, ge=1)
+    images_per_message: int = Field(4, ge=0)
+    llm_vision: Literal["auto", "on", "off"] = "auto"
 
     log_level: str = "INFO"
     log_json: bool = False

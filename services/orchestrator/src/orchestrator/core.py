@@ -9,6 +9,8 @@ import os
 import secrets
 import socket
 import time
+import uuid
+from typing import Any
 
 from orchestrator.agent.llm import LLMClient
 from orchestrator.assistant import Assistant
@@ -22,12 +24,18 @@ from orchestrator.heartbeat import (
     heartbeat_message,
     heartbeat_tasks,
 )
-from orchestrator.jobs import WorkerTiming
+from orchestrator.jobs import Deliveries, WorkerTiming
+from orchestrator.local_tools import LocalTools
+from orchestrator.media import ImageRejected, vision_refusal
 from orchestrator.metrics import Metrics
+from orchestrator.notify import Notifier, WebhookSender
+from orchestrator.scheduler import Scheduler
 from orchestrator.store import Database, SessionStore, legacy_import, schedules
+from orchestrator.store.schedules import ScheduleStore
 from orchestrator.store.sessions import check_session_id
 from orchestrator.store.transcripts import TranscriptMirror
 from orchestrator.tasks import Task, TaskManager
+from orchestrator.webhooks import DeliveryRetryable
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +63,28 @@ class OrchestratorCore:
         )
         # Unique even for replicas that share a host name and pid (containers on one host).
         name = f"{socket.gethostname()}:{settings.http_port}:{os.getpid()}:{secrets.token_hex(3)}"
-        self.tasks = TaskManager(self.db, self._run_turn, timing, name, self.transcripts)
-        self.assistant = Assistant(settings, self.clients, self.llm, self.store, self.tasks.store)
+        self.webhooks = WebhookSender(settings.notify_webhooks, settings.notify_timeout)
+        deliveries = Deliveries(
+            self.webhooks.run,
+            DeliveryRetryable,
+            settings.notify_attempts,
+            settings.notify_backoff,
+        )
+        self.tasks = TaskManager(
+            self.db, self._run_turn, timing, name, self.transcripts, deliveries
+        )
+        self.scheduler = Scheduler(ScheduleStore(self.db), self._submit_scheduled, settings)
+        self.notifier = Notifier(
+            settings.notify_webhooks, self._publish_notification, self.tasks.queue.enqueue_delivery
+        )
+        self.assistant = Assistant(
+            settings,
+            self.clients,
+            self.llm,
+            self.store,
+            self.tasks.store,
+            LocalTools(self.scheduler, self.notifier),
+        )
         self.metrics = metrics or Metrics()
         self.tasks.observers.append(self.metrics.observe_event)
         self.metrics.count_active_tasks(lambda: self.tasks.active_count)
@@ -72,12 +100,43 @@ class OrchestratorCore:
         self.start_heartbeats()
         if self.settings.events_retention_hours > 0:
             self._retention = asyncio.create_task(self._retention_loop(), name="retention")
+        self.scheduler.start()
 
-    async def submit(self, session_id: str, message: str, kind: str = "chat") -> Task:
+    async def submit(
+        self,
+        session_id: str,
+        message: str,
+        kind: str = "chat",
+        images: list[dict[str, Any]] | None = None,
+    ) -> Task:
         """Acknowledges a message durably: once this returns, its turn will run (on some
         replica) after the session's earlier ones."""
         check_session_id(session_id)
-        return await self.tasks.create(session_id, message, kind)
+        return await self.tasks.create(session_id, message, kind, images=images)
+
+    async def take_images(self, urls: list[str]) -> list[dict[str, Any]]:
+        """Checks and stores a message's images before its turn is queued; ImageRejected
+        (with the HTTP status) when they are refused or the model cannot see them."""
+        if not urls:
+            return []
+        if not self.assistant.vision:
+            raise ImageRejected(400, vision_refusal(self.settings))
+        return await self.assistant.media.take_in(urls)
+
+    async def _submit_scheduled(
+        self, session_id: str, message: str, kind: str, task_id: str
+    ) -> Task:
+        return await self.tasks.create(session_id, message, kind, task_id)
+
+    async def _publish_notification(self, session_id: str, data: dict[str, Any]) -> None:
+        """A `notification` event in the stream of the session's running turn (the turn that
+        called notify), else on its own; either way on the global stream."""
+        running = [t for t in await self.tasks.active(session_id) if t.status == "running"]
+        if running:
+            await self.tasks.publish(running[0], "notification", data)
+        else:
+            data = {"session_id": session_id, **data}
+            await self.tasks.events.add(f"notify-{uuid.uuid4().hex}", "notification", data)
 
     async def dependency_states(self) -> list[DependencyState]:
         """The services and the database, as /readyz reports them."""
@@ -112,6 +171,8 @@ class OrchestratorCore:
     async def _run_turn(self, task: Task, emit: EventSink) -> str:
         if task.kind == "heartbeat":
             return await self.assistant.run_heartbeat(task, emit)
+        if task.kind == "schedule":
+            return await self.assistant.run_scheduled(task, emit)
         return await self.assistant.run_chat(task, emit)
 
     async def trigger_heartbeat(self) -> Task | None:
@@ -156,7 +217,9 @@ class OrchestratorCore:
         for loop in (self._heartbeats, self._retention):
             if loop is not None:
                 loop.cancel()
+        await self.scheduler.close()
         await self.tasks.shutdown()
+        await self.webhooks.close()
         await self.db.close()
         await asyncio.to_thread(self.transcripts.close)
         await self.llm.close()

@@ -15,6 +15,7 @@ from typing import Any
 from procrastinate import App, JobContext, PsycopgConnector, RetryStrategy, exceptions
 from procrastinate.job_context import AbortReason
 from procrastinate.jobs import Job, Status
+from procrastinate.retry import BaseRetryStrategy, RetryDecision
 from procrastinate.worker import Worker
 
 from orchestrator.store.database import Connection, Database
@@ -23,9 +24,35 @@ log = logging.getLogger(__name__)
 
 QUEUE = "turns"
 TASK_NAME = "crayfish.turn"
+DELIVERY_QUEUE = "notify"
+DELIVERY_TASK = "crayfish.notify"
 # What a job runs: run(task id, cancelled_by_user), where cancelled_by_user() tells, once the
 # job was cancelled, whether a user asked (else the replica is shutting down).
 JobRunner = Callable[[str, Callable[[], bool]], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Deliveries:
+    """Jobs that deliver notifications: run(job arguments); an exception of `retry_on` is tried
+    again after first_wait, 2 x first_wait, 4 x ... seconds, `attempts` tries in all."""
+
+    run: Callable[[dict[str, Any]], Awaitable[None]]
+    retry_on: type[Exception]
+    attempts: int = 5
+    first_wait: float = 2.0
+
+
+class Backoff(BaseRetryStrategy):
+    """Exponential backoff with a fractional first wait (procrastinate's own takes integers)."""
+
+    def __init__(self, deliveries: Deliveries):
+        self.deliveries = deliveries
+
+    def get_retry_decision(self, *, exception: BaseException, job: Job) -> RetryDecision | None:
+        spec = self.deliveries
+        if not isinstance(exception, spec.retry_on) or job.attempts + 1 >= spec.attempts:
+            return None
+        return RetryDecision(retry_in={"seconds": spec.first_wait * 2**job.attempts})
 
 
 class TurnNotBegun(Exception):
@@ -44,7 +71,13 @@ class WorkerTiming:
 class JobQueue:
     """The procrastinate app and this replica's worker, on the store's connection pool."""
 
-    def __init__(self, db: Database, run: JobRunner, timing: WorkerTiming):
+    def __init__(
+        self,
+        db: Database,
+        run: JobRunner,
+        timing: WorkerTiming,
+        deliveries: Deliveries | None = None,
+    ):
         self.db = db
         self.timing = timing
         self.app = App(connector=PsycopgConnector())
@@ -59,6 +92,11 @@ class JobQueue:
             pass_context=True,
             retry=RetryStrategy(retry_exceptions=[TurnNotBegun]),
         )(turn)
+        self._deliver: Any = None
+        if deliveries is not None:
+            self._deliver = self.app.task(
+                name=DELIVERY_TASK, queue=DELIVERY_QUEUE, retry=Backoff(deliveries)
+            )(deliveries.run)
         self._worker: Worker | None = None
         self._worker_task: asyncio.Task[None] | None = None
         self._closing = False
@@ -85,7 +123,7 @@ class JobQueue:
     def _new_worker(self, name: str) -> Worker:
         return Worker(
             self.app,
-            queues=[QUEUE],
+            queues=[QUEUE, DELIVERY_QUEUE],
             name=name,
             concurrency=self.timing.concurrency,
             listen_notify=True,
@@ -104,6 +142,12 @@ class JobQueue:
         deferrer = self._task.configure(lock=f"session:{session_id}", connection=conn)
         return await deferrer.defer_async(task_id=task_id)
 
+    async def enqueue_delivery(self, job: dict[str, Any]) -> None:
+        """Queues one notification delivery (any replica's worker sends it)."""
+        if self._deliver is None:
+            raise RuntimeError("this job queue delivers no notifications")
+        await self._deliver.defer_async(job=job)
+
     async def cancel_queued(self, job_id: int) -> bool:
         """True if the job had not started and now never will."""
         return await self.app.job_manager.cancel_job_by_id_async(job_id)
@@ -116,6 +160,13 @@ class JobQueue:
         """Running jobs whose worker stopped sending heartbeats."""
         jobs = await self.app.job_manager.get_stalled_jobs(
             queue=QUEUE, seconds_since_heartbeat=self.timing.stalled_after
+        )
+        return list(jobs)
+
+    async def stalled_deliveries(self) -> list[Job]:
+        """Notification deliveries whose worker died: sent again (at least once)."""
+        jobs = await self.app.job_manager.get_stalled_jobs(
+            queue=DELIVERY_QUEUE, seconds_since_heartbeat=self.timing.stalled_after
         )
         return list(jobs)
 

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from orchestrator.events import TERMINAL_EVENTS, DeltaCoalescer, EventSink
-from orchestrator.jobs import JobQueue, TurnNotBegun, WorkerTiming, job_info
+from orchestrator.jobs import Deliveries, JobQueue, TurnNotBegun, WorkerTiming, job_info
 from orchestrator.store import Database, EventStore, StoredEvent, TaskStore, TurnInterrupted
 from orchestrator.store.tasks import Task, TaskStatus
 from orchestrator.store.transcripts import TranscriptMirror
@@ -41,6 +41,7 @@ class TaskManager:
         timing: WorkerTiming,
         name: str,
         mirror: TranscriptMirror | None = None,
+        deliveries: Deliveries | None = None,
     ):
         self.db = db
         self.run_turn = run_turn
@@ -48,7 +49,7 @@ class TaskManager:
         self.name = name
         self.events = EventStore(db)
         self.store = TaskStore(db, self.events, mirror)
-        self.queue = JobQueue(db, self._run_job, timing)
+        self.queue = JobQueue(db, self._run_job, timing, deliveries)
         self.observers: list[EventObserver] = []
         self.active_count = 0  # queued or running, cluster-wide, as of the last sweep
         self._outboxes: dict[str, DeltaCoalescer] = {}  # of the turns running here
@@ -62,10 +63,16 @@ class TaskManager:
         self._sweeper = asyncio.create_task(self._sweep_loop(), name="stalled-turns")
 
     async def create(
-        self, session_id: str, message: str, kind: str = "chat", task_id: str | None = None
+        self,
+        session_id: str,
+        message: str,
+        kind: str = "chat",
+        task_id: str | None = None,
+        images: list[dict[str, Any]] | None = None,
     ) -> Task:
-        """Records the task and its job in one transaction (the acknowledgement)."""
-        task = Task(task_id or uuid.uuid4().hex, session_id, message, kind)
+        """Records the task and its job in one transaction (the acknowledgement); a task id
+        that exists already is left as it is (nothing more is queued)."""
+        task = Task(task_id or uuid.uuid4().hex, session_id, message, kind, images=images or [])
         await self.store.create(task, lambda conn: self.queue.enqueue(conn, task.id, session_id))
         self._observe("task.queued", {"session_id": session_id, "kind": kind})
         return task
@@ -206,6 +213,9 @@ class TaskManager:
                 await conn.execute("SELECT pg_advisory_unlock(%s)", (SWEEP_LOCK,))
 
     async def _sweep_stalled(self) -> None:
+        for delivery in await self.queue.stalled_deliveries():
+            await self.queue.release(delivery, run_again=True)
+            log.warning("notification delivery %s of a dead worker: queued again", delivery.id)
         jobs = await self.queue.stalled()
         if not jobs:
             return

@@ -14,6 +14,7 @@ from orchestrator.agent.context import (
 from orchestrator.agent.llm import LLMClient
 from orchestrator.agent.loop import AgentLoop, add_usage
 from orchestrator.events import EventSink
+from orchestrator.media import as_text_only, plain_text
 from orchestrator.store.sessions import SessionStore
 
 log = logging.getLogger(__name__)
@@ -97,7 +98,8 @@ class Compactor:
         """A silent turn in which the model may save durable facts before they are summarised."""
         if not FLUSH_TOOLS & set(self.loop.registry.tools):
             return
-        messages = [{"role": "system", "content": system}, *old]
+        # Images are named, not shown, to the flush turn: it saves facts from the text.
+        messages = [{"role": "system", "content": system}, *as_text_only(old)]
         messages.append({"role": "user", "content": FLUSH_PROMPT})
 
         async def quiet(type_: str, data: dict[str, Any]) -> None:
@@ -125,11 +127,12 @@ async def _discard(group: list[dict[str, Any]]) -> None:
 
 
 def transcript(messages: list[dict[str, Any]], max_chars_each: int = 2000) -> str:
-    """Plain-text rendering of messages, so summarising never sends tool groups."""
+    """Plain-text rendering of messages, so summarising never sends tool groups; an image
+    is `[image: path]`."""
     lines = []
     for message in messages:
         role = message.get("role", "?")
-        content = str(message.get("content") or "")[:max_chars_each]
+        content = plain_text(message.get("content"))[:max_chars_each]
         if message.get("tool_calls"):
             calls = ", ".join(c["function"]["name"] for c in message["tool_calls"])
             content = f"{content} [called: {calls}]".strip()

@@ -26,10 +26,30 @@ def estimate_text(text: str) -> int:
     return wide + (len(text) - wide + 3) // 4
 
 
+# An image costs the same whatever its size here: providers bill a tile grid (~85-1,100 tokens
+# for OpenAI's models at common sizes); this errs high.
+IMAGE_TOKENS = 1_000
+
+
+def estimate_content(content: Any) -> int:
+    """Tokens of a message's content: text, or a list of text and image parts."""
+    if not isinstance(content, list):
+        return estimate_text(str(content or ""))
+    total = 0
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") in ("image_ref", "image_url"):
+            total += IMAGE_TOKENS
+        else:
+            total += estimate_text(str(part.get("text", "")))
+    return total
+
+
 def estimate_tokens(messages: list[dict[str, Any]]) -> int:
     total = 0
     for message in messages:
-        total += MESSAGE_OVERHEAD + estimate_text(str(message.get("content") or ""))
+        total += MESSAGE_OVERHEAD + estimate_content(message.get("content"))
         if message.get("tool_calls"):
             total += estimate_text(json.dumps(message["tool_calls"], ensure_ascii=False))
     return total

@@ -42,19 +42,19 @@ class BearerAuth:
 
 
 class BodyLimit:
-    """Refuses request bodies over the limit with 413 (uploads have their own, larger one)."""
+    """Refuses request bodies over the limit with 413 (uploads and messages that may carry
+    images have their own, larger limits in `path_limits`)."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int, upload_paths: set[str], max_upload: int):
+    def __init__(self, app: ASGIApp, max_bytes: int, path_limits: dict[str, int]):
         self.app = app
         self.max_bytes = max_bytes
-        self.upload_paths = upload_paths
-        self.max_upload = max_upload
+        self.path_limits = path_limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.max_upload if scope["path"] in self.upload_paths else self.max_bytes
+        limit = self.path_limits.get(scope["path"], self.max_bytes)
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > limit:
             message = f"request body over {limit} bytes"

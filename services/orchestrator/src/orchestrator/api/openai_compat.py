@@ -15,7 +15,9 @@ from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError, error_body
 from orchestrator.api.sse import sse_comment, sse_event, sse_response
 from orchestrator.core import OrchestratorCore
+from orchestrator.media import ImageRejected, user_content
 from orchestrator.store import InvalidSessionId
+from orchestrator.store.sessions import check_session_id
 from orchestrator.store.tasks import Task
 
 router = APIRouter(tags=["openai"])
@@ -45,6 +47,28 @@ def _text(content: str | list[dict[str, Any]] | None) -> str:
     return content or ""
 
 
+def _image_urls(content: str | list[dict[str, Any]] | None) -> list[str]:
+    """The URLs of a message's `image_url` parts (`{"url": ...}` or, as some clients send
+    it, the URL itself)."""
+    if not isinstance(content, list):
+        return []
+    urls = []
+    for part in content:
+        if part.get("type") != "image_url":
+            continue
+        image = part.get("image_url")
+        url = image.get("url") if isinstance(image, dict) else image
+        if not isinstance(url, str) or not url:
+            raise ApiError(400, "an image_url part has no `url`", "invalid_messages")
+        urls.append(url)
+    return urls
+
+
+async def _message_with_images(core: OrchestratorCore, message: ChatMessage) -> dict[str, Any]:
+    images = await core.take_images(_image_urls(message.content))
+    return {"role": message.role, "content": user_content(_text(message.content), images)}
+
+
 @router.get("/v1/models")
 async def list_models(core: CoreDep) -> dict[str, Any]:
     """The agents on offer (one per orchestrator)."""
@@ -60,22 +84,27 @@ async def _start_turn(
 ) -> Task:
     if body.messages[-1].role != "user":
         raise ApiError(400, "the last message must have role 'user'", "invalid_messages")
-    message = _text(body.messages[-1].content)
-    if not message.strip():
+    last = body.messages[-1]
+    message = _text(last.content)
+    if not message.strip() and not _image_urls(last.content):
         raise ApiError(400, "the last user message is empty", "invalid_messages")
     session_id = session_header or f"oai-{uuid.uuid4().hex}"
     try:
+        check_session_id(session_id)
+        images = await core.take_images(_image_urls(last.content))
         if not session_header:
             # No named session: the conversation is what the client sent.
             prior = [
-                {"role": m.role, "content": _text(m.content)}
+                await _message_with_images(core, m)
                 for m in body.messages[:-1]
-                if m.role in ("user", "assistant") and _text(m.content)
+                if m.role in ("user", "assistant") and (_text(m.content) or _image_urls(m.content))
             ]
             await core.store.append(session_id, prior)
-        return await core.submit(session_id, message)
+        return await core.submit(session_id, message or "(image)", images=images)
     except InvalidSessionId as exc:
         raise ApiError(400, str(exc), "invalid_session_id") from exc
+    except ImageRejected as exc:
+        raise ApiError(exc.status, exc.message, "invalid_image") from exc
 
 
 def _completion(task: Task, model: str) -> dict[str, Any]:

@@ -12,6 +12,10 @@ class ChatRequest(BaseModel):
     session_id: str | None = Field(
         None, description="Continue this session; a new one is created when omitted."
     )
+    images: list[str] = Field(
+        default_factory=list,
+        description="Images as data: URLs (data:image/png;base64,...): PNG, JPEG, GIF or WebP.",
+    )
 
 
 class ChatAccepted(BaseModel):

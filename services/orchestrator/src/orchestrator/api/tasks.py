@@ -15,7 +15,9 @@ from orchestrator.api.schemas import ChatAccepted, ChatRequest, TaskView, Usage
 from orchestrator.api.sse import resume_after, sse_event, sse_response
 from orchestrator.core import OrchestratorCore
 from orchestrator.events import event_body
+from orchestrator.media import ImageRejected
 from orchestrator.store import InvalidSessionId, StoredEvent
+from orchestrator.store.sessions import check_session_id
 from orchestrator.store.tasks import Task
 
 router = APIRouter(tags=["tasks"])
@@ -50,9 +52,13 @@ async def create_chat(body: ChatRequest, core: CoreDep) -> ChatAccepted:
     """Queues one turn; the answer arrives through the task's status or its event stream."""
     session_id = body.session_id or uuid.uuid4().hex
     try:
-        task = await core.submit(session_id, body.message)
+        check_session_id(session_id)
+        images = await core.take_images(body.images)
+        task = await core.submit(session_id, body.message, images=images)
     except InvalidSessionId as exc:
         raise ApiError(400, str(exc), "invalid_session_id") from exc
+    except ImageRejected as exc:
+        raise ApiError(exc.status, exc.message, "invalid_image") from exc
     return ChatAccepted(task_id=task.id, session_id=session_id)
 
 

@@ -77,10 +77,14 @@ class CrayfishClient:
         reason = "connection refused" if isinstance(exc, httpx.ConnectError) else str(exc)
         return f"cannot reach the orchestrator at {self.base_url} ({reason or type(exc).__name__})"
 
-    def chat(self, message: str, session_id: str | None = None) -> dict[str, Any]:
+    def chat(
+        self, message: str, session_id: str | None = None, images: list[str] | None = None
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {"message": message}
         if session_id:
             body["session_id"] = session_id
+        if images:
+            body["images"] = images
         result: dict[str, Any] = self.request("POST", "/api/chat", json=body)
         return result
 
@@ -137,6 +141,16 @@ class CrayfishClient:
 
     def delete_session(self, session_id: str) -> None:
         self.request("DELETE", f"/api/sessions/{session_id}")
+
+    def schedules(self) -> list[dict[str, Any]]:
+        return list(self.request("GET", "/api/schedules").get("schedules", []))
+
+    def add_schedule(self, body: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("POST", "/api/schedules", json=body)
+        return result
+
+    def remove_schedule(self, schedule_id: str) -> None:
+        self.request("DELETE", f"/api/schedules/{schedule_id}")
 
     def skills(self) -> dict[str, Any]:
         result: dict[str, Any] = self.request("GET", "/api/skills")

@@ -21,10 +21,11 @@ def ask(
     as_json: bool,
     quiet: bool,
     verbose: bool,
+    images: list[str] | None = None,
 ) -> int:
     """Prints only the answer (or the task as JSON) to stdout; 0 completed, 1 otherwise."""
     printer = TurnPrinter(sys.stdout, sys.stderr, live=False, quiet=quiet, verbose=verbose)
-    outcome = Turn(client, printer).run(message, session_id)
+    outcome = Turn(client, printer).run(message, session_id, images)
     if as_json:
         print(json.dumps(client.task(outcome.task_id), ensure_ascii=False, indent=2))
     elif outcome.ok and outcome.result:

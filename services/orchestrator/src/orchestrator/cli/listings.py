@@ -10,6 +10,7 @@ from typing import Any
 
 from orchestrator.cli.api import CrayfishClient
 from orchestrator.cli.render import Style, short_args, shorten, use_colour
+from orchestrator.media import plain_text
 
 CITATION = re.compile(r"^(?P<path>.+?)(?:#L(?P<start>\d+)(?:-L?(?P<end>\d+))?)?$")
 
@@ -52,7 +53,7 @@ def show_session(client: CrayfishClient, session_id: str, as_json: bool) -> int:
         return 0
     s = _style()
     for message in session.get("messages", []):
-        role, content = message.get("role"), message.get("content") or ""
+        role, content = message.get("role"), plain_text(message.get("content"))
         if role == "user":
             print(s.bold("you: ") + str(content))
         elif role == "assistant":

@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from orchestrator.cli import chat, listings
+from orchestrator.cli import chat, listings, schedules
 from orchestrator.cli.api import DEFAULT_URL, CrayfishClient, RequestFailed, Unreachable
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -36,6 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--json", action="store_true", help="print the finished task as JSON")
     ask.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     ask.add_argument("-v", "--verbose", action="store_true", help="show tool output too")
+    ask.add_argument(
+        "--image",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="attach an image (PNG, JPEG, GIF, WebP); repeat for more",
+    )
 
     sessions = commands.add_parser("sessions", help="list, show or delete sessions")
     which = sessions.add_mutually_exclusive_group()
@@ -47,7 +54,24 @@ def build_parser() -> argparse.ArgumentParser:
     skills.add_argument("--json", action="store_true", help="print JSON")
 
     add_memory_commands(commands.add_parser("memory", help="search memory or show cited lines"))
+    add_schedule_commands(commands.add_parser("schedules", help="list, add or remove schedules"))
     return parser
+
+
+def add_schedule_commands(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="schedules_command", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="schedules with their next run")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    add = actions.add_parser("add", help="run a message later: --at, --every or --cron")
+    add.add_argument("message", nargs="+")
+    when = add.add_mutually_exclusive_group(required=True)
+    when.add_argument("--at", help="once, at an ISO-8601 time with offset")
+    when.add_argument("--every", type=float, metavar="SECONDS", help="every N seconds")
+    when.add_argument("--cron", help="a five-field cron expression, e.g. '0 9 * * 1-5'")
+    add.add_argument("--timezone", help="IANA time zone of --cron (default: the server's)")
+    add.add_argument("--session", help="run in this session (default: its own)")
+    remove = actions.add_parser("rm", help="remove a schedule")
+    remove.add_argument("id")
 
 
 def add_memory_commands(memory: argparse.ArgumentParser) -> None:
@@ -70,8 +94,15 @@ def run(args: argparse.Namespace, client: CrayfishClient) -> int:
             message = sys.stdin.read()
         if not message.strip():
             raise ValueError("the message is empty")
+        images = [schedules.image_data_url(path) for path in args.image]
         return chat.ask(
-            client, message, args.session, as_json=args.json, quiet=args.quiet, verbose=args.verbose
+            client,
+            message,
+            args.session,
+            as_json=args.json,
+            quiet=args.quiet,
+            verbose=args.verbose,
+            images=images,
         )
     if args.command == "sessions":
         if args.show:
@@ -81,9 +112,27 @@ def run(args: argparse.Namespace, client: CrayfishClient) -> int:
         return listings.list_sessions(client, args.json)
     if args.command == "skills":
         return listings.list_skills(client, args.json)
+    if args.command == "schedules":
+        return run_schedules(args, client)
     if args.memory_command == "search":
         return listings.search_memory(client, " ".join(args.query), args.top_k, args.json)
     return listings.show_memory(client, args.citation, args.json)
+
+
+def run_schedules(args: argparse.Namespace, client: CrayfishClient) -> int:
+    if args.schedules_command == "list":
+        return schedules.list_schedules(client, args.json)
+    if args.schedules_command == "rm":
+        return schedules.remove_schedule(client, args.id)
+    return schedules.add_schedule(
+        client,
+        " ".join(args.message),
+        at=args.at,
+        every=args.every,
+        cron=args.cron,
+        timezone=args.timezone,
+        session_id=args.session,
+    )
 
 
 def explain(exc: RequestFailed) -> str:

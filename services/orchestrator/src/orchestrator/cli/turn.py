@@ -32,8 +32,10 @@ class Turn:
         self.last_id = 0
         self.terminal: dict[str, Any] | None = None
 
-    def run(self, message: str, session_id: str | None) -> TurnResult:
-        accepted = self.client.chat(message, session_id)
+    def run(
+        self, message: str, session_id: str | None, images: list[str] | None = None
+    ) -> TurnResult:
+        accepted = self.client.chat(message, session_id, images)
         task_id, session = accepted["task_id"], accepted["session_id"]
         try:
             self._follow(task_id)

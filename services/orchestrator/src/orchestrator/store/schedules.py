@@ -1,10 +1,22 @@
-"""Schedules that fire once across replicas: each replica asks, one wins each period."""
+"""Schedules in PostgreSQL: the internal ones that fire once across replicas (heartbeats), and
+the schedules of turns that users and the model create (table `scheduled_turns`)."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from typing import Any
 
+from orchestrator.schedule_rules import Timing
 from orchestrator.store.database import Database
+from orchestrator.store.sessions import pg_text
+
+# Advisory lock namespace: one session's schedule count is checked and added to at a time.
+SCHEDULE_LIMIT_LOCK = 72106
+COLUMNS = (
+    "id, session_id, message, kind, at_time, every_seconds, cron, timezone, created_in,"
+    " next_run, last_run, last_task_id, runs, created_at"
+)
 
 
 async def claim(db: Database, name: str, every: float) -> bool:
@@ -18,3 +30,139 @@ async def claim(db: Database, name: str, every: float) -> bool:
             {"name": name, "next": now + every * 0.9, "now": now},
         )
         return await cursor.fetchone() is not None
+
+
+@dataclass
+class ScheduledTurn:
+    """A schedule: its message runs as a turn in `session_id` at each firing."""
+
+    id: str
+    session_id: str
+    message: str
+    timing: Timing
+    next_run: float
+    created_in: str | None = None
+    created_at: float = 0.0
+    last_run: float | None = None
+    last_task_id: str | None = None
+    runs: int = 0
+
+
+class ScheduleStore:
+    """Rows of `scheduled_turns`; a firing moves `next_run` only if it still holds the value
+    the firing read, so exactly one replica fires each due time."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
+    async def add(self, entry: ScheduledTurn, limit_in_session: int | None = None) -> bool:
+        """Inserts; False when `created_in` already has `limit_in_session` schedules (checked
+        under a lock on that session's count, so two concurrent adds cannot both pass)."""
+        timing = entry.timing
+        async with self.db.transaction() as conn:
+            if entry.created_in is not None and limit_in_session is not None:
+                await conn.execute(
+                    "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                    (SCHEDULE_LIMIT_LOCK, entry.created_in),
+                )
+                cursor = await conn.execute(
+                    "SELECT count(*) AS n FROM scheduled_turns WHERE created_in = %s",
+                    (entry.created_in,),
+                )
+                row = await cursor.fetchone()
+                if row is not None and row["n"] >= limit_in_session:
+                    return False
+            await conn.execute(
+                f"INSERT INTO scheduled_turns ({COLUMNS}) VALUES"
+                " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, NULL, NULL, 0, %s)",
+                (
+                    entry.id,
+                    entry.session_id,
+                    pg_text(entry.message),
+                    timing.kind,
+                    timing.at,
+                    timing.every,
+                    timing.cron,
+                    timing.timezone,
+                    entry.created_in,
+                    entry.next_run,
+                    entry.created_at,
+                ),
+            )
+        return True
+
+    async def entries(self, session_id: str | None = None) -> list[ScheduledTurn]:
+        """Every schedule, soonest first; with `session_id`, those firing in or made in it."""
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                f"SELECT {COLUMNS} FROM scheduled_turns WHERE %(s)s::text IS NULL"
+                " OR session_id = %(s)s OR created_in = %(s)s ORDER BY next_run, id",
+                {"s": session_id},
+            )
+            return [_entry(row) for row in await cursor.fetchall()]
+
+    async def get(self, schedule_id: str) -> ScheduledTurn | None:
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                f"SELECT {COLUMNS} FROM scheduled_turns WHERE id = %s", (schedule_id,)
+            )
+            row = await cursor.fetchone()
+        return _entry(row) if row else None
+
+    async def delete(self, schedule_id: str) -> bool:
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                "DELETE FROM scheduled_turns WHERE id = %s RETURNING id", (schedule_id,)
+            )
+            return await cursor.fetchone() is not None
+
+    async def due(self, now: float, limit: int = 100) -> list[ScheduledTurn]:
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                f"SELECT {COLUMNS} FROM scheduled_turns WHERE next_run <= %s"
+                " ORDER BY next_run LIMIT %s",
+                (now, limit),
+            )
+            return [_entry(row) for row in await cursor.fetchall()]
+
+    async def advance(
+        self, entry: ScheduledTurn, following: float | None, task_id: str, now: float
+    ) -> bool:
+        """Records the firing of `entry` (due at its `next_run`): moves it to `following`, or
+        deletes it when None. False if another replica recorded it first."""
+        async with self.db.connection() as conn:
+            if following is None:
+                cursor = await conn.execute(
+                    "DELETE FROM scheduled_turns WHERE id = %s AND next_run = %s RETURNING id",
+                    (entry.id, entry.next_run),
+                )
+            else:
+                cursor = await conn.execute(
+                    "UPDATE scheduled_turns SET next_run = %s, last_run = %s,"
+                    " last_task_id = %s, runs = runs + 1"
+                    " WHERE id = %s AND next_run = %s RETURNING id",
+                    (following, now, task_id, entry.id, entry.next_run),
+                )
+            return await cursor.fetchone() is not None
+
+
+def _entry(row: dict[str, Any]) -> ScheduledTurn:
+    timing = Timing(
+        row["kind"],
+        at=row["at_time"],
+        every=row["every_seconds"],
+        cron=row["cron"],
+        timezone=row["timezone"],
+    )
+    return ScheduledTurn(
+        id=str(row["id"]),
+        session_id=str(row["session_id"]),
+        message=str(row["message"]),
+        timing=timing,
+        next_run=float(row["next_run"]),
+        created_in=row["created_in"],
+        created_at=float(row["created_at"]),
+        last_run=row["last_run"],
+        last_task_id=row["last_task_id"],
+        runs=int(row["runs"]),
+    )

@@ -112,6 +112,13 @@ class SessionStore:
         return gone.rowcount > 0
 
 
+def _text_of(content: Any) -> str:
+    """A message's text; of a list of parts (text and images), the text parts."""
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict)).strip()
+    return str(content or "")
+
+
 async def append_records(
     conn: Connection, session_id: str, records: list[tuple[str, dict[str, Any]]]
 ) -> None:
@@ -120,7 +127,7 @@ async def append_records(
     now = time.time()
     title = next(
         (
-            str(body.get("content") or "")[:TITLE_CHARS]
+            _text_of(body.get("content"))[:TITLE_CHARS]
             for kind, body in records
             if kind == "message" and body.get("role") == "user"
         ),

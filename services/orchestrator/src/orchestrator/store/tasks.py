@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Json, Jsonb
 
 from orchestrator.store.database import Connection, Database, lock_session
 from orchestrator.store.events import EventStore
@@ -23,7 +23,7 @@ TaskStatus = Literal["queued", "running", "completed", "failed", "cancelled", "i
 TERMINAL_STATUSES = ("completed", "failed", "cancelled", "interrupted")
 COLUMNS = (
     "id, session_id, kind, message, status, result, error, delivered, usage, accepted,"
-    " job_id, created_at, started_at, finished_at"
+    " job_id, created_at, started_at, finished_at, images"
 )
 
 
@@ -51,6 +51,8 @@ class Task:
     delivered: bool = True
     accepted: bool = False
     job_id: int | None = None
+    # references to the message's images in the workspace (media.py), not their bytes
+    images: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def done(self) -> bool:
@@ -71,9 +73,17 @@ class TaskStore:
         A task id that exists already is left as it is."""
         async with self.db.transaction() as conn:
             cursor = await conn.execute(
-                "INSERT INTO tasks (id, session_id, kind, message, status, created_at)"
-                " VALUES (%s, %s, %s, %s, 'queued', %s) ON CONFLICT (id) DO NOTHING RETURNING id",
-                (task.id, task.session_id, task.kind, pg_text(task.message), task.created_at),
+                "INSERT INTO tasks (id, session_id, kind, message, status, created_at, images)"
+                " VALUES (%s, %s, %s, %s, 'queued', %s, %s)"
+                " ON CONFLICT (id) DO NOTHING RETURNING id",
+                (
+                    task.id,
+                    task.session_id,
+                    task.kind,
+                    pg_text(task.message),
+                    task.created_at,
+                    Json(task.images),
+                ),
             )
             if await cursor.fetchone() is None:
                 return

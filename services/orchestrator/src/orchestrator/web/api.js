@@ -87,3 +87,24 @@ export async function followTask(taskId, onEvent) {
   }
 }
 
+
+// Follows the global event stream (every task, and notifications) from `after` on, for ever,
+// resuming with Last-Event-ID when it drops; onEvent(type, data) for each event.
+export async function followAll(onEvent, after = 0) {
+  let last = after;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const headers = { ...authHeaders(), Accept: "text/event-stream" };
+      if (last) headers["Last-Event-ID"] = String(last);
+      const response = await fetch("/api/events", { headers });
+      if (response.ok) {
+        attempt = 0;
+        await readSse(response, (id, type, data) => {
+          last = Math.max(last, id);
+          onEvent(type, data);
+        });
+      }
+    } catch (_) { /* dropped: try again below */ }
+    await new Promise((r) => setTimeout(r, Math.min(1000 * 2 ** attempt, 30000)));
+  }
+}

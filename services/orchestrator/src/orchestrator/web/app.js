@@ -1,9 +1,10 @@
 // Crayfish web chat: sessions, turns, cited lines and the token, wired to the page.
 
-import { HttpError, TOKEN_KEY, api, followTask } from "/static/api.js";
-import { $, TurnView, addUserMessage, el, setStatus, showBanner } from "/static/render.js";
+import { HttpError, TOKEN_KEY, api, followAll, followTask } from "/static/api.js";
+import { $, TurnView, addUserMessage, el, setStatus, showBanner, showNotification } from "/static/render.js";
 
-const state = { session: null, task: null, busy: false };
+const state = { session: null, task: null, busy: false, image: null };
+const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 
 // Shows an error; a missing or wrong token opens the token field.
 function report(err) {
@@ -80,9 +81,12 @@ async function openSession(id) {
 function renderHistory(messages) {
   let view = null;
   for (const message of messages) {
-    const content = typeof message.content === "string" ? message.content : "";
+    const parts = Array.isArray(message.content) ? message.content : [];
+    const content = typeof message.content === "string"
+      ? message.content
+      : parts.filter((p) => p.type === "text").map((p) => p.text).join("\n");
     if (message.role === "user") {
-      addUserMessage(content);
+      addUserMessage(content, parts.filter((p) => p.type === "image_ref").map((p) => p.path));
       view = null;
     } else if (message.role === "assistant") {
       view = view || new TurnView();
@@ -135,13 +139,14 @@ function setBusy(busy) {
 async function send(message) {
   showBanner("");
   setBusy(true);
-  addUserMessage(message);
+  const images = state.image ? [state.image.url] : [];
+  addUserMessage(message, images);
+  clearImage();
   const view = new TurnView();
   try {
-    const accepted = await api("/api/chat", {
-      method: "POST",
-      body: state.session ? { message, session_id: state.session } : { message },
-    });
+    const body = state.session ? { message, session_id: state.session } : { message };
+    if (images.length) body.images = images;
+    const accepted = await api("/api/chat", { method: "POST", body });
     state.task = accepted.task_id;
     setSession(accepted.session_id);
     await followTask(accepted.task_id, (type, data) => view.handle(type, data));
@@ -162,6 +167,44 @@ async function stop() {
   } catch (err) {
     report(err);
   }
+}
+
+// ---- an attached image ---------------------------------------------------------------------
+
+function attachImage(file) {
+  if (!file) return;
+  if (!IMAGE_TYPES.includes(file.type)) {
+    showBanner("Only PNG, JPEG, GIF or WebP images can be attached (" + (file.type || "unknown type") + ").");
+    return;
+  }
+  const reader = new FileReader();
+  reader.onload = () => {
+    state.image = { url: reader.result, name: file.name || "pasted image" };
+    $("attachment-preview").src = reader.result;
+    $("attachment-name").textContent = state.image.name;
+    $("attachment").hidden = false;
+  };
+  reader.readAsDataURL(file);
+}
+
+function clearImage() {
+  state.image = null;
+  $("attachment").hidden = true;
+  $("attachment-preview").removeAttribute("src");
+  $("image-file").value = "";
+}
+
+// ---- notifications -------------------------------------------------------------------------
+
+// Shows the notify tool's notifications as they come (not older ones: the stream starts with
+// the last events of the server).
+function watchNotifications() {
+  const since = Date.now() / 1000 - 5;
+  followAll((type, data) => {
+    if (type === "notification" && data.notification && data.notification.ts >= since) {
+      showNotification(data.notification);
+    }
+  });
 }
 
 // ---- cited lines ---------------------------------------------------------------------------
@@ -192,7 +235,7 @@ async function openCitation(path, start, end) {
 function wire() {
   $("composer").addEventListener("submit", (event) => {
     event.preventDefault();
-    const message = $("input").value.trim();
+    const message = $("input").value.trim() || (state.image ? "(image)" : "");
     if (!message || state.busy) return;
     $("input").value = "";
     send(message);
@@ -204,6 +247,15 @@ function wire() {
     }
   });
   $("stop").addEventListener("click", stop);
+  $("attach").addEventListener("click", () => $("image-file").click());
+  $("image-file").addEventListener("change", (event) => attachImage(event.target.files[0]));
+  $("attachment-remove").addEventListener("click", clearImage);
+  $("input").addEventListener("paste", (event) => {
+    const item = [...(event.clipboardData?.items || [])].find((i) => i.type.startsWith("image/"));
+    if (!item) return;
+    event.preventDefault();
+    attachImage(item.getAsFile());
+  });
   $("new-session").addEventListener("click", newSession);
   $("messages").addEventListener("click", (event) => {
     const link = event.target.closest("a.citation");
@@ -232,6 +284,7 @@ function wire() {
 }
 
 wire();
+watchNotifications();
 loadSessions().then(() => {
   const match = location.hash.match(/^#session=(.+)$/);
   if (match) openSession(decodeURIComponent(match[1]));

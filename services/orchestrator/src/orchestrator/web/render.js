@@ -63,12 +63,39 @@ function shortArgs(raw) {
   return String(args ?? "");
 }
 
-export function addUserMessage(text) {
+// A user message; `images` are data: URLs shown as thumbnails, or workspace paths (history
+// keeps references, not the bytes) shown as their names.
+export function addUserMessage(text, images = []) {
   $("empty").hidden = true;
   const bubble = el("div", "msg user");
-  bubble.append(el("div", "text", text));
+  const body = el("div", "text", text);
+  for (const image of images) {
+    if (image.startsWith("data:image/")) {
+      const thumb = el("img", "thumb");
+      thumb.src = image;
+      thumb.alt = "attached image";
+      body.append(thumb);
+    } else {
+      body.append(el("div", "image-ref", "🖼 " + image));
+    }
+  }
+  bubble.append(body);
   $("messages").append(bubble);
   scrollDown();
+}
+
+// A notification from the notify tool: stays until dismissed.
+export function showNotification(note) {
+  const box = el("div", "notification priority-" + (note.priority || "normal"));
+  box.setAttribute("role", "status");
+  if (note.title) box.append(el("strong", "notification-title", note.title));
+  box.append(el("div", "notification-text", note.text));
+  const close = el("button", "notification-close", "×");
+  close.type = "button";
+  close.setAttribute("aria-label", "Dismiss");
+  close.addEventListener("click", () => box.remove());
+  box.append(close);
+  $("notifications").append(box);
 }
 
 // One assistant turn: text blocks and tool blocks in the order they happened.

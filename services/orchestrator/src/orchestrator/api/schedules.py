@@ -1,0 +1,77 @@
+"""Schedule routes: create, list (with the next firing), delete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+
+from orchestrator.api.deps import CoreDep
+from orchestrator.api.errors import ApiError
+from orchestrator.local_tools import describe_schedule
+from orchestrator.schedule_rules import ScheduleInvalid
+
+router = APIRouter(tags=["schedules"])
+
+
+class ScheduleRequest(BaseModel):
+    message: str = Field(min_length=1, max_length=20_000, description="The turn's message.")
+    session_id: str | None = Field(
+        None, description="The session its turns run in; its own (`schedule-<id>`) if omitted."
+    )
+    at: str | None = Field(None, description="Once, at this ISO-8601 time with a UTC offset.")
+    every: float | None = Field(None, description="Every this many seconds.")
+    cron: str | None = Field(None, description="A five-field cron expression.")
+    timezone: str | None = Field(
+        None, description="IANA time zone of `cron` (default CRAYFISH_TIMEZONE, else UTC)."
+    )
+
+
+class ScheduleView(BaseModel):
+    id: str
+    session_id: str
+    message: str
+    at: str | None = None
+    every: float | None = None
+    cron: str | None = None
+    timezone: str | None = None
+    next_run: str | None = Field(None, description="ISO-8601, in the schedule's time zone.")
+    next_run_ts: float = Field(description="The next firing as Unix seconds.")
+    last_run: str | None = None
+    runs: int = 0
+    created_by: str = Field(description="`api`, or `model` (its schedule_add tool).")
+
+
+class ScheduleList(BaseModel):
+    schedules: list[ScheduleView]
+
+
+@router.post("/api/schedules", status_code=201, response_model=ScheduleView)
+async def create_schedule(body: ScheduleRequest, core: CoreDep) -> dict[str, Any]:
+    """Exactly one of `at`, `every`, `cron`. Firings missed while no orchestrator ran fire
+    once, late, then the schedule resumes; an `at` in the past is refused."""
+    try:
+        entry = await core.scheduler.add(
+            body.message,
+            session_id=body.session_id,
+            at=body.at,
+            every=body.every,
+            cron=body.cron,
+            timezone=body.timezone,
+        )
+    except ScheduleInvalid as exc:
+        raise ApiError(422, str(exc), "invalid_schedule") from exc
+    return describe_schedule(entry)
+
+
+@router.get("/api/schedules", response_model=ScheduleList)
+async def list_schedules(core: CoreDep) -> dict[str, Any]:
+    """Every schedule, the soonest first."""
+    return {"schedules": [describe_schedule(e) for e in await core.scheduler.entries()]}
+
+
+@router.delete("/api/schedules/{schedule_id}", status_code=204)
+async def delete_schedule(schedule_id: str, core: CoreDep) -> None:
+    if not await core.scheduler.remove(schedule_id):
+        raise ApiError(404, f"no schedule with id {schedule_id!r}", "schedule_not_found")

@@ -1,0 +1,170 @@
+"""Tools the orchestrator runs itself: schedules (add, list, remove) and notify. They reach the
+model through the same ToolRegistry as the tools of the gRPC services: this class offers the
+calls the registry makes of a service (`name`, `list_tools`, `run_tool`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from crayfish_common.tools import Tool, ToolCall, ToolError, ToolResult, ToolSet, object_schema
+
+from orchestrator.clients.tool_service import OutputSink, ToolSpec
+from orchestrator.notify import Notifier
+from orchestrator.schedule_rules import ScheduleInvalid, iso
+from orchestrator.scheduler import ScheduleLimit, Scheduler
+from orchestrator.store.schedules import ScheduledTurn
+from orchestrator.webhooks import PRIORITIES, Notification
+
+
+def describe_schedule(entry: ScheduledTurn) -> dict[str, Any]:
+    """A schedule as the API and the tools show it."""
+    timing = entry.timing
+    return {
+        "id": entry.id,
+        "session_id": entry.session_id,
+        "message": entry.message,
+        "at": iso(timing.at) if timing.kind == "at" else None,
+        "every": timing.every,
+        "cron": timing.cron,
+        "timezone": timing.timezone,
+        "next_run": iso(entry.next_run, timing.timezone),
+        "next_run_ts": entry.next_run,
+        "last_run": iso(entry.last_run, timing.timezone),
+        "runs": entry.runs,
+        "created_by": "model" if entry.created_in else "api",
+    }
+
+
+class ScheduleAdd(Tool):
+    name = "schedule_add"
+    description = (
+        "Schedule a message to run later as a turn (in this conversation, or its own session "
+        "with own_session): once (`at`, ISO-8601 with offset), every N seconds (`every`) or by "
+        "a five-field `cron` expression (with `timezone`)."
+    )
+    parameters = object_schema(
+        {
+            "message": {"type": "string", "description": "What to do when it fires."},
+            "at": {"type": "string", "description": "e.g. 2026-12-01T09:00:00+01:00"},
+            "every": {"type": "number", "description": "Seconds between firings."},
+            "cron": {"type": "string", "description": "e.g. `0 9 * * 1-5`"},
+            "timezone": {"type": "string", "description": "IANA name for cron, e.g. UTC"},
+            "own_session": {
+                "type": "boolean",
+                "description": "Run in a separate session (for frequent checks) instead of "
+                "this conversation.",
+            },
+        },
+        required=["message"],
+    )
+
+    def __init__(self, scheduler: Scheduler):
+        self.scheduler = scheduler
+
+    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+        entry = await self.scheduler.add(
+            args["message"],
+            session_id=None if args.get("own_session") else call.session_id,
+            at=args.get("at"),
+            every=args.get("every"),
+            cron=args.get("cron"),
+            timezone=args.get("timezone"),
+            created_in=call.session_id,
+        )
+        shown = describe_schedule(entry)
+        return ToolResult(True, f"Scheduled {entry.id}; next run {shown['next_run']}.", shown)
+
+
+class ScheduleList(Tool):
+    name = "schedule_list"
+    description = "List the schedules of this conversation with their next run."
+    parameters = object_schema({})
+
+    def __init__(self, scheduler: Scheduler):
+        self.scheduler = scheduler
+
+    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+        entries = [describe_schedule(e) for e in await self.scheduler.entries(call.session_id)]
+        if not entries:
+            return ToolResult(True, "No schedules.", {"schedules": []})
+        lines = [
+            f"- {e['id']}: {e['message'][:80]!r}, next {e['next_run']}"
+            f" ({e['cron'] or (str(e['every']) + ' s' if e['every'] else 'once')})"
+            for e in entries
+        ]
+        return ToolResult(True, "\n".join(lines), {"schedules": entries})
+
+
+class ScheduleRemove(Tool):
+    name = "schedule_remove"
+    description = "Remove one of this conversation's schedules by id."
+    parameters = object_schema({"id": {"type": "string"}}, required=["id"])
+
+    def __init__(self, scheduler: Scheduler):
+        self.scheduler = scheduler
+
+    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+        if not await self.scheduler.remove(args["id"], call.session_id):
+            raise ToolError(f"no schedule {args['id']!r} in this conversation")
+        return ToolResult(True, f"Removed schedule {args['id']}.")
+
+
+class Notify(Tool):
+    name = "notify"
+    description = (
+        "Alert the user now (their notification feed and configured webhooks); use it for "
+        "findings that need attention, not for routine replies."
+    )
+    parameters = object_schema(
+        {
+            "text": {"type": "string", "minLength": 1, "maxLength": 4000},
+            "title": {"type": "string", "maxLength": 200},
+            "priority": {"type": "string", "enum": list(PRIORITIES)},
+        },
+        required=["text"],
+    )
+
+    def __init__(self, notifier: Notifier):
+        self.notifier = notifier
+
+    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+        note = Notification(
+            args["text"], args.get("title", ""), args.get("priority", "normal"), call.session_id
+        )
+        hooks = await self.notifier.notify(note)
+        where = f" and queued for {hooks} webhook(s)" if hooks else ""
+        return ToolResult(True, f"Notification sent to the user's feed{where}.", {"id": note.id})
+
+
+class LocalTools:
+    """The orchestrator's own tools, offered to the ToolRegistry like a tool service's."""
+
+    name = "orchestrator"
+
+    def __init__(self, scheduler: Scheduler, notifier: Notifier):
+        self.tools = ToolSet(
+            [
+                ScheduleAdd(scheduler),
+                ScheduleList(scheduler),
+                ScheduleRemove(scheduler),
+                Notify(notifier),
+            ],
+            expected=(ScheduleInvalid, ScheduleLimit),
+        )
+
+    async def list_tools(self) -> list[ToolSpec]:
+        return [ToolSpec(t.name, t.description, t.parameters) for t in self.tools]
+
+    async def run_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        session_id: str,
+        call_id: str,
+        deadline: float,
+        on_output: OutputSink | None = None,
+    ) -> ToolResult:
+        call = ToolCall(session_id=session_id, call_id=call_id)
+        return await self.tools.run(name, json.dumps(arguments), call)

@@ -1,0 +1,252 @@
+"""Images in messages: taken in (data: URLs, later https through one fetch function), checked
+by their magic bytes and capped, stored once under the workspace's `media/` by content hash;
+history keeps `{"type": "image_ref", "path", "mime"}` parts, and a request to the LLM gets
+them back as `image_url` data parts when the model sees images (or a placeholder if a file is
+gone or refused).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import errno
+import fnmatch
+import hashlib
+import logging
+from pathlib import Path
+from typing import Any
+
+from crayfish_common.safe_files import FileRefused, SafeRoot
+
+from orchestrator.config import Settings
+
+log = logging.getLogger(__name__)
+
+MEDIA_DIR = "media"
+# Models that take image parts, for CRAYFISH_LLM_VISION=auto (matched case-insensitively on the
+# name after any "provider/" prefix); README: Images.
+VISION_MODELS = (
+    "gpt-4o*",
+    "gpt-4.1*",
+    "gpt-4-turbo*",
+    "gpt-5*",
+    "o1*",
+    "o3*",
+    "o4*",
+    "claude-*",
+    "gemini-*",
+    "llava*",
+    "bakllava*",
+    "qwen*-vl*",
+    "qvq*",
+    "pixtral*",
+    "llama-3.2-*vision*",
+    "llama3.2-vision*",
+    "minicpm-v*",
+    "moondream*",
+    "glm-4v*",
+    "internvl*",
+)
+EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
+
+
+class ImageRejected(Exception):
+    """An image the API refuses; `status` is the HTTP status (400, 413 or 422)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def sniff(data: bytes) -> str | None:
+    """The image type by magic bytes (what the bytes are, not what a client claims)."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def vision_enabled(settings: Settings) -> bool:
+    if settings.llm_vision != "auto":
+        return settings.llm_vision == "on"
+    name = settings.model.lower().rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in VISION_MODELS)
+
+
+def vision_refusal(settings: Settings) -> str:
+    return (
+        f"this message has images, but the model {settings.model!r} is not set up to see "
+        "them: set CRAYFISH_LLM_VISION=on if it takes image input (or use a vision model); "
+        "the message was not sent"
+    )
+
+
+async def fetch_image_url(url: str) -> bytes:
+    """The one way a remote image comes in. Remote fetches are off until they go through the
+    shared URL guard (SSRF: no private or loopback addresses, size and time caps)."""
+    raise ImageRejected(400, "remote image URLs are not enabled; send the image as a data: URL")
+
+
+class MediaStore:
+    """Images under the workspace's `media/`, named by the SHA-256 of their bytes."""
+
+    def __init__(self, workspace: Path, max_bytes: int, max_count: int):
+        self.root = SafeRoot(workspace)
+        self.max_bytes = max_bytes
+        self.max_count = max_count
+
+    async def take_in(self, urls: list[str]) -> list[dict[str, Any]]:
+        """Checks and stores the images of one message; their references, in order."""
+        if len(urls) > self.max_count:
+            raise ImageRejected(
+                422,
+                f"{len(urls)} images in one message; at most {self.max_count} "
+                "(CRAYFISH_IMAGES_PER_MESSAGE)",
+            )
+        images = [await self._bytes_of(url, n) for n, url in enumerate(urls, 1)]
+        try:
+            return [await asyncio.to_thread(self.save, data) for data in images]
+        except FileRefused as exc:
+            reason = f"the image could not be stored in the workspace: {exc}"
+            raise ImageRejected(503, reason) from exc
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise  # the data folder is full: 507, as everywhere
+            raise ImageRejected(
+                503,
+                "the image could not be stored in the workspace's media/ "
+                f"({exc.strerror or exc}); the orchestrator needs write access to it",
+            ) from exc
+
+    async def _bytes_of(self, url: str, number: int) -> bytes:
+        if url.startswith("data:"):
+            data = self._decode(url, number)
+        elif url.startswith("https://"):
+            data = await fetch_image_url(url)
+        else:
+            raise ImageRejected(
+                422, f"image {number}: give a data: URL (data:image/png;base64,...) or an https URL"
+            )
+        if len(data) > self.max_bytes:
+            raise ImageRejected(
+                413,
+                f"image {number} is {len(data)} bytes; the limit is {self.max_bytes} "
+                "(CRAYFISH_IMAGE_MAX_BYTES)",
+            )
+        if sniff(data) is None:
+            raise ImageRejected(
+                422, f"image {number} is not a PNG, JPEG, GIF or WebP image (by its content)"
+            )
+        return data
+
+    def _decode(self, url: str, number: int) -> bytes:
+        header, comma, payload = url.partition(",")
+        if not comma or not header.endswith(";base64"):
+            raise ImageRejected(
+                422, f"image {number}: a data: URL must be base64 (data:image/png;base64,...)"
+            )
+        if len(payload) > (self.max_bytes * 4) // 3 + 8:
+            raise ImageRejected(
+                413, f"image {number} is over {self.max_bytes} bytes (CRAYFISH_IMAGE_MAX_BYTES)"
+            )
+        try:
+            return base64.b64decode(payload, validate=True)
+        except (binascii.Error, ValueError):
+            raise ImageRejected(422, f"image {number}: the base64 data is invalid") from None
+
+    def save(self, data: bytes) -> dict[str, Any]:
+        mime = sniff(data)
+        assert mime is not None
+        path = f"{MEDIA_DIR}/{hashlib.sha256(data).hexdigest()}.{EXTENSIONS[mime]}"
+        self.root.write_atomic(path, data, self.max_bytes)
+        return {"type": "image_ref", "path": path, "mime": mime}
+
+    def data_url(self, ref: dict[str, Any]) -> tuple[str | None, str]:
+        """(data URL, "") for a stored image, or (None, why not): the file is hostile input."""
+        path = str(ref.get("path", ""))
+        try:
+            data = self.root.read_bytes(path, self.max_bytes)
+        except FileRefused as exc:
+            return None, "it is gone" if exc.kind == "missing" else f"it was refused ({exc})"
+        mime = sniff(data)
+        if mime is None:
+            return None, "it is no longer an image"
+        return f"data:{mime};base64,{base64.b64encode(data).decode()}", ""
+
+
+def user_content(text: str, images: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """A user message's content as history keeps it: the text, with image references."""
+    if not images:
+        return text
+    return [{"type": "text", "text": text}, *images]
+
+
+def has_image_refs(messages: list[dict[str, Any]]) -> bool:
+    return any(_refs(message) for message in messages)
+
+
+def _refs(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    return [p for p in content if isinstance(p, dict) and p.get("type") == "image_ref"]
+
+
+def plain_text(content: Any) -> str:
+    """A message's content as text: image references become `[image: path]`."""
+    if not isinstance(content, list):
+        return str(content or "")
+    pieces = []
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "text":
+            pieces.append(str(part.get("text", "")))
+        elif part.get("type") in ("image_ref", "image_url"):
+            pieces.append(f"[image: {part.get('path', 'attached')}]")
+    return "\n".join(pieces)
+
+
+def as_text_only(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages with every image reference turned into `[image: path]` text."""
+    return [{**m, "content": plain_text(m["content"])} if _refs(m) else m for m in messages]
+
+
+async def for_llm(
+    messages: list[dict[str, Any]], media: MediaStore, vision: bool
+) -> list[dict[str, Any]]:
+    """Messages for an LLM request: image references as `image_url` data parts (vision), or
+    text saying why an image is not there."""
+    if not has_image_refs(messages):
+        return messages
+    out = []
+    for message in messages:
+        if not _refs(message):
+            out.append(message)
+            continue
+        parts = []
+        for part in message["content"]:
+            if isinstance(part, dict) and part.get("type") == "image_ref":
+                parts.append(await _image_part(part, media, vision))
+            else:
+                parts.append(part)
+        out.append({**message, "content": parts})
+    return out
+
+
+async def _image_part(ref: dict[str, Any], media: MediaStore, vision: bool) -> dict[str, Any]:
+    path = ref.get("path", "?")
+    if not vision:
+        return {"type": "text", "text": f"[image {path} not shown: the model takes no images]"}
+    url, why = await asyncio.to_thread(media.data_url, ref)
+    if url is None:
+        log.warning("image %s not sent: %s", path, why)
+        return {"type": "text", "text": f"[image {path} could not be shown: {why}]"}
+    return {"type": "image_url", "image_url": {"url": url}}

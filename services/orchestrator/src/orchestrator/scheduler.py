@@ -1,0 +1,145 @@
+"""Schedules of turns: create (validated, bounded per session for the model), list, remove,
+and the loop every replica runs that fires what is due, each due time once in the cluster.
+
+A firing queues the schedule's message as a `schedule` turn in its session, under a task id
+made from the schedule and the due time: replicas that race create one task, and a replica
+that stops between queuing and recording the firing queues nothing twice when it (or another)
+looks again. Missed firings after downtime: once, late, then the rhythm resumes (README).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+
+from orchestrator.agent.prompt import HEARTBEAT_TOKEN
+from orchestrator.config import Settings
+from orchestrator.schedule_rules import ScheduleInvalid, first_run, iso, next_run, parse_timing
+from orchestrator.store.schedules import ScheduledTurn, ScheduleStore
+from orchestrator.store.sessions import InvalidSessionId, check_session_id
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_CHARS = 20_000
+# submit(session id, message, kind, task id): queues a turn (a no-op if the id exists).
+Submit = Callable[[str, str, str, str], Awaitable[object]]
+
+
+class ScheduleLimit(Exception):
+    """The session already has as many schedules as it may."""
+
+
+class Scheduler:
+    """Schedules in the store, and this replica's part in firing them."""
+
+    def __init__(self, store: ScheduleStore, submit: Submit, settings: Settings):
+        self.store = store
+        self.submit = submit
+        self.settings = settings
+        self._loop: asyncio.Task[None] | None = None
+
+    async def add(
+        self,
+        message: str,
+        *,
+        session_id: str | None = None,
+        at: str | None = None,
+        every: float | None = None,
+        cron: str | None = None,
+        timezone: str | None = None,
+        created_in: str | None = None,
+    ) -> ScheduledTurn:
+        """A new schedule; ScheduleInvalid (bad input) or ScheduleLimit (the model's bound)."""
+        if not message.strip():
+            raise ScheduleInvalid("`message` is empty")
+        if len(message) > MAX_MESSAGE_CHARS:
+            raise ScheduleInvalid(f"`message` is over {MAX_MESSAGE_CHARS} characters")
+        now = time.time()
+        timing = parse_timing(
+            at,
+            every,
+            cron,
+            timezone,
+            now=now,
+            min_every=self.settings.schedule_min_every,
+            default_timezone=self.settings.timezone,
+        )
+        schedule_id = uuid.uuid4().hex[:12]
+        target = session_id or f"schedule-{schedule_id}"
+        try:
+            check_session_id(target)
+        except InvalidSessionId as exc:
+            raise ScheduleInvalid(str(exc)) from exc
+        entry = ScheduledTurn(
+            schedule_id, target, message, timing, first_run(timing, now), created_in, now
+        )
+        limit = self.settings.schedules_per_session if created_in is not None else None
+        if not await self.store.add(entry, limit):
+            raise ScheduleLimit(
+                f"this session already has {limit} schedules (CRAYFISH_SCHEDULES_PER_SESSION); "
+                "remove one first"
+            )
+        log.info("schedule %s added (%s) for session %s", entry.id, timing.kind, target)
+        return entry
+
+    async def entries(self, session_id: str | None = None) -> list[ScheduledTurn]:
+        """Every schedule, soonest first; with `session_id`, those firing in or made in it."""
+        return await self.store.entries(session_id)
+
+    async def remove(self, schedule_id: str, session_id: str | None = None) -> bool:
+        """Deletes it; with `session_id`, only one firing in or made in that session."""
+        if session_id is not None:
+            entry = await self.store.get(schedule_id)
+            if entry is None or session_id not in (entry.session_id, entry.created_in):
+                return False
+        return await self.store.delete(schedule_id)
+
+    async def fire_due(self) -> list[str]:
+        """Queues a turn for each due schedule; returns the ids of the tasks this replica
+        recorded a firing for."""
+        now = time.time()
+        fired = []
+        for entry in await self.store.due(now):
+            task_id = f"sched-{entry.id}-{round(entry.next_run * 1000)}"
+            try:
+                await self.submit(entry.session_id, scheduled_message(entry), "schedule", task_id)
+                following = next_run(entry.timing, entry.next_run, now)
+                if await self.store.advance(entry, following, task_id, now):
+                    fired.append(task_id)
+                    late = now - entry.next_run
+                    log.info("schedule %s fired (%.1f s after its time)", entry.id, late)
+            except Exception:  # one broken schedule must not stop the others
+                log.exception("schedule %s could not fire", entry.id)
+        return fired
+
+    def start(self) -> None:
+        if self._loop is None:
+            self._loop = asyncio.create_task(self._run(), name="schedules")
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.fire_due()
+            except Exception:  # the database may be away for a moment
+                log.exception("looking for due schedules failed")
+            await asyncio.sleep(self.settings.schedule_poll)
+
+    async def close(self) -> None:
+        if self._loop is not None:
+            self._loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop
+
+
+def scheduled_message(entry: ScheduledTurn) -> str:
+    """The user message of a firing: the schedule's text and the rule for quiet results."""
+    return (
+        f"[Scheduled task {entry.id}, due {iso(entry.next_run, entry.timing.timezone)}] "
+        f"{entry.message}\n\n"
+        "(This turn was started by a schedule, not by the user. If nothing needs the user's "
+        f"attention, reply exactly {HEARTBEAT_TOKEN}; to alert them, use the notify tool.)"
+    )

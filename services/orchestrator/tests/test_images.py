@@ -1,0 +1,171 @@
+"""Images in messages: checked by content, capped, stored under media/ by hash, kept in history
+as references and sent to a vision model as image parts; refused clearly otherwise."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from orchestrator.agent.compaction import transcript
+from orchestrator.agent.context import IMAGE_TOKENS, estimate_tokens
+from orchestrator.app import create_app
+from orchestrator.media import vision_enabled
+
+from tests.fakes import FakeLLM
+
+from .conftest import make_settings
+
+# A 1x1 PNG, and the first bytes of the other accepted types.
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+GIF = b"GIF89a" + b"\x00" * 20
+
+
+def data_url(data: bytes, mime: str = "image/png") -> str:
+    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
+
+
+def make_client(tmp_path: Path, fake_llm: FakeLLM, **env: object) -> TestClient:
+    settings = make_settings(tmp_path, fake_llm.base_url, 1, CRAYFISH_AUTO_RECALL=False, **env)
+    return TestClient(create_app(settings))
+
+
+@pytest.fixture
+def vision(tmp_path: Path, fake_llm: FakeLLM) -> Iterator[TestClient]:
+    with make_client(
+        tmp_path, fake_llm, CRAYFISH_LLM_VISION="on", CRAYFISH_IMAGE_MAX_BYTES=1000
+    ) as client:
+        yield client
+
+
+def finished(client: TestClient, task_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        task = client.get(f"/api/tasks/{task_id}").json()
+        if task["status"] not in ("queued", "running"):
+            return task
+        time.sleep(0.05)
+    raise AssertionError("the task did not finish")
+
+
+def test_an_image_reaches_the_model_and_history_keeps_a_reference(
+    vision: TestClient, fake_llm: FakeLLM, tmp_path: Path
+):
+    fake_llm.reply_text("a single pixel")
+    fake_llm.reply_text("still one pixel")
+    sent = vision.post(
+        "/api/chat",
+        json={"message": "what is this?", "session_id": "pics", "images": [data_url(PNG)]},
+    )
+    assert sent.status_code == 202, sent.text
+    assert finished(vision, sent.json()["task_id"])["status"] == "completed"
+    user = fake_llm.requests[0]["messages"][-1]
+    assert user["content"] == [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image_url", "image_url": {"url": data_url(PNG)}},
+    ]
+    path = f"media/{hashlib.sha256(PNG).hexdigest()}.png"
+    assert (tmp_path / "workspace" / path).read_bytes() == PNG
+    history = vision.get("/api/sessions/pics").json()["messages"]
+    assert history[0]["content"][1] == {"type": "image_ref", "path": path, "mime": "image/png"}
+
+    # The file goes away (the sandbox can delete it): the next request says so instead.
+    (tmp_path / "workspace" / path).unlink()
+    again = vision.post("/api/chat", json={"message": "and now?", "session_id": "pics"})
+    assert finished(vision, again.json()["task_id"])["status"] == "completed"
+    earlier = fake_llm.requests[1]["messages"][1]["content"]
+    assert earlier[1] == {"type": "text", "text": f"[image {path} could not be shown: it is gone]"}
+
+
+def test_bad_images_are_refused_before_any_turn(vision: TestClient, fake_llm: FakeLLM):
+    cases = [
+        ([data_url(b"MZ\x90\x00 not an image", "image/png")], 422, "not a PNG, JPEG, GIF or WebP"),
+        ([data_url(PNG + b"\x00" * 1000)], 413, "CRAYFISH_IMAGE_MAX_BYTES"),
+        ([data_url(GIF)] * 5, 422, "at most 4"),
+        (["data:image/png,rawbytes"], 422, "must be base64"),
+        (["data:image/png;base64,@@@"], 422, "base64 data is invalid"),
+        (["https://example.com/cat.png"], 400, "remote image URLs are not enabled"),
+        (["file:///etc/passwd"], 422, "data: URL"),
+    ]
+    for images, status, reason in cases:
+        reply = vision.post("/api/chat", json={"message": "look", "images": images})
+        assert reply.status_code == status, (reason, reply.text)
+        assert reason in reply.json()["error"]["message"]
+    assert fake_llm.requests == [] and vision.get("/api/sessions").json()["sessions"] == []
+
+
+def test_the_openai_api_takes_image_url_parts(vision: TestClient, fake_llm: FakeLLM):
+    fake_llm.reply_text("a gif")
+    parts = [
+        {"type": "text", "text": "describe"},
+        {"type": "image_url", "image_url": {"url": data_url(GIF, "image/gif")}},
+    ]
+    reply = vision.post(
+        "/v1/chat/completions",
+        json={"model": "crayfish", "messages": [{"role": "user", "content": parts}]},
+    )
+    assert reply.status_code == 200, reply.text
+    assert fake_llm.requests[0]["messages"][-1]["content"][1]["image_url"]["url"] == data_url(
+        GIF, "image/gif"
+    )
+
+
+def test_a_model_without_vision_refuses_images_with_400(tmp_path: Path, fake_llm: FakeLLM):
+    with make_client(tmp_path, fake_llm) as client:  # auto, and "fake-model" is no vision model
+        reply = client.post("/api/chat", json={"message": "see", "images": [data_url(PNG)]})
+        assert reply.status_code == 400
+        assert "CRAYFISH_LLM_VISION=on" in reply.json()["error"]["message"]
+        parts = [{"type": "image_url", "image_url": {"url": data_url(PNG)}}]
+        v1 = client.post(
+            "/v1/chat/completions",
+            json={"model": "x", "messages": [{"role": "user", "content": parts}]},
+        )
+        assert v1.status_code == 400 and "not set up to see" in v1.json()["error"]["message"]
+    assert fake_llm.requests == []
+
+
+def test_compaction_counts_and_names_images():
+    ref = {"type": "image_ref", "path": "media/abc.png", "mime": "image/png"}
+    message = {"role": "user", "content": [{"type": "text", "text": "see"}, ref]}
+    assert estimate_tokens([message]) >= IMAGE_TOKENS
+    assert transcript([message]) == "user: see\n[image: media/abc.png]"
+
+
+@pytest.mark.parametrize(
+    ("model", "vision", "sees"),
+    [
+        ("gpt-4o-mini", "auto", True),
+        ("openrouter/anthropic/claude-3-5-sonnet", "auto", True),
+        ("qwen2.5-vl-7b-instruct", "auto", True),
+        ("gpt-3.5-turbo", "auto", False),
+        ("qwen2.5-7b-instruct", "auto", False),
+        ("qwen2.5-7b-instruct", "on", True),
+        ("gpt-4o", "off", False),
+    ],
+)
+def test_vision_by_setting_and_model_name(
+    tmp_path: Path, model: str, vision: str, sees: bool
+) -> None:
+    settings = make_settings(
+        tmp_path, "http://127.0.0.1:1/v1", 1, CRAYFISH_MODEL=model, CRAYFISH_LLM_VISION=vision
+    )
+    assert vision_enabled(settings) is sees
+
+
+def test_a_media_folder_turned_into_a_link_out_is_not_followed(
+    vision: TestClient, fake_llm: FakeLLM, tmp_path: Path
+):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "workspace" / "media").symlink_to(outside)  # what a sandboxed command could do
+    reply = vision.post("/api/chat", json={"message": "look", "images": [data_url(PNG)]})
+    assert reply.status_code == 503, reply.text
+    assert "could not be stored in the workspace" in reply.json()["error"]["message"]
+    assert list(outside.iterdir()) == [] and fake_llm.requests == []

@@ -1,0 +1,204 @@
+"""Schedules: the rules (at/every/cron, missed firings), the REST API, firing as turns once per
+due time across two cores on one database, and the model's tools bounded per session."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from orchestrator.app import create_app
+from orchestrator.core import OrchestratorCore
+from orchestrator.schedule_rules import ScheduleInvalid, Timing, next_run, parse_timing
+
+from tests.fakes import FakeLLM
+
+from .conftest import make_settings
+
+NOW = datetime(2026, 3, 28, 12, 0, tzinfo=UTC).timestamp()
+
+
+def timing(**given: object) -> Timing:
+    args = {"at": None, "every": None, "cron": None, "timezone": None, **given}
+    return parse_timing(**args, now=NOW, min_every=60, default_timezone="")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("given", "reason"),
+    [
+        ({}, "exactly one of"),
+        ({"every": 60, "cron": "* * * * *"}, "got every, cron"),
+        ({"every": 5}, "at least 60 seconds"),
+        ({"every": 1e12}, "at most"),
+        ({"at": "2026-03-28T11:00:00+00:00"}, "in the past"),
+        ({"at": "2026-03-29T11:00:00"}, "needs a UTC offset"),
+        ({"at": "tomorrow"}, "not an ISO-8601 time"),
+        ({"cron": "0 0 9 * * *"}, "five fields"),
+        ({"cron": "61 * * * *"}, "not a valid expression"),
+        ({"cron": "0 9 * * *", "timezone": "Mars/Olympus"}, "unknown time zone"),
+        ({"every": 60, "timezone": "UTC"}, "goes with `cron` only"),
+    ],
+)
+def test_bad_timings_are_refused_with_the_reason(given: dict[str, object], reason: str) -> None:
+    with pytest.raises(ScheduleInvalid, match=reason):
+        timing(**given)
+
+
+def test_cron_fires_in_its_time_zone_across_a_dst_change() -> None:
+    # Europe/Paris moves to summer time on 2026-03-29: 09:00 is 08:00 UTC before, 07:00 after.
+    daily = timing(cron="0 9 * * *", timezone="Europe/Paris")
+    morning = NOW - 6 * 3600  # 07:00 in Paris on the 28th
+    first = next_run(daily, morning, morning)
+    second = next_run(daily, first or 0, first or 0)
+    assert datetime.fromtimestamp(first or 0, UTC).hour == 8
+    assert datetime.fromtimestamp(second or 0, UTC).hour == 7
+
+
+def test_missed_firings_run_once_then_the_rhythm_resumes() -> None:
+    hourly = timing(every=3600)
+    due = NOW - 5.5 * 3600  # five and a half periods missed while nothing ran
+    following = next_run(hourly, due, NOW)
+    assert following == due + 6 * 3600 and NOW < following <= NOW + 3600
+    assert next_run(timing(at="2026-03-28T13:00:00+00:00"), NOW + 3600, NOW + 3600) is None
+
+
+@pytest.fixture
+def client(tmp_path: Path, fake_llm: FakeLLM) -> Iterator[TestClient]:
+    settings = make_settings(tmp_path, fake_llm.base_url, 1, CRAYFISH_TIMEZONE="Asia/Shanghai")
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+def test_the_rest_api_creates_lists_and_deletes_schedules(client: TestClient) -> None:
+    made = client.post("/api/schedules", json={"message": "check the backups", "cron": "0 9 * * *"})
+    assert made.status_code == 201, made.text
+    body = made.json()
+    assert body["timezone"] == "Asia/Shanghai" and body["next_run"].endswith("T09:00:00+08:00")
+    assert body["session_id"] == f"schedule-{body['id']}"
+    once = client.post(
+        "/api/schedules",
+        json={"message": "hi", "at": "2099-01-01T00:00:00Z", "session_id": "mine"},
+    ).json()
+    listed = client.get("/api/schedules").json()["schedules"]
+    assert [s["id"] for s in listed] == [body["id"], once["id"]]  # the soonest first
+    assert listed[1]["session_id"] == "mine" and listed[1]["at"] == "2099-01-01T00:00:00+00:00"
+    assert client.delete(f"/api/schedules/{body['id']}").status_code == 204
+    assert client.delete(f"/api/schedules/{body['id']}").status_code == 404
+    assert [s["id"] for s in client.get("/api/schedules").json()["schedules"]] == [once["id"]]
+
+
+def test_the_rest_api_refuses_bad_schedules_with_422(client: TestClient) -> None:
+    for bad, reason in [
+        ({"message": "x", "every": 60, "at": "2099-01-01T00:00:00Z"}, "exactly one of"),
+        ({"message": "x", "at": "2000-01-01T00:00:00Z"}, "in the past"),
+        ({"message": "x", "cron": "every day"}, "five fields"),
+        ({"message": "x", "every": 60, "session_id": "no spaces"}, "session"),
+    ]:
+        reply = client.post("/api/schedules", json=bad)
+        assert reply.status_code == 422, bad
+        assert reason in reply.json()["error"]["message"]
+    assert client.get("/api/schedules").json()["schedules"] == []
+
+
+async def tasks_of(core: OrchestratorCore, kind: str = "schedule") -> list:
+    events = await core.tasks.events.all_events(0)
+    ids = dict.fromkeys(e.task_id for e in events if e.data.get("kind") == kind)
+    return [task for task_id in ids if (task := await core.tasks.get(task_id))]
+
+
+async def wait_for(condition: Callable[[], Awaitable[bool]]) -> None:
+    for _ in range(400):
+        if await condition():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("not reached in time")
+
+
+FAST = {"CRAYFISH_SCHEDULE_POLL": 0.05, "CRAYFISH_SCHEDULE_MIN_EVERY": 0.1}
+
+
+async def test_a_firing_is_a_turn_in_its_session_and_ok_is_not_delivered(
+    core_factory, fake_llm: FakeLLM
+):
+    fake_llm.reply_text("HEARTBEAT_OK")
+    core: OrchestratorCore = await core_factory(**FAST)
+    at = datetime.fromtimestamp(time.time() + 0.3, UTC).isoformat()
+    entry = await core.scheduler.add("look at the disk", session_id="ops", at=at)
+
+    async def done() -> bool:
+        return any(t.done for t in await tasks_of(core))
+
+    await wait_for(done)
+    (task,) = await tasks_of(core)
+    assert task.status == "completed" and task.session_id == "ops"
+    assert task.delivered is False and task.result == ""
+    sent = fake_llm.requests[0]["messages"][-1]["content"]
+    assert "look at the disk" in sent and "HEARTBEAT_OK" in sent
+    assert await core.scheduler.entries() == []  # an `at` schedule is done once it fired
+    assert entry.id in task.id
+
+
+async def test_a_missed_firing_runs_once_late_then_resumes(core_factory, fake_llm: FakeLLM):
+    fake_llm.reply_forever_text("NO_REPLY")
+    core: OrchestratorCore = await core_factory(**{**FAST, "CRAYFISH_SCHEDULE_MIN_EVERY": 60})
+    await core.scheduler.close()  # no firing while the clock is set back
+    entry = await core.scheduler.add("hourly check", every=3600)
+    async with core.db.connection() as conn:  # as if the orchestrators were down for 5 hours
+        await conn.execute(
+            "UPDATE scheduled_turns SET next_run = %s WHERE id = %s",
+            (time.time() - 5 * 3600 - 10, entry.id),
+        )
+    fired = await core.scheduler.fire_due()
+    assert len(fired) == 1 and await core.scheduler.fire_due() == []
+    (after,) = await core.scheduler.entries()
+    assert time.time() < after.next_run <= time.time() + 3600 and after.runs == 1
+
+
+async def test_two_cores_fire_each_due_time_once(core_factory, fake_llm: FakeLLM):
+    fake_llm.reply_forever_text("NO_REPLY")
+    one: OrchestratorCore = await core_factory(**FAST)
+    two: OrchestratorCore = await core_factory(**FAST)
+    entry = await one.scheduler.add("tick", every=0.2, session_id="ticks")
+    await asyncio.sleep(2.0)
+    await one.scheduler.close()
+    await two.scheduler.close()
+    fired = await tasks_of(one)
+
+    async def all_done() -> bool:
+        return all(t.done for t in await tasks_of(one))
+
+    await wait_for(all_done)
+    (row,) = await one.scheduler.entries()
+    assert len(fired) == row.runs >= 3
+    due_times = [t.id.rsplit("-", 1)[1] for t in fired]
+    assert len(set(due_times)) == len(due_times)
+    asked = [r for r in fake_llm.requests if "tick" in r["messages"][-1]["content"]]
+    assert len(asked) == len(fired)  # each firing reached the model once
+    assert entry.session_id == "ticks"
+
+
+async def test_the_models_tools_are_bounded_per_session(core_factory):
+    core: OrchestratorCore = await core_factory(CRAYFISH_SCHEDULES_PER_SESSION=2)
+    registry = core.assistant.registry
+    await registry.refresh(force=True)
+    assert {"schedule_add", "schedule_list", "schedule_remove", "notify"} <= set(registry.tools)
+
+    async def add(session: str, message: str) -> str:
+        args = f'{{"message": "{message}", "every": 3600}}'
+        return (await registry.run("schedule_add", args, session, "c1")).output
+
+    assert (await add("chat-a", "one")).startswith("Scheduled ")
+    await add("chat-a", "two")
+    assert "already has 2 schedules" in await add("chat-a", "three")
+    assert (await add("chat-b", "other")).startswith("Scheduled ")  # another session's bound
+    listed = await registry.run("schedule_list", "{}", "chat-a", "c2")
+    assert "'one'" in listed.output and "'other'" not in listed.output
+    other = (await core.scheduler.entries("chat-b"))[0].id
+    refused = await registry.run("schedule_remove", f'{{"id": "{other}"}}', "chat-a", "c3")
+    assert not refused.ok and "no schedule" in refused.output
+    bad = await registry.run("schedule_add", '{"message": "x", "every": 1}', "chat-a", "c4")
+    assert not bad.ok and "at least 60 seconds" in bad.output
