@@ -7,7 +7,17 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from orchestrator.api import health, memory, openai_compat, ops, sessions, skills, tasks, web
+from orchestrator.api import (
+    health,
+    memory,
+    openai_compat,
+    ops,
+    sessions,
+    skills,
+    tasks,
+    tools,
+    web,
+)
 from orchestrator.api.errors import install_error_handlers
 from orchestrator.api.middleware import BearerAuth, BodyLimit, RequestMetrics
 from orchestrator.api.schemas import ERROR_RESPONSES
@@ -40,7 +50,7 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    routers = [health, tasks, sessions, memory, skills, ops, openai_compat, web]
+    routers = [health, tasks, sessions, memory, skills, tools, ops, openai_compat, web]
     for module in routers:
         app.include_router(module.router, responses=ERROR_RESPONSES)
     app.add_middleware(RequestMetrics, metrics=metrics)

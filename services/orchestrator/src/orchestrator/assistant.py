@@ -15,6 +15,7 @@ from orchestrator.agent.prompt import (
     PromptMode,
     build_system_prompt,
 )
+from orchestrator.agent.tool_search import initial_offer
 from orchestrator.agent.tools import ToolRegistry
 from orchestrator.clients import ServiceClients, ServiceError
 from orchestrator.clients.memory import Hit
@@ -44,7 +45,12 @@ class Assistant:
         self.llm = llm
         self.store = store
         self.turns = turns
-        self.registry = ToolRegistry(clients.tool_services, settings.tool_timeout)
+        self.registry = ToolRegistry(
+            clients.tool_services,
+            settings.tool_timeout,
+            search_threshold=settings.tool_search_threshold,
+            always_offered=frozenset(c.name for c in clients.builtin),
+        )
         self.workspace = WorkspaceFiles(settings.workspace)
         self.loop = AgentLoop(
             llm,
@@ -116,15 +122,14 @@ class Assistant:
 
     async def system_prompt(self, mode: PromptMode) -> str:
         skills_xml, always = await self._skills_prompt() if mode != "none" else ("", "")
+        offered = initial_offer(self.registry)
         return build_system_prompt(
             PromptInputs(
                 agent_name=self.settings.agent_name,
                 model=self.settings.model,
                 context_files=await self.workspace.load(BOOTSTRAP_FILES) if mode != "none" else [],
-                tools=[(t.name, t.description) for t in self.registry.tools.values()],
-                text_tools=[
-                    (t.name, t.description, t.parameters) for t in self.registry.tools.values()
-                ]
+                tools=[(t.name, t.description) for t in offered],
+                text_tools=[(t.name, t.description, t.parameters) for t in offered]
                 if self.settings.llm_tool_mode == "text"
                 else [],
                 skills_xml=skills_xml,
