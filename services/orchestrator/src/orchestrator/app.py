@@ -23,6 +23,7 @@ from orchestrator.api.middleware import BearerAuth, BodyLimit, RequestMetrics
 from orchestrator.api.schemas import ERROR_RESPONSES
 from orchestrator.config import Settings
 from orchestrator.core import OrchestratorCore
+from orchestrator.mcp_server.http import mount_mcp
 from orchestrator.metrics import Metrics
 
 
@@ -39,7 +40,8 @@ def create_app(settings: Settings) -> FastAPI:
             await core.close()
             raise
         try:
-            yield
+            async with mcp_sessions:
+                yield
         finally:
             await core.close()
 
@@ -53,6 +55,7 @@ def create_app(settings: Settings) -> FastAPI:
     routers = [health, tasks, sessions, memory, skills, tools, ops, openai_compat, web]
     for module in routers:
         app.include_router(module.router, responses=ERROR_RESPONSES)
+    mcp_sessions = mount_mcp(app, settings.http_host)
     app.add_middleware(RequestMetrics, metrics=metrics)
     app.add_middleware(
         BodyLimit,

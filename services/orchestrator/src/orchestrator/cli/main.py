@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from orchestrator.cli import chat, listings
+from orchestrator.cli import chat, listings, mcp
 from orchestrator.cli.api import DEFAULT_URL, CrayfishClient, RequestFailed, Unreachable
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -47,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     skills.add_argument("--json", action="store_true", help="print JSON")
 
     add_memory_commands(commands.add_parser("memory", help="search memory or show cited lines"))
+    mcp_cmd = commands.add_parser("mcp", help="Crayfish as an MCP server for MCP clients")
+    mcp_actions = mcp_cmd.add_subparsers(dest="mcp_command", required=True, metavar="ACTION")
+    mcp_actions.add_parser(
+        "serve", help="serve chat and memory_search over stdio, forwarding to --url"
+    )
     return parser
 
 
@@ -81,6 +86,8 @@ def run(args: argparse.Namespace, client: CrayfishClient) -> int:
         return listings.list_sessions(client, args.json)
     if args.command == "skills":
         return listings.list_skills(client, args.json)
+    if args.command == "mcp":
+        return mcp.serve(client)
     if args.memory_command == "search":
         return listings.search_memory(client, " ".join(args.query), args.top_k, args.json)
     return listings.show_memory(client, args.citation, args.json)
