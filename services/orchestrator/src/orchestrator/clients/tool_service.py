@@ -22,7 +22,8 @@ from orchestrator.clients.health import DependencyState, check_health
 OutputSink = Callable[[str, str], Awaitable[None]]
 # The contract alone (proto/crayfish/common/v1/tools.proto): what a custom tool service serves.
 TOOL_SERVICE_GRPC_SERVICE = "crayfish.common.v1.ToolService"
-CONNECTORS_GRPC_SERVICE = TOOL_SERVICE_GRPC_SERVICE
+# The connectors service (services/connectors: MCP servers, web_fetch) under its own name.
+CONNECTORS_GRPC_SERVICE = "crayfish.connectors.v1.ConnectorsService"
 
 
 @dataclass(frozen=True)
