@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from orchestrator.agent.tool_search import SEARCH, TurnTools, rank_tools
 from orchestrator.agent.tools import OfferedTool, ToolRegistry
+from orchestrator.clients import ServiceClients
 from orchestrator.clients.tool_service import TOOL_SERVICE_GRPC_SERVICE, ToolServiceClient
 from orchestrator.tool_service_config import ToolServiceAddress, parse_tool_services
 
@@ -17,7 +18,7 @@ from devstack.launcher import free_port
 from tests.fakes import FakeLLM
 from tests.fakes.generated_tools import generated_tool_service, tool_specs
 
-from .conftest import settings_from_env
+from .conftest import make_settings, settings_from_env
 from .test_loop import run, tool_messages
 
 
@@ -180,3 +181,18 @@ async def test_a_turn_finds_a_tool_by_search_then_calls_it(core_factory, fake_ll
         assert catalog.searching
         deferred = {t.name for t, later in catalog.entries if later}
         assert len(deferred) == 60 and "calendar_create" in deferred
+
+
+async def test_connectors_are_a_dependency_only_when_their_address_is_set(tmp_path, fake_llm):
+    async with generated_tool_service(tool_specs(1)) as connectors:
+        for address, expected in (("", []), (connectors, ["connectors"])):
+            settings = make_settings(
+                tmp_path, fake_llm.base_url, free_port(), CONNECTORS_ADDR=address
+            )
+            clients = ServiceClients(settings)
+            states = await clients.dependency_states()
+            await clients.close()
+            names = [s.name for s in states]
+            assert names[:3] == ["tool-runner", "memory", "skills"]
+            assert names[3:] == expected
+            assert all(s.ok for s in states if s.name == "connectors")
