@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
@@ -29,4 +31,31 @@ def mount_mcp(app: FastAPI, host: str) -> AbstractAsyncContextManager[None]:
     server.streamable_http_app(stateless_http=True, json_response=True, host=host)
     manager = server.session_manager
     app.add_route(MCP_PATH, StreamableHTTPASGIApp(manager), include_in_schema=False)  # type: ignore[arg-type]
-    return manager.run()
+    return _in_own_task(manager.run)
+
+
+@asynccontextmanager
+async def _in_own_task(
+    run: Callable[[], AbstractAsyncContextManager[None]],
+) -> AsyncIterator[None]:
+    """Holds `run()` open in a task of its own: the SDK's task group must be left in the task
+    that entered it, and a lifespan's start and end may run in different tasks (test clients)."""
+    started, stopping = asyncio.Event(), asyncio.Event()
+
+    async def hold() -> None:
+        async with run():
+            started.set()
+            await stopping.wait()
+
+    holder = asyncio.create_task(hold(), name="mcp-sessions")
+    ready = asyncio.create_task(started.wait())
+    await asyncio.wait([holder, ready], return_when=asyncio.FIRST_COMPLETED)
+    if holder.done():
+        ready.cancel()
+        holder.result()  # raises what stopped it
+        raise RuntimeError("the MCP session manager stopped at start-up")
+    try:
+        yield
+    finally:
+        stopping.set()
+        await holder
