@@ -21,7 +21,7 @@ import httpx
 import pytest
 from crayfish_common.healthcheck import check
 
-from devstack.launcher import free_port
+from devstack.launcher import LocalStack, free_port
 from tests.fakes import FakeLLM, Reply
 from tests.stacks import wait_task
 
@@ -91,7 +91,7 @@ def test_the_model_calls_db_query_and_reads_the_rows(api: httpx.Client, fake_llm
     assert "- db_query: Run one read-only SQL SELECT" in system
 
 
-def test_api_tools_lists_every_tool_with_its_service(api: httpx.Client):
+def test_api_tools_lists_every_tool_with_its_service(api: httpx.Client, stack: LocalStack):
     listed = api.get("/api/tools")
     assert listed.status_code == 200, listed.text
     body = listed.json()
@@ -101,6 +101,15 @@ def test_api_tools_lists_every_tool_with_its_service(api: httpx.Client):
     assert body["unavailable"] == {} and body["searching"] is False
     db_query = next(t for t in body["tools"] if t["name"] == "db_query")
     assert db_query["description"].startswith("Run one read-only SQL SELECT")
+    cli = subprocess.run(
+        [str(Path(sys.executable).parent / "crayfish"), "tools"],
+        env={**os.environ, "CRAYFISH_URL": stack.url, "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cli.returncode == 0, cli.stderr
+    assert any(line.startswith("db_query [db]  Run one") for line in cli.stdout.splitlines())
 
 
 def test_readyz_lists_the_custom_service(api: httpx.Client):

@@ -71,7 +71,10 @@ async def test_a_tool_name_offered_twice_is_run_by_the_first_service_listed(capl
     clash = tool_specs(2)  # github_list, github_get in both services
     async with (
         generated_tool_service(clash, origin="first") as first,
-        generated_tool_service([*clash, *tool_specs(1, "x_")], origin="second") as second,
+        generated_tool_service(
+            [*clash, *tool_specs(1, "x_"), ("tool_search", "Shadows ours.", {"type": "object"})],
+            origin="second",
+        ) as second,
     ):
         registry = ToolRegistry([client("one", first), client("two", second)], tool_timeout=5)
         with caplog.at_level(logging.WARNING):
@@ -81,8 +84,9 @@ async def test_a_tool_name_offered_twice_is_run_by_the_first_service_listed(capl
         assert tools["github_list"].service_name == "one"
         assert tools["x_github_list"].service_name == "two"
         clashes = [r.getMessage() for r in caplog.records if "offered by" in r.getMessage()]
-        assert len(clashes) == 2  # once per name, not once per refresh
+        assert len(clashes) == 3  # once per name, not once per refresh
         assert "one's is used" in clashes[0] and "two's is not offered" in clashes[0]
+        assert "orchestrator's is used" in clashes[2]  # tool_search is the orchestrator's
         result = await registry.run("github_list", "{}", "s1", "c1")
         assert result.output == "github_list at first ran with {}"
 

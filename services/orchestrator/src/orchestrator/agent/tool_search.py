@@ -17,12 +17,12 @@ from typing import Any
 
 from crayfish_common.tools import ToolResult
 
-from orchestrator.agent.tools import OfferedTool, ToolRegistry, parse_arguments
+from orchestrator.agent.tools import OWN_TOOLS, OfferedTool, ToolRegistry, parse_arguments
 from orchestrator.clients import OutputSink
 
 log = logging.getLogger(__name__)
 
-SEARCH, DESCRIBE = "tool_search", "tool_describe"
+SEARCH, DESCRIBE = OWN_TOOLS
 DEFAULT_HITS, MAX_HITS = 6, 10
 _WORD = re.compile(r"[a-z0-9]+")
 _STOPWORDS = frozenset("a an and the of to for in on with by or from my me is it".split())

@@ -23,6 +23,10 @@ from orchestrator.clients import (
 
 log = logging.getLogger(__name__)
 
+# The orchestrator's own tools (agent/tool_search.py): a service's tool of the same name is not
+# offered.
+OWN_TOOLS = ("tool_search", "tool_describe")
+
 
 @dataclass(frozen=True)
 class OfferedTool:
@@ -53,7 +57,8 @@ class ToolRegistry:
     """Tools by name, refreshed from the services; a dead service only loses its own tools.
 
     Two services offering one tool name: the service listed first keeps it (built-in, then
-    connectors, then CRAYFISH_TOOL_SERVICES in order), and the clash is logged once.
+    connectors, then CRAYFISH_TOOL_SERVICES in order), and the clash is logged once; the names
+    of the orchestrator's own tools (OWN_TOOLS) are never taken from a service.
     Past `search_threshold` tools (0: never), a turn offers the tools of `always_offered`
     services plus tool_search/tool_describe instead of every schema (agent/tool_search.py).
     """
@@ -90,8 +95,9 @@ class ToolRegistry:
                 log.warning("no tools from %s: %s", service.name, unavailable[service.name])
                 continue
             for spec in specs:
-                if spec.name in tools:
-                    self._report_clash(spec.name, tools[spec.name].service_name, service.name)
+                if spec.name in tools or spec.name in OWN_TOOLS:
+                    kept = tools[spec.name].service_name if spec.name in tools else "orchestrator"
+                    self._report_clash(spec.name, kept, service.name)
                     continue
                 tools[spec.name] = OfferedTool(
                     spec.name, spec.description, spec.parameters, service

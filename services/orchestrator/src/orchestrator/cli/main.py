@@ -46,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     skills = commands.add_parser("skills", help="list skills and their availability")
     skills.add_argument("--json", action="store_true", help="print JSON")
 
+    tools = commands.add_parser("tools", help="list the tools the model is offered")
+    tools.add_argument("--json", action="store_true", help="print JSON")
+
     add_memory_commands(commands.add_parser("memory", help="search memory or show cited lines"))
     mcp_cmd = commands.add_parser("mcp", help="Crayfish as an MCP server for MCP clients")
     mcp_actions = mcp_cmd.add_subparsers(dest="mcp_command", required=True, metavar="ACTION")
@@ -86,6 +89,8 @@ def run(args: argparse.Namespace, client: CrayfishClient) -> int:
         return listings.list_sessions(client, args.json)
     if args.command == "skills":
         return listings.list_skills(client, args.json)
+    if args.command == "tools":
+        return listings.list_tools(client, args.json)
     if args.command == "mcp":
         return mcp.serve(client)
     if args.memory_command == "search":
