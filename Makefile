@@ -4,18 +4,20 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 SERVICES := services/common services/tool-runner services/memory services/skills services/orchestrator
+# Installed into the venv too, so their tests and the integration tests can run them.
+EXAMPLES := examples/db-query-tool
 STAMP := $(VENV)/.installed
 
 .PHONY: install system-deps system-deps-test run test test-fast lint proto proto-check test-llm bench clean \
 	images test-compose
 
-$(STAMP): requirements.txt requirements-dev.txt $(foreach s,$(SERVICES),$(s)/pyproject.toml)
+$(STAMP): requirements.txt requirements-dev.txt $(foreach s,$(SERVICES) $(EXAMPLES),$(s)/pyproject.toml)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	# The CPU wheel on this disk, before anything can pull a CUDA build (DESIGN §4).
 	$(PIP) install -q torch==2.13.0
 	$(PIP) install -q -r requirements.txt -r requirements-dev.txt
-	$(PIP) install -q --no-deps $(foreach s,$(SERVICES),-e $(s))
+	$(PIP) install -q --no-deps $(foreach s,$(SERVICES) $(EXAMPLES),-e $(s))
 	touch $(STAMP)
 
 install: $(STAMP)

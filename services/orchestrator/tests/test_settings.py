@@ -77,6 +77,9 @@ NAMES: dict[str, tuple[str, object]] = {
     "TOOL_RUNNER_ADDR": ("tool_runner_addr", "tools.test:1"),
     "MEMORY_ADDR": ("memory_addr", "memory.test:2"),
     "SKILLS_ADDR": ("skills_addr", "skills.test:3"),
+    "CONNECTORS_ADDR": ("connectors_addr", "connectors.test:4"),
+    "CRAYFISH_TOOL_SERVICES": ("tool_services", "db=db.test:5,wiki=[::1]:6"),
+    "CRAYFISH_TOOL_SEARCH_THRESHOLD": ("tool_search_threshold", 7),
 }
 
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 
 import grpc
-from crayfish.common.v1 import tools_pb2
+from crayfish.common.v1 import tools_pb2, tools_pb2_grpc
 
 from crayfish_common.tools import ToolCall, ToolResult, ToolSet
+
+# The gRPC service of the contract alone: what a service that offers nothing but tools serves.
+TOOL_SERVICE_NAME = "crayfish.common.v1.ToolService"
 
 
 def list_tools_response(tools: ToolSet) -> tools_pb2.ListToolsResponse:
@@ -53,3 +56,17 @@ class ToolServicerMixin:
         tools = await self.tool_set(context)
         result = await tools.run(request.name, request.arguments_json, tool_call(request))
         return run_tool_response(result)
+
+
+class ToolSetServicer(ToolServicerMixin, tools_pb2_grpc.ToolServiceServicer):
+    """`crayfish.common.v1.ToolService` for a fixed ToolSet: a whole tool service in one line."""
+
+    def __init__(self, tools: ToolSet):
+        self.tools = tools
+
+    async def tool_set(self, context: grpc.aio.ServicerContext) -> ToolSet:
+        return self.tools
+
+    def register(self, server: grpc.aio.Server) -> None:
+        """A registrar for `crayfish_common.grpc_server.serve` / `GrpcService`."""
+        tools_pb2_grpc.add_ToolServiceServicer_to_server(self, server)

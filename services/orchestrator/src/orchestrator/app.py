@@ -16,6 +16,7 @@ from orchestrator.api import (
     sessions,
     skills,
     tasks,
+    tools,
     web,
 )
 from orchestrator.api.errors import install_error_handlers
@@ -23,6 +24,7 @@ from orchestrator.api.middleware import BearerAuth, BodyLimit, RequestMetrics
 from orchestrator.api.schemas import ERROR_RESPONSES
 from orchestrator.config import Settings
 from orchestrator.core import OrchestratorCore
+from orchestrator.mcp_server.http import mount_mcp
 from orchestrator.metrics import Metrics
 
 
@@ -39,7 +41,8 @@ def create_app(settings: Settings) -> FastAPI:
             await core.close()
             raise
         try:
-            yield
+            async with mcp_sessions:
+                yield
         finally:
             await core.close()
 
@@ -50,9 +53,10 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    routers = [health, tasks, sessions, schedules, memory, skills, ops, openai_compat, web]
+    routers = [health, tasks, sessions, schedules, memory, skills, tools, ops, openai_compat, web]
     for module in routers:
         app.include_router(module.router, responses=ERROR_RESPONSES)
+    mcp_sessions = mount_mcp(app, settings.http_host)
     app.add_middleware(RequestMetrics, metrics=metrics)
     # A message may carry images as base64 (4 bytes for 3) on top of its text.
     images = settings.images_per_message * (settings.image_max_bytes * 4 // 3 + 64)

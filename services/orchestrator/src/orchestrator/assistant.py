@@ -15,6 +15,7 @@ from orchestrator.agent.prompt import (
     PromptMode,
     build_system_prompt,
 )
+from orchestrator.agent.tool_search import initial_offer
 from orchestrator.agent.tools import ToolRegistry
 from orchestrator.clients import ServiceClients, ServiceError, ToolServiceClient
 from orchestrator.clients.memory import Hit
@@ -49,9 +50,17 @@ class Assistant:
         self.llm = llm
         self.store = store
         self.turns = turns
-        services = [*clients.tool_services, *([local_tools] if local_tools else [])]
-        # The orchestrator's own tools answer the registry's calls as a service client does.
-        self.registry = ToolRegistry(cast(list[ToolServiceClient], services), settings.tool_timeout)
+        # The orchestrator's own tools (schedules, notify) rank right after the built-in
+        # services: a connector or custom tool cannot take their names.
+        # They answer the registry's calls as a service client does.
+        own = cast(list[ToolServiceClient], [local_tools] if local_tools else [])
+        builtin = [*clients.builtin, *own]
+        self.registry = ToolRegistry(
+            [*builtin, *clients.tool_services[len(clients.builtin) :]],
+            settings.tool_timeout,
+            search_threshold=settings.tool_search_threshold,
+            always_offered=frozenset(c.name for c in builtin),
+        )
         self.workspace = WorkspaceFiles(settings.workspace)
         self.media = MediaStore(
             settings.workspace, settings.image_max_bytes, settings.images_per_message
@@ -142,15 +151,14 @@ class Assistant:
 
     async def system_prompt(self, mode: PromptMode) -> str:
         skills_xml, always = await self._skills_prompt() if mode != "none" else ("", "")
+        offered = initial_offer(self.registry)
         return build_system_prompt(
             PromptInputs(
                 agent_name=self.settings.agent_name,
                 model=self.settings.model,
                 context_files=await self.workspace.load(BOOTSTRAP_FILES) if mode != "none" else [],
-                tools=[(t.name, t.description) for t in self.registry.tools.values()],
-                text_tools=[
-                    (t.name, t.description, t.parameters) for t in self.registry.tools.values()
-                ]
+                tools=[(t.name, t.description) for t in offered],
+                text_tools=[(t.name, t.description, t.parameters) for t in offered]
                 if self.settings.llm_tool_mode == "text"
                 else [],
                 skills_xml=skills_xml,

@@ -8,6 +8,12 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from orchestrator.tool_service_config import (
+    ToolServiceAddress,
+    address_problem,
+    parse_tool_services,
+)
+
 
 class WebhookTarget(BaseModel):
     """One webhook of CRAYFISH_NOTIFY_WEBHOOKS; `preset` shapes the body (README: Notify)."""
@@ -87,6 +93,13 @@ class Settings(BaseSettings):
     skills_addr: str = Field("127.0.0.1:50053", validation_alias="SKILLS_ADDR")
     rpc_timeout: float = 10.0
     tool_timeout: float = 300.0
+    # The connectors service (MCP servers, web_fetch); empty: not used.
+    connectors_addr: str = Field("", validation_alias="CONNECTORS_ADDR")
+    # Custom tool services (crayfish.common.v1.ToolService), `name=host:port,...`.
+    tool_services: str = ""
+    # Past this many tools, the model gets the built-in ones plus tool_search/tool_describe
+    # instead of every schema; 0 offers every tool always.
+    tool_search_threshold: int = Field(40, ge=0)
 
     # Agent loop.
     agent_name: str = "crayfish"
@@ -134,6 +147,20 @@ class Settings(BaseSettings):
     def _unset_when_empty(cls, value: object) -> object:
         return None if value == "" else value
 
+    @field_validator("tool_services")
+    @classmethod
+    def _check_tool_services(cls, value: str) -> str:
+        parse_tool_services(value)  # a bad entry stops start-up with its reason
+        return value
+
+    @field_validator("connectors_addr")
+    @classmethod
+    def _check_connectors_addr(cls, value: str) -> str:
+        problem = address_problem(value.strip()) if value.strip() else ""
+        if problem:
+            raise ValueError(f"CONNECTORS_ADDR: {problem}")
+        return value.strip()
+
     @model_validator(mode="after")
     def _refuse_unsafe(self) -> Settings:
         if not self.api_token and self.http_host not in ("127.0.0.1", "localhost", "::1"):
@@ -146,6 +173,11 @@ class Settings(BaseSettings):
         if self.worker_stalled_after <= self.worker_heartbeat:
             raise ValueError("CRAYFISH_WORKER_STALLED_AFTER must exceed CRAYFISH_WORKER_HEARTBEAT")
         return self
+
+    @property
+    def custom_tool_services(self) -> list[ToolServiceAddress]:
+        """CRAYFISH_TOOL_SERVICES, in the order written."""
+        return parse_tool_services(self.tool_services)
 
     @property
     def legacy_sessions_dir(self) -> Path:

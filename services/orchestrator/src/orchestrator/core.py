@@ -13,6 +13,7 @@ import uuid
 from typing import Any
 
 from orchestrator.agent.llm import LLMClient
+from orchestrator.agent.tool_search import ToolCatalog, tool_catalog
 from orchestrator.assistant import Assistant
 from orchestrator.clients import ServiceClients
 from orchestrator.clients.health import DependencyState
@@ -143,6 +144,11 @@ class OrchestratorCore:
         states = await self.clients.dependency_states()
         ok, detail = await self.db.check()
         return [*states, DependencyState("database", self.db.address, ok, detail)]
+
+    async def tool_catalog(self) -> ToolCatalog:
+        """Every tool the model can use now, asking the services whose list is stale."""
+        await self.assistant.registry.refresh()
+        return tool_catalog(self.assistant.registry)
 
     async def render_metrics(self) -> bytes:
         """The metrics, with the count of queued and running tasks (all replicas) read now."""

@@ -7,7 +7,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,7 @@ from orchestrator.agent.llm import LLMClient, LLMReply, ToolCall
 from orchestrator.agent.prompt import CAP_HEAD_SHARE, HEARTBEAT_TOKEN, SILENT_TOKEN
 from orchestrator.agent.pseudo_calls import CallSniffer, find_pseudo_calls, strip_call_syntax
 from orchestrator.agent.text_tools import to_text_protocol
+from orchestrator.agent.tool_search import TurnTools
 from orchestrator.agent.tools import OfferedTool, ToolRegistry
 from orchestrator.events import EventSink
 
@@ -82,7 +83,7 @@ class AgentLoop:
     ) -> TurnOutcome:
         """Runs rounds until a final answer; `only` restricts the tools offered and run."""
         guard = RepeatGuard(exact_limit=self.limits.repeat_limit)
-        tools = {n: t for n, t in self.registry.tools.items() if only is None or n in only}
+        tools = TurnTools(self.registry, only)  # grows when tool_search finds tools
         reasked = False
         for round_no in range(1, self.limits.max_rounds + 1):
             reply, streamed = await self._ask(messages, round_no, emit, usage, tools)
@@ -101,7 +102,7 @@ class AgentLoop:
                 await persist([final])
                 return TurnOutcome(content, round_no, usage=usage)
             group, stop_reason = await self._run_calls(
-                calls, content, session_id, guard, emit, set(tools)
+                calls, content, session_id, guard, emit, tools
             )
             messages.extend(group)
             await persist(group)
@@ -145,7 +146,7 @@ class AgentLoop:
         round_no: int,
         emit: EventSink,
         usage: dict[str, int],
-        tools: dict[str, OfferedTool],
+        tools: Mapping[str, OfferedTool],
     ) -> tuple[LLMReply, str]:
         """The reply, and the text already streamed to the user as deltas."""
         await emit("llm.request", {"round": round_no, "messages": len(messages)})
@@ -197,11 +198,9 @@ class AgentLoop:
         session_id: str,
         guard: RepeatGuard,
         emit: EventSink,
-        allowed: set[str],
+        tools: TurnTools,
     ) -> tuple[list[dict[str, Any]], str]:
-        outcomes = await asyncio.gather(
-            *(self._run_one(c, session_id, emit, allowed) for c in calls)
-        )
+        outcomes = await asyncio.gather(*(self._run_one(c, session_id, emit, tools) for c in calls))
         stop_reason = ""
         for call, outcome in zip(calls, outcomes, strict=True):
             reason = guard.check(call.name, call.arguments, outcome.output)
@@ -225,25 +224,18 @@ class AgentLoop:
         return [assistant, *results], stop_reason
 
     async def _run_one(
-        self, call: ToolCall, session_id: str, emit: EventSink, allowed: set[str]
+        self, call: ToolCall, session_id: str, emit: EventSink, tools: TurnTools
     ) -> ToolResult:
         await emit(
             "tool.started", {"call_id": call.id, "tool": call.name, "arguments": call.arguments}
         )
         started = time.perf_counter()
-        if call.name in self.registry.tools and call.name not in allowed:
-            offered = ", ".join(sorted(allowed)) or "none"
-            message = f"Error: `{call.name}` is not available now; offered tools: {offered}."
-            outcome = ToolResult(False, message)
-        else:
 
-            async def on_output(stream: str, text: str) -> None:
-                data = {"call_id": call.id, "tool": call.name, "stream": stream, "text": text}
-                await emit("tool.output", data)
+        async def on_output(stream: str, text: str) -> None:
+            data = {"call_id": call.id, "tool": call.name, "stream": stream, "text": text}
+            await emit("tool.output", data)
 
-            outcome = await self.registry.run(
-                call.name, call.arguments, session_id, call.id, on_output
-            )
+        outcome = await tools.run(call.name, call.arguments, session_id, call.id, on_output)
         capped = cap_text(outcome.output, self.limits.result_max_chars, CAP_HEAD_SHARE)
         truncated = outcome.truncated or capped.truncated
         outcome.output = capped.text

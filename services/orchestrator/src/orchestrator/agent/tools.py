@@ -3,6 +3,7 @@ clients; every failure becomes a result the model can read."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -12,9 +13,19 @@ from typing import Any
 import jsonschema
 from crayfish_common.tools import ToolResult
 
-from orchestrator.clients import DeadlineExceeded, OutputSink, ServiceError, ToolServiceClient
+from orchestrator.clients import (
+    DeadlineExceeded,
+    OutputSink,
+    ServiceError,
+    ToolServiceClient,
+    ToolSpec,
+)
 
 log = logging.getLogger(__name__)
+
+# The orchestrator's own tools (agent/tool_search.py): a service's tool of the same name is not
+# offered.
+OWN_TOOLS = ("tool_search", "tool_describe")
 
 
 @dataclass(frozen=True)
@@ -24,7 +35,12 @@ class OfferedTool:
     name: str
     description: str
     parameters: dict[str, Any]
-    service: ToolServiceClient
+    # None for the orchestrator's own tools (tool_search, tool_describe).
+    service: ToolServiceClient | None
+
+    @property
+    def service_name(self) -> str:
+        return self.service.name if self.service is not None else "orchestrator"
 
     def as_openai(self) -> dict[str, Any]:
         return {
@@ -38,15 +54,32 @@ class OfferedTool:
 
 
 class ToolRegistry:
-    """Tools by name, refreshed from the services; a dead service only loses its own tools."""
+    """Tools by name, refreshed from the services; a dead service only loses its own tools.
 
-    def __init__(self, services: list[ToolServiceClient], tool_timeout: float, ttl: float = 5.0):
+    Two services offering one tool name: the service listed first keeps it (built-in, then
+    connectors, then CRAYFISH_TOOL_SERVICES in order), and the clash is logged once; the names
+    of the orchestrator's own tools (OWN_TOOLS) are never taken from a service.
+    Past `search_threshold` tools (0: never), a turn offers the tools of `always_offered`
+    services plus tool_search/tool_describe instead of every schema (agent/tool_search.py).
+    """
+
+    def __init__(
+        self,
+        services: list[ToolServiceClient],
+        tool_timeout: float,
+        ttl: float = 5.0,
+        search_threshold: int = 0,
+        always_offered: frozenset[str] = frozenset(),
+    ):
         self.services = services
         self.tool_timeout = tool_timeout
         self.ttl = ttl
+        self.search_threshold = search_threshold
+        self.always_offered = always_offered
         self.tools: dict[str, OfferedTool] = {}
         self.unavailable: dict[str, str] = {}
         self._fetched_at = 0.0
+        self._clashes: set[tuple[str, str, str]] = set()
 
     async def refresh(self, force: bool = False) -> dict[str, OfferedTool]:
         # A service that was down is asked again at once: its tools are back when it is.
@@ -55,20 +88,46 @@ class ToolRegistry:
             return self.tools
         tools: dict[str, OfferedTool] = {}
         unavailable: dict[str, str] = {}
-        for service in self.services:
-            try:
-                specs = await service.list_tools()
-            except ServiceError as exc:
-                unavailable[service.name] = f"{exc.status}: {exc.reason}"
+        listed = await asyncio.gather(*(_listing(s) for s in self.services))
+        for service, specs in zip(self.services, listed, strict=True):
+            if isinstance(specs, ServiceError):
+                unavailable[service.name] = f"{specs.status}: {specs.reason}"
                 log.warning("no tools from %s: %s", service.name, unavailable[service.name])
                 continue
             for spec in specs:
+                if spec.name in tools or spec.name in OWN_TOOLS:
+                    kept = tools[spec.name].service_name if spec.name in tools else "orchestrator"
+                    self._report_clash(spec.name, kept, service.name)
+                    continue
                 tools[spec.name] = OfferedTool(
                     spec.name, spec.description, spec.parameters, service
                 )
         self.tools, self.unavailable = tools, unavailable
         self._fetched_at = time.monotonic()
         return tools
+
+    def _report_clash(self, name: str, kept: str, dropped: str) -> None:
+        if (name, kept, dropped) not in self._clashes:
+            self._clashes.add((name, kept, dropped))
+            log.warning(
+                "tool %r is offered by %s and %s: %s's is used (the first listed wins), "
+                "%s's is not offered",
+                name,
+                kept,
+                dropped,
+                kept,
+                dropped,
+            )
+
+    @property
+    def searching(self) -> bool:
+        """Whether turns offer the search pair instead of every tool."""
+        return 0 < self.search_threshold < len(self.tools)
+
+    def deferred(self, tool: OfferedTool) -> bool:
+        """A tool the model gets only once tool_search or tool_describe found it (or it
+        called it by name)."""
+        return self.searching and tool.service_name not in self.always_offered
 
     async def run(
         self,
@@ -88,6 +147,8 @@ class ToolRegistry:
         arguments, problem = parse_arguments(raw_arguments, tool.parameters)
         if problem:
             return ToolResult(False, f"Error: invalid arguments for `{name}`: {problem}")
+        if tool.service is None:  # the orchestrator's own tools run in TurnTools
+            return ToolResult(False, f"Error: `{name}` is not available here.")
         try:
             result = await tool.service.run_tool(
                 name,
@@ -104,6 +165,13 @@ class ToolRegistry:
         if not result.ok and not result.output:
             result.output = f"Error: {result.error}"
         return result
+
+
+async def _listing(service: ToolServiceClient) -> list[ToolSpec] | ServiceError:
+    try:
+        return await service.list_tools()
+    except ServiceError as exc:
+        return exc
 
 
 def parse_arguments(raw: str, schema: dict[str, Any]) -> tuple[dict[str, Any], str]:

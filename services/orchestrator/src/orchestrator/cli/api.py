@@ -156,6 +156,10 @@ class CrayfishClient:
         result: dict[str, Any] = self.request("GET", "/api/skills")
         return result
 
+    def tools(self) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", "/api/tools")
+        return result
+
     def memory_search(self, query: str, top_k: int | None = None) -> list[dict[str, Any]]:
         body: dict[str, Any] = {"query": query}
         if top_k:

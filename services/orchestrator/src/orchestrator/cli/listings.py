@@ -1,4 +1,5 @@
-"""`crayfish sessions`, `crayfish skills` and `crayfish memory`: list, show, search."""
+"""`crayfish sessions`, `crayfish skills`, `crayfish tools` and `crayfish memory`: list, show,
+search."""
 
 from __future__ import annotations
 
@@ -91,6 +92,21 @@ def list_skills(client: CrayfishClient, as_json: bool) -> int:
         print(f"! {problem.get('path')}: {problem.get('reason')}", file=sys.stderr)
     if not catalog.get("skills"):
         print("no skills")
+    return 0
+
+
+def list_tools(client: CrayfishClient, as_json: bool) -> int:
+    listed = client.tools()
+    if as_json:
+        _dump(listed)
+        return 0
+    s = _style()
+    for tool in listed.get("tools", []):
+        later = s.dim(" (via tool_search)") if tool.get("deferred") else ""
+        service = s.dim(f"[{tool['service']}]")
+        print(f"{s.bold(tool['name'])} {service}{later}  {shorten(str(tool['description']), 70)}")
+    for service, reason in listed.get("unavailable", {}).items():
+        print(f"{service}: unavailable ({reason})", file=sys.stderr)
     return 0
 
 

@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from orchestrator.cli import chat, listings, schedules
+from orchestrator.cli import chat, listings, mcp, schedules
 from orchestrator.cli.api import DEFAULT_URL, CrayfishClient, RequestFailed, Unreachable
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -53,8 +53,16 @@ def build_parser() -> argparse.ArgumentParser:
     skills = commands.add_parser("skills", help="list skills and their availability")
     skills.add_argument("--json", action="store_true", help="print JSON")
 
+    tools = commands.add_parser("tools", help="list the tools the model is offered")
+    tools.add_argument("--json", action="store_true", help="print JSON")
+
     add_memory_commands(commands.add_parser("memory", help="search memory or show cited lines"))
     add_schedule_commands(commands.add_parser("schedules", help="list, add or remove schedules"))
+    mcp_cmd = commands.add_parser("mcp", help="Crayfish as an MCP server for MCP clients")
+    mcp_actions = mcp_cmd.add_subparsers(dest="mcp_command", required=True, metavar="ACTION")
+    mcp_actions.add_parser(
+        "serve", help="serve chat and memory_search over stdio, forwarding to --url"
+    )
     return parser
 
 
@@ -114,6 +122,10 @@ def run(args: argparse.Namespace, client: CrayfishClient) -> int:
         return listings.list_skills(client, args.json)
     if args.command == "schedules":
         return run_schedules(args, client)
+    if args.command == "tools":
+        return listings.list_tools(client, args.json)
+    if args.command == "mcp":
+        return mcp.serve(client)
     if args.memory_command == "search":
         return listings.search_memory(client, " ".join(args.query), args.top_k, args.json)
     return listings.show_memory(client, args.citation, args.json)

@@ -20,6 +20,10 @@ from orchestrator.clients.health import DependencyState, check_health
 
 # Receives a running tool's output as it comes: (stream name, text).
 OutputSink = Callable[[str, str], Awaitable[None]]
+# The contract alone (proto/crayfish/common/v1/tools.proto): what a custom tool service serves.
+TOOL_SERVICE_GRPC_SERVICE = "crayfish.common.v1.ToolService"
+# The connectors service (services/connectors: MCP servers, web_fetch) under its own name.
+CONNECTORS_GRPC_SERVICE = "crayfish.connectors.v1.ConnectorsService"
 
 
 @dataclass(frozen=True)
@@ -34,11 +38,21 @@ class ToolSpec:
 class ToolServiceClient:
     """One service's tools over one channel; calls raise the typed errors of `clients.errors`."""
 
-    def __init__(self, name: str, address: str, grpc_service: str, rpc_timeout: float):
+    def __init__(
+        self,
+        name: str,
+        address: str,
+        grpc_service: str,
+        rpc_timeout: float,
+        health_service: str | None = None,
+    ):
+        """`health_service` is the name asked in the standard health check: by default the
+        gRPC service's own; "" asks about the whole server."""
         self.name = name
         self.address = address
         self.grpc_service = grpc_service
         self.rpc_timeout = rpc_timeout
+        self.health_service = grpc_service if health_service is None else health_service
         self.channel = aio_channel(address)
         self._list_tools = self.channel.unary_unary(
             f"/{grpc_service}/ListTools",
@@ -76,7 +90,7 @@ class ToolServiceClient:
         return tool_result(reply)
 
     async def health(self) -> DependencyState:
-        return await check_health(self.channel, self.name, self.address, self.grpc_service)
+        return await check_health(self.channel, self.name, self.address, self.health_service)
 
     async def close(self) -> None:
         await self.channel.close()

@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from crayfish.common.v1 import tools_pb2 as crayfish_dot_common_dot_v1_dot_tools__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -22,3 +23,129 @@ if _version_not_supported:
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
+
+
+class ToolServiceStub:
+    """The contract alone, for a service that offers nothing but tools (a custom tool service added
+    with CRAYFISH_TOOL_SERVICES, the connectors): the same two RPCs the built-in services offer
+    under their own names.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.ListTools = channel.unary_unary(
+                '/crayfish.common.v1.ToolService/ListTools',
+                request_serializer=crayfish_dot_common_dot_v1_dot_tools__pb2.ListToolsRequest.SerializeToString,
+                response_deserializer=crayfish_dot_common_dot_v1_dot_tools__pb2.ListToolsResponse.FromString,
+                _registered_method=True)
+        self.RunTool = channel.unary_unary(
+                '/crayfish.common.v1.ToolService/RunTool',
+                request_serializer=crayfish_dot_common_dot_v1_dot_tools__pb2.RunToolRequest.SerializeToString,
+                response_deserializer=crayfish_dot_common_dot_v1_dot_tools__pb2.RunToolResponse.FromString,
+                _registered_method=True)
+
+
+class ToolServiceServicer:
+    """The contract alone, for a service that offers nothing but tools (a custom tool service added
+    with CRAYFISH_TOOL_SERVICES, the connectors): the same two RPCs the built-in services offer
+    under their own names.
+    """
+
+    def ListTools(self, request, context):
+        """The tools this service offers the model, with JSON schemas.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RunTool(self, request, context):
+        """Runs one tool; a tool's failure is a result (ok=false), not an RPC error.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ToolServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'ListTools': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTools,
+                    request_deserializer=crayfish_dot_common_dot_v1_dot_tools__pb2.ListToolsRequest.FromString,
+                    response_serializer=crayfish_dot_common_dot_v1_dot_tools__pb2.ListToolsResponse.SerializeToString,
+            ),
+            'RunTool': grpc.unary_unary_rpc_method_handler(
+                    servicer.RunTool,
+                    request_deserializer=crayfish_dot_common_dot_v1_dot_tools__pb2.RunToolRequest.FromString,
+                    response_serializer=crayfish_dot_common_dot_v1_dot_tools__pb2.RunToolResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'crayfish.common.v1.ToolService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('crayfish.common.v1.ToolService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class ToolService:
+    """The contract alone, for a service that offers nothing but tools (a custom tool service added
+    with CRAYFISH_TOOL_SERVICES, the connectors): the same two RPCs the built-in services offer
+    under their own names.
+    """
+
+    @staticmethod
+    def ListTools(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/crayfish.common.v1.ToolService/ListTools',
+            crayfish_dot_common_dot_v1_dot_tools__pb2.ListToolsRequest.SerializeToString,
+            crayfish_dot_common_dot_v1_dot_tools__pb2.ListToolsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RunTool(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/crayfish.common.v1.ToolService/RunTool',
+            crayfish_dot_common_dot_v1_dot_tools__pb2.RunToolRequest.SerializeToString,
+            crayfish_dot_common_dot_v1_dot_tools__pb2.RunToolResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

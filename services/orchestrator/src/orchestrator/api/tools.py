@@ -1,0 +1,51 @@
+"""Tool routes: every tool the model can use, with the service that runs it."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+
+from orchestrator.api.deps import CoreDep
+
+router = APIRouter(tags=["tools"])
+
+
+class ToolView(BaseModel):
+    name: str
+    description: str
+    service: str = Field(description="The service that runs it (`orchestrator` for its own).")
+    deferred: bool = Field(
+        False,
+        description="Offered only once tool_search or tool_describe found it (past "
+        "CRAYFISH_TOOL_SEARCH_THRESHOLD tools); otherwise in every request.",
+    )
+
+
+class ToolsView(BaseModel):
+    tools: list[ToolView]
+    unavailable: dict[str, str] = Field(
+        default_factory=dict, description="Services whose tools are missing now, and why."
+    )
+    searching: bool = Field(
+        False, description="Whether turns start with tool_search/tool_describe, not every tool."
+    )
+
+
+@router.get("/api/tools", response_model=ToolsView)
+async def list_tools(core: CoreDep) -> ToolsView:
+    """The tools offered to the model now, in the order they are offered; a service that is
+    down is named in `unavailable` with the reason."""
+    catalog = await core.tool_catalog()
+    return ToolsView(
+        tools=[
+            ToolView(
+                name=tool.name,
+                description=tool.description,
+                service=tool.service_name,
+                deferred=deferred,
+            )
+            for tool, deferred in catalog.entries
+        ],
+        unavailable=catalog.unavailable,
+        searching=catalog.searching,
+    )
