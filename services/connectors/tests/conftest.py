@@ -168,9 +168,9 @@ async def serve() -> AsyncIterator[Callable[[ConnectorsSettings], Any]]:
         await core.stop()
 
 
-async def wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
+async def wait_for(predicate: Callable[[], bool], limit: float = 20.0) -> None:
     """Polls until the predicate holds (a server reconnecting, a list refreshing)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + limit
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")

@@ -7,7 +7,6 @@ import json
 import os
 
 import pytest
-
 from connectors.transports import CLEAN_PATH
 
 from .conftest import stdio_entry, wait_for

@@ -55,6 +55,9 @@ class AllowList:
         return (_canonical_host(host), port) in self.entries
 
 
+NO_ALLOW = AllowList()
+
+
 @dataclass(frozen=True)
 class Target:
     """A parsed http(s) URL: scheme, host (lower case, IDNA), port, and the URL itself."""
@@ -134,7 +137,7 @@ def resolve(host: str, port: int, resolver: Resolver = socket.getaddrinfo) -> tu
 
 
 def vet_target(
-    target: Target, allow: AllowList = AllowList(), resolver: Resolver = socket.getaddrinfo
+    target: Target, allow: AllowList = NO_ALLOW, resolver: Resolver = socket.getaddrinfo
 ) -> VettedTarget:
     """Resolves and checks the target; UrlRefused if any of its addresses is refused."""
     addresses = resolve(target.host, target.port, resolver)
@@ -153,7 +156,7 @@ def vet_target(
 
 
 def vet_url(
-    url: str, allow: AllowList = AllowList(), resolver: Resolver = socket.getaddrinfo
+    url: str, allow: AllowList = NO_ALLOW, resolver: Resolver = socket.getaddrinfo
 ) -> VettedTarget:
     """parse_target + vet_target: the one call for a URL (and for each redirect target)."""
     return vet_target(parse_target(url), allow, resolver)

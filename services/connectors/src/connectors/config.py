@@ -22,7 +22,7 @@ class ConnectorsSettings(ServiceSettings):
         default=None,
         validation_alias=AliasChoices("CONNECTORS_MCP_CONFIG", "CRAYFISH_MCP_CONFIG"),
     )
-    # The assistant's workspace: a config file inside it is refused (sandboxed commands write there).
+    # The assistant's workspace: a config file inside it is refused (commands write there).
     workspace: Path = Path("workspace")
     # Seconds an MCP server gets to connect and list its tools.
     mcp_connect_timeout: float = 30.0

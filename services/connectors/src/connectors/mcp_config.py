@@ -86,7 +86,8 @@ def load_config(path: Path, workspace: Path | None) -> McpConfig:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(
-            f"MCP config {path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+            f"MCP config {path} is not valid JSON: {exc.msg}"
+            f" at line {exc.lineno} column {exc.colno}"
         ) from exc
     return parse_config(data, str(path))
 

@@ -127,7 +127,8 @@ class McpConnection:
                     f"MCP server {self.name!r} closed the connection during the call"
                     " (it may have crashed); reconnecting, try again shortly"
                 ) from exc
-            raise MCPCallError(f"MCP server {self.name!r} refused the call: {exc.error.message}")
+            message = f"MCP server {self.name!r} refused the call: {exc.error.message}"
+            raise MCPCallError(message) from exc
         except BROKEN as exc:
             self._mark_broken(f"{type(exc).__name__}: {exc}")
             raise Unavailable(

@@ -19,7 +19,14 @@ from typing import Any
 from urllib.parse import urljoin
 
 import httpcore
-from crayfish_common.url_guard import AllowList, Resolver, UrlRefused, VettedTarget, vet_url
+from crayfish_common.url_guard import (
+    NO_ALLOW,
+    AllowList,
+    Resolver,
+    UrlRefused,
+    VettedTarget,
+    vet_url,
+)
 
 REDIRECTS = {301, 302, 303, 307, 308}
 
@@ -60,7 +67,7 @@ class PinnedBackend(httpcore.AsyncNetworkBackend):
         self,
         host: str,
         port: int,
-        timeout: float | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.AsyncNetworkStream:
@@ -84,7 +91,7 @@ class WebFetcher:
     def __init__(
         self,
         limits: FetchLimits,
-        allow: AllowList = AllowList(),
+        allow: AllowList = NO_ALLOW,
         resolver: Resolver = socket.getaddrinfo,
     ):
         self.limits = limits
