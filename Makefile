@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-SERVICES := services/common services/tool-runner services/memory services/skills services/orchestrator
+SERVICES := services/common services/tool-runner services/memory services/skills services/connectors \
+	services/orchestrator
 STAMP := $(VENV)/.installed
 
 .PHONY: install system-deps system-deps-test run test test-fast lint proto proto-check test-llm bench clean \

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from crayfish_common.settings import ServiceSettings
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 
@@ -43,3 +44,9 @@ class ConnectorsSettings(ServiceSettings):
     web_fetch_timeout: float = 20.0
     web_fetch_max_redirects: int = 5
     web_fetch_user_agent: str = "Crayfish-web_fetch/0.1 (+https://github.com/crayfish)"
+
+    @field_validator("mcp_config", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, value: Any) -> Any:
+        """Compose passes an unset variable as "": that means no MCP servers, not the cwd."""
+        return None if isinstance(value, str) and not value.strip() else value
