@@ -25,8 +25,18 @@ from devstack.postgres import EmbeddedPostgres
 
 log = logging.getLogger("crayfish.launcher")
 
-GRPC_SERVICES = {"tool-runner": "tool_runner", "memory": "memory", "skills": "skills"}
-ENV_PREFIX = {"tool-runner": "TOOL_RUNNER", "memory": "MEMORY", "skills": "SKILLS"}
+GRPC_SERVICES = {
+    "tool-runner": "tool_runner",
+    "memory": "memory",
+    "skills": "skills",
+    "connectors": "connectors",
+}
+ENV_PREFIX = {
+    "tool-runner": "TOOL_RUNNER",
+    "memory": "MEMORY",
+    "skills": "SKILLS",
+    "connectors": "CONNECTORS",
+}
 # Only the orchestrator needs these; the other services never see them.
 ORCHESTRATOR_SECRETS = ("OPENAI_API_KEY", "CRAYFISH_API_TOKEN", "CRAYFISH_NOTIFY_WEBHOOKS")
 

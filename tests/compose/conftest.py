@@ -137,7 +137,7 @@ def llm() -> Iterator[FakeLLM]:
 @pytest.fixture(scope="session")
 def stack(engine: Any, docker_client: Any, images: list[str], llm: FakeLLM) -> Iterator[Stack]:
     root = Path(tempfile.mkdtemp(prefix="crayfish-compose-", dir="/tmp"))
-    names = ("http", "orchestrator", "tool-runner", "memory", "skills", "postgres")
+    names = ("http", "orchestrator", "tool-runner", "memory", "skills", "connectors", "postgres")
     ports = {name: free_port() for name in names}
     env = compose_env(
         {
@@ -152,6 +152,7 @@ def stack(engine: Any, docker_client: Any, images: list[str], llm: FakeLLM) -> I
             "E2E_TOOL_RUNNER_PORT": str(ports["tool-runner"]),
             "E2E_MEMORY_PORT": str(ports["memory"]),
             "E2E_SKILLS_PORT": str(ports["skills"]),
+            "E2E_CONNECTORS_PORT": str(ports["connectors"]),
             "E2E_POSTGRES_PORT": str(ports["postgres"]),
             "CRAYFISH_POSTGRES_PASSWORD": POSTGRES_PASSWORD,
         }

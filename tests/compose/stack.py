@@ -17,7 +17,15 @@ REPO = Path(__file__).resolve().parents[2]
 MAIN = REPO / "docker-compose.yml"
 TEST = REPO / "docker-compose.test.yml"
 DOCKER_SANDBOX = REPO / "docker-compose.docker-sandbox.yml"
-SERVICES = ("postgres", "tool-runner", "memory", "skills", "orchestrator", "gateway")
+SERVICES = (
+    "postgres",
+    "tool-runner",
+    "memory",
+    "skills",
+    "connectors",
+    "orchestrator",
+    "gateway",
+)
 POSTGRES_PASSWORD = "compose-e2e-postgres"
 FIGURES: list[str] = []  # printed at the end of the run (conftest's terminal summary)
 TOKEN = "compose-e2e-token"

@@ -43,12 +43,13 @@ def test_the_main_file_keeps_every_hardening_promise(tmp_path: Path):
     assert config["networks"]["internal"]["internal"] is True
     for name in ("postgres", "tool-runner", "memory", "skills", "qdrant"):
         assert set(services[name]["networks"]) == {"internal"}, name
-    assert set(services["orchestrator"]["networks"]) == {"internal", "default"}
+    for name in ("orchestrator", "connectors"):  # the LLM; MCP servers and web_fetch
+        assert set(services[name]["networks"]) == {"internal", "default"}, name
     # bubblewrap's needs, and only in the tool-runner.
     assert {"seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined"} <= set(
         services["tool-runner"]["security_opt"]
     )
-    for name in ("postgres", "memory", "skills", "orchestrator", "gateway"):
+    for name in ("postgres", "memory", "skills", "connectors", "orchestrator", "gateway"):
         assert services[name]["security_opt"] == ["no-new-privileges:true"], name
     # PostgreSQL is built like the services (no registry), and the orchestrator waits for it.
     assert services["postgres"]["image"] == "crayfish-postgres:latest"

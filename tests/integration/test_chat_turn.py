@@ -174,6 +174,6 @@ def test_secrets_stay_out_of_the_sandbox_and_the_other_services(
     task = wait_task(api, api.post("/api/chat", json={"message": "env?"}).json()["task_id"])
     assert "END" in task["result"]
     assert "sk-integration" not in task["result"] and "OPENAI" not in task["result"]
-    for name in ("tool-runner", "memory", "skills"):
+    for name in ("tool-runner", "memory", "skills", "connectors"):
         environ = open(f"/proc/{stack.processes[name].pid}/environ", "rb").read()
         assert b"sk-integration" not in environ, name

@@ -1,0 +1,1 @@
+"""Crayfish connectors: the one service that reaches outside (MCP servers, web_fetch)."""

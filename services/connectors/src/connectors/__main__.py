@@ -1,0 +1,26 @@
+"""Entry point: `python -m connectors`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from crayfish_common.logs import configure_logging
+
+from connectors.config import ConnectorsSettings
+from connectors.mcp_config import ConfigError
+from connectors.server import run
+
+
+def main() -> None:
+    settings = ConnectorsSettings()
+    configure_logging("connectors", settings.log_level, settings.log_json)
+    try:
+        asyncio.run(run(settings))
+    except ConfigError as exc:  # named problem, no traceback: the fix is in the file
+        logging.getLogger("connectors").error("cannot start: %s", exc)
+        raise SystemExit(2) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""Settings of the connectors service, read from `CONNECTORS_*` environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from crayfish_common.settings import ServiceSettings
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import SettingsConfigDict
+
+
+class ConnectorsSettings(ServiceSettings):
+    """Where the MCP configuration lives, and the limits of MCP calls and web fetches."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CONNECTORS_", extra="ignore", populate_by_name=True
+    )
+
+    port: int = 50054
+    # The MCP servers (Claude Desktop / nanobot shape); must lie outside the workspace.
+    mcp_config: Path | None = Field(
+        default=None,
+        validation_alias=AliasChoices("CONNECTORS_MCP_CONFIG", "CRAYFISH_MCP_CONFIG"),
+    )
+    # The assistant's workspace: a config file inside it is refused (commands write there).
+    workspace: Path = Path("workspace")
+    # Seconds an MCP server gets to connect and list its tools.
+    mcp_connect_timeout: float = 30.0
+    # Reconnect backoff after a server dies or cannot be reached: doubles from min to max.
+    mcp_backoff_min: float = 0.5
+    mcp_backoff_max: float = 30.0
+    # How often a connected server is probed (a dead stdio server is found without a call).
+    mcp_probe_interval: float = 15.0
+    mcp_max_description_chars: int = 1024
+    mcp_max_result_chars: int = 50_000
+    # `host:port` entries web_fetch may reach although they are not public addresses.
+    web_fetch_allow: str = Field(
+        default="",
+        validation_alias=AliasChoices("CONNECTORS_WEB_FETCH_ALLOW", "CRAYFISH_WEB_FETCH_ALLOW"),
+    )
+    web_fetch_max_bytes: int = 2 * 1024 * 1024
+    web_fetch_max_chars: int = 50_000
+    web_fetch_timeout: float = 20.0
+    web_fetch_max_redirects: int = 5
+    web_fetch_user_agent: str = "Crayfish-web_fetch/0.1 (+https://github.com/crayfish)"
+
+    @field_validator("mcp_config", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, value: Any) -> Any:
+        """Compose passes an unset variable as "": that means no MCP servers, not the cwd."""
+        return None if isinstance(value, str) and not value.strip() else value

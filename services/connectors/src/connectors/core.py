@@ -1,0 +1,80 @@
+"""The connectors domain façade: MCP bridge and web fetcher, built from settings."""
+
+from __future__ import annotations
+
+import logging
+
+from crayfish_common.tools import Tool, ToolSet
+from crayfish_common.url_guard import AllowList
+
+from connectors.config import ConnectorsSettings
+from connectors.mcp_bridge import McpBridge, ServerStatus
+from connectors.mcp_config import ConfigError, McpConfig, load_config
+from connectors.mcp_connection import Limits
+from connectors.tools import WebFetch
+from connectors.web_fetch import FetchLimits, WebFetcher
+
+log = logging.getLogger(__name__)
+
+
+def read_mcp_config(settings: ConnectorsSettings) -> McpConfig:
+    """The configured servers (none without CONNECTORS_MCP_CONFIG); ConfigError if unusable."""
+    if settings.mcp_config is None:
+        return McpConfig()
+    config = load_config(settings.mcp_config, settings.workspace)
+    for problem in config.problems:
+        log.error("MCP config %s: %s (that server is skipped)", settings.mcp_config, problem)
+    return config
+
+
+def build_fetcher(settings: ConnectorsSettings) -> WebFetcher:
+    try:
+        allow = AllowList.parse(settings.web_fetch_allow)
+    except ValueError as exc:
+        raise ConfigError(f"CONNECTORS_WEB_FETCH_ALLOW: {exc}") from exc
+    limits = FetchLimits(
+        max_bytes=settings.web_fetch_max_bytes,
+        timeout=settings.web_fetch_timeout,
+        max_redirects=settings.web_fetch_max_redirects,
+        user_agent=settings.web_fetch_user_agent,
+    )
+    return WebFetcher(limits, allow)
+
+
+class ConnectorsCore:
+    """Owns the MCP connections; `tool_set()` is current whenever a server's tools change."""
+
+    def __init__(self, settings: ConnectorsSettings):
+        self.settings = settings
+        config = read_mcp_config(settings)
+        self.config_problems = list(config.problems)
+        self.broken_servers = dict(config.broken)
+        limits = Limits(
+            connect_timeout=settings.mcp_connect_timeout,
+            backoff_min=settings.mcp_backoff_min,
+            backoff_max=settings.mcp_backoff_max,
+            probe_interval=settings.mcp_probe_interval,
+            max_result_chars=settings.mcp_max_result_chars,
+        )
+        self.bridge = McpBridge(config, limits, settings.mcp_max_description_chars)
+        self.web_fetch = WebFetch(build_fetcher(settings), settings.web_fetch_max_chars)
+        self._tool_set: tuple[list[Tool], ToolSet] | None = None
+
+    async def start(self) -> None:
+        """Connects to every MCP server, waiting (bounded) for each first attempt."""
+        await self.bridge.start(wait=self.settings.mcp_connect_timeout)
+
+    async def stop(self) -> None:
+        await self.bridge.stop()
+
+    def tool_set(self) -> ToolSet:
+        tools: list[Tool] = [self.web_fetch, *self.bridge.tools()]
+        if self._tool_set is None or self._tool_set[0] != tools:
+            self._tool_set = (tools, ToolSet(tools))
+        return self._tool_set[1]
+
+    def servers(self) -> list[ServerStatus]:
+        statuses = self.bridge.statuses()
+        for name, problem in self.broken_servers.items():
+            statuses.append(ServerStatus(name, "", "misconfigured", problem, 0))
+        return statuses

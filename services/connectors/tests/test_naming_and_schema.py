@@ -1,0 +1,85 @@
+"""Model-facing tool names and OpenAI-ready schemas of MCP tools."""
+
+from __future__ import annotations
+
+import re
+
+from connectors.naming import MAX_NAME, assign_names, base_name
+from connectors.schema import normalise_schema
+
+VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def test_names_are_prefixed_and_sanitised() -> None:
+    assert base_name("github", "create_issue") == "mcp_github_create_issue"
+    assert base_name("my.server", "files/read é") == "mcp_my_server_files_read__"
+
+
+def test_long_names_are_cut_to_64_with_a_stable_suffix() -> None:
+    name = base_name("a-very-long-server-name-for-testing", "and_an_even_longer_tool_name_" * 3)
+    assert len(name) == MAX_NAME and VALID.match(name)
+    assert name == base_name(
+        "a-very-long-server-name-for-testing", "and_an_even_longer_tool_name_" * 3
+    )
+
+
+def test_clashing_names_are_made_unique_the_same_way_in_any_order() -> None:
+    pairs = [("a.b", "x"), ("a_b", "x"), ("a b", "x"), ("long" * 20, "t1"), ("long" * 20, "t2")]
+    forward = assign_names(pairs)
+    backward = assign_names(list(reversed(pairs)))
+    assert forward == backward
+    assert len(set(forward.values())) == len(pairs)
+    assert all(VALID.match(name) for name in forward.values())
+    assert "mcp_a_b_x" in forward.values()
+
+
+def test_refs_are_inlined_and_defs_dropped() -> None:
+    schema = {
+        "type": "object",
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "properties": {
+            "where": {"$ref": "#/$defs/Place", "description": "Target place"},
+            "old": {"$ref": "#/definitions/Legacy"},
+        },
+        "required": ["where", "ghost"],
+        "$defs": {"Place": {"type": "object", "properties": {"city": {"type": "string"}}}},
+        "definitions": {"Legacy": {"type": "integer"}},
+    }
+    result = normalise_schema(schema)
+    assert result["properties"]["where"] == {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "description": "Target place",
+    }
+    assert result["properties"]["old"] == {"type": "integer"}
+    assert result["required"] == ["where"]  # a required name with no property is dropped
+    assert "$defs" not in result and "definitions" not in result and "$schema" not in result
+
+
+def test_recursive_refs_end_in_an_open_schema() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"tree": {"$ref": "#/$defs/Node"}},
+        "$defs": {
+            "Node": {
+                "type": "object",
+                "properties": {"child": {"$ref": "#/$defs/Node", "description": "below"}},
+            }
+        },
+    }
+    tree = normalise_schema(schema)["properties"]["tree"]
+    assert tree["properties"]["child"] == {"description": "below"}
+    assert "$ref" not in str(tree)
+
+
+def test_missing_or_odd_roots_become_objects() -> None:
+    assert normalise_schema({}) == {"type": "object", "properties": {}}
+    assert normalise_schema({"properties": {"a": {"type": "string"}}})["type"] == "object"
+    assert normalise_schema(None)["type"] == "object"
+    assert normalise_schema({"type": "array"})["properties"] == {}
+    # Not valid JSON Schema at all: an open object (the server validates its own arguments).
+    assert normalise_schema({"type": "object", "properties": {"a": {"type": 5}}}) == {
+        "type": "object",
+        "properties": {},
+        "additionalProperties": True,
+    }
