@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -16,6 +17,7 @@ from orchestrator.agent.prompt import (
     build_system_prompt,
 )
 from orchestrator.agent.tools import ToolRegistry
+from orchestrator.agent.turn_context import turn_context, with_turn_context
 from orchestrator.clients import ServiceClients, ServiceError
 from orchestrator.clients.memory import Hit
 from orchestrator.config import Settings
@@ -61,23 +63,18 @@ class Assistant:
         self.compactor = Compactor(llm, self.loop, store, settings.context_tokens)
 
     async def run_chat(self, task: Task, emit: EventSink) -> str:
-        await self.registry.refresh()
-        history = await self.store.load(task.session_id)
-        system = await self.system_prompt("full")
-        user = await self._accept(task)
-        outgoing = dict(user)
-        recall = await self.recall(task.message, emit)
-        if recall:
-            outgoing["content"] = f"{task.message}\n\n{recall}"
-        history = await self.compactor.fit(
-            task.session_id, system, history, outgoing, emit, task.usage
+        history, system, recall = await asyncio.gather(
+            self.store.load(task.session_id),
+            self.system_prompt("full"),
+            self.recall(task.message, emit),
         )
-        text, rounds = await self._loop(task, emit, [system_message(system), *history, outgoing])
+        user = await self._accept(task, recall)
+        history = await self.compactor.fit(task.session_id, system, history, user, emit, task.usage)
+        text, rounds = await self._loop(task, emit, [system_message(system), *history, user])
         return await self._deliver(text, rounds, task, emit)
 
     async def run_heartbeat(self, task: Task, emit: EventSink) -> str:
         """A light turn: the standing tasks and no history; an acknowledgement is dropped."""
-        await self.registry.refresh()
         system = await self.system_prompt("full")
         user = await self._accept(task)
         text, rounds = await self._loop(task, emit, [system_message(system), user])
@@ -86,10 +83,13 @@ class Assistant:
             text = ""
         return await self._deliver(text, rounds, task, emit)
 
-    async def _accept(self, task: Task) -> dict[str, Any]:
-        """Persists the task's message as the session's next user message: from here on the
-        turn has side effects, so a crash ends it as interrupted instead of running it again."""
-        user = {"role": "user", "content": task.message}
+    async def _accept(self, task: Task, recall: str = "") -> dict[str, Any]:
+        """Persists the task's message, with the turn context (time, recall) at its end, as the
+        session's next user message: later turns re-send exactly these bytes (a provider's
+        prompt cache holds). From here on the turn has side effects, so a crash ends it as
+        interrupted instead of running it again."""
+        context = turn_context(self.settings.timezone, recall)
+        user = {"role": "user", "content": with_turn_context(task.message, context)}
         await self.turns.accept(task, user)
         return user
 
@@ -115,12 +115,22 @@ class Assistant:
         return text
 
     async def system_prompt(self, mode: PromptMode) -> str:
-        skills_xml, always = await self._skills_prompt() if mode != "none" else ("", "")
+        """The system prompt; the tool registry, skills prompt and bootstrap files are fetched
+        at once (the registry and skills prompt are cached for a few seconds)."""
+        if mode == "none":
+            await self.registry.refresh()
+            skills_xml, always, context_files = "", "", []
+        else:
+            _, (skills_xml, always), context_files = await asyncio.gather(
+                self.registry.refresh(),
+                self._skills_prompt(),
+                self.workspace.load(BOOTSTRAP_FILES),
+            )
         return build_system_prompt(
             PromptInputs(
                 agent_name=self.settings.agent_name,
                 model=self.settings.model,
-                context_files=await self.workspace.load(BOOTSTRAP_FILES) if mode != "none" else [],
+                context_files=context_files,
                 tools=[(t.name, t.description) for t in self.registry.tools.values()],
                 text_tools=[
                     (t.name, t.description, t.parameters) for t in self.registry.tools.values()

@@ -47,6 +47,7 @@ class LLMReply:
     finish_reason: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # of prompt_tokens, read from the provider's prompt cache
 
 
 @dataclass
@@ -277,7 +278,18 @@ def _reply_from(state: _StreamState) -> LLMReply:
         finish_reason=state.finish_reason,
         prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
         completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+        cached_tokens=_cached_tokens(usage),
     )
+
+
+def _cached_tokens(usage: Any) -> int:
+    """`usage.prompt_tokens_details.cached_tokens` (OpenAI, DeepSeek's `prompt_cache_hit_tokens`
+    too), 0 when the provider reports none."""
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None)
+    if cached is None:
+        cached = getattr(usage, "prompt_cache_hit_tokens", None)
+    return cached if isinstance(cached, int) and cached > 0 else 0
 
 
 def _partial(shown: int) -> str:

@@ -174,6 +174,7 @@ class AgentLoop:
                 "tool_calls": [c.name for c in reply.tool_calls],
                 "prompt_tokens": reply.prompt_tokens,
                 "completion_tokens": reply.completion_tokens,
+                "cached_tokens": reply.cached_tokens,
                 "duration_ms": round((time.perf_counter() - started) * 1000, 1),
             },
         )
@@ -284,3 +285,5 @@ def add_usage(usage: dict[str, int], reply: LLMReply) -> None:
     usage["prompt_tokens"] = usage.get("prompt_tokens", 0) + reply.prompt_tokens
     usage["completion_tokens"] = usage.get("completion_tokens", 0) + reply.completion_tokens
     usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    if reply.cached_tokens:
+        usage["cached_prompt_tokens"] = usage.get("cached_prompt_tokens", 0) + reply.cached_tokens

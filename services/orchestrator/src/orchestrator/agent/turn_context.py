@@ -1,0 +1,30 @@
+"""The volatile part of a turn (time, recalled memory), appended to its user message and stored
+with it: the system prompt stays byte-stable, and later turns re-send exactly what was sent, so a
+provider's prompt cache covers the whole history."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+TURN_CONTEXT_MARK = "[Crayfish turn context]"
+
+
+def turn_context(timezone: str, recall: str = "", now: datetime | None = None) -> str:
+    """The volatile part of a turn, appended to its user message and stored with it, so the
+    next turn re-sends the same bytes: the time to the minute and the memory recall."""
+    zone = ZoneInfo(timezone) if timezone else None
+    now = now or datetime.now(zone).astimezone(zone)
+    zone_name = timezone or now.tzname() or "local"
+    text = f"{TURN_CONTEXT_MARK} now={now:%Y-%m-%d %H:%M} ({now:%A}) tz={zone_name}"
+    return f"{text}\n\n{recall}" if recall else text
+
+
+def with_turn_context(message: str, context: str) -> str:
+    return f"{message}\n\n{context}"
+
+
+def without_turn_context(content: str) -> str:
+    """A stored user message as its user wrote it (for display)."""
+    head, mark, _ = content.rpartition(f"\n\n{TURN_CONTEXT_MARK}")
+    return head if mark else content
