@@ -11,7 +11,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from orchestrator.events import TERMINAL_EVENTS, DeltaCoalescer, EventSink
+from orchestrator.events import TERMINAL_EVENTS, EventOutbox, EventSink
 from orchestrator.jobs import JobQueue, TurnNotBegun, WorkerTiming, job_info
 from orchestrator.store import Database, EventStore, StoredEvent, TaskStore, TurnInterrupted
 from orchestrator.store.tasks import Task, TaskStatus
@@ -51,7 +51,7 @@ class TaskManager:
         self.queue = JobQueue(db, self._run_job, timing)
         self.observers: list[EventObserver] = []
         self.active_count = 0  # queued or running, cluster-wide, as of the last sweep
-        self._outboxes: dict[str, DeltaCoalescer] = {}  # of the turns running here
+        self._outboxes: dict[str, EventOutbox] = {}  # of the turns running here
         self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -108,7 +108,7 @@ class TaskManager:
 
     async def publish(self, task: Task, type_: str, data: dict[str, Any]) -> None:
         """Records an event of the task (its own stream and the global one); text deltas of a
-        running turn are merged over a few milliseconds (DeltaCoalescer)."""
+        running turn go through its EventOutbox: written in the background, in order."""
         data = {"session_id": task.session_id, **data}
         self._observe(type_, data)
         outbox = self._outboxes.get(task.id)
@@ -135,7 +135,9 @@ class TaskManager:
             if task is None:
                 return  # cancelled (or ended) before it started
             self._observe("task.started", {"session_id": task.session_id, "kind": task.kind})
-            self._outboxes[task.id] = DeltaCoalescer(lambda t, d: self._append(task_id, t, d))
+            self._outboxes[task.id] = EventOutbox(
+                lambda batch: self.events.add_many(task_id, batch)
+            )
             task.result = await self.run_turn(task, lambda t, d: self.publish(task, t, d))
             await self._finish(task, "completed")
         except asyncio.CancelledError:
@@ -149,7 +151,9 @@ class TaskManager:
                 task.error = str(exc) or type(exc).__name__
                 await self._finish(task, "failed")
         finally:
-            self._outboxes.pop(task_id, None)
+            outbox = self._outboxes.pop(task_id, None)
+            if outbox is not None:
+                outbox.abandon()
 
     async def _stopped(self, by_user: bool, task_id: str, task: Task | None) -> None:
         """A job stopped by a cancel (-> cancelled) or by this replica shutting down: a turn

@@ -61,6 +61,16 @@ class EventStore:
         assert row is not None
         return StoredEvent(row["id"], row["seq"], task_id, type_, data, ts)
 
+    async def add_many(
+        self, task_id: str, events: list[tuple[str, dict[str, Any], float]]
+    ) -> None:
+        """Appends a task's events [(type, data, ts)] in order, in one transaction and one
+        round trip (pipelined)."""
+        query = "SELECT id, seq FROM crayfish_add_event(%s, %s, %s, %s, false)"
+        async with self.db.transaction() as conn, conn.pipeline():
+            for type_, data, ts in events:
+                await conn.execute(query, (task_id, type_, Json(data), ts))
+
     async def task_events(self, task_id: str, after_seq: int) -> list[StoredEvent]:
         async with self.db.connection() as conn:
             cursor = await conn.execute(
