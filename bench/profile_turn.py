@@ -90,8 +90,10 @@ async def measure(
     exclude = fake_threads | {t for t in after if t not in before}
     cpu_ms = own_cpu(before, after, exclude) / count * 1000
     name = "one exec" if tool else "no tool"
-    print(f"\n=== turn with {name}: wall {statistics.median(walls):.1f} ms median, "
-          f"orchestrator CPU {cpu_ms:.1f} ms per turn")
+    print(
+        f"\n=== turn with {name}: wall {statistics.median(walls):.1f} ms median, "
+        f"orchestrator CPU {cpu_ms:.1f} ms per turn"
+    )
     print(profiler.output_text(unicode=False, color=False, show_all=False)[:4000])
     print(f"--- cProfile, top functions by own time ({count} turns) ---")
     out = io.StringIO()

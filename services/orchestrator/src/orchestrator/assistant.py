@@ -6,6 +6,8 @@ import asyncio
 import logging
 from typing import Any
 
+from opentelemetry import trace
+
 from orchestrator.agent.compaction import Compactor
 from orchestrator.agent.llm import LLMClient
 from orchestrator.agent.loop import AgentLoop, LoopLimits
@@ -25,9 +27,10 @@ from orchestrator.events import EventSink
 from orchestrator.heartbeat import is_acknowledgement
 from orchestrator.store import SessionStore, TaskStore
 from orchestrator.store.tasks import Task
-from orchestrator.workspace import WorkspaceFiles
+from orchestrator.workspace import WorkspaceFile, WorkspaceFiles
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer("crayfish.orchestrator")
 
 
 class Assistant:
@@ -63,13 +66,16 @@ class Assistant:
         self.compactor = Compactor(llm, self.loop, store, settings.context_tokens)
 
     async def run_chat(self, task: Task, emit: EventSink) -> str:
-        history, system, recall = await asyncio.gather(
-            self.store.load(task.session_id),
-            self.system_prompt("full"),
-            self.recall(task.message, emit),
-        )
-        user = await self._accept(task, recall)
-        history = await self.compactor.fit(task.session_id, system, history, user, emit, task.usage)
+        with tracer.start_as_current_span("turn setup"):
+            history, system, recall = await asyncio.gather(
+                self.store.load(task.session_id),
+                self.system_prompt("full"),
+                self.recall(task.message, emit),
+            )
+            user = await self._accept(task, recall)
+            history = await self.compactor.fit(
+                task.session_id, system, history, user, emit, task.usage
+            )
         text, rounds = await self._loop(task, emit, [system_message(system), *history, user])
         return await self._deliver(text, rounds, task, emit)
 
@@ -115,11 +121,12 @@ class Assistant:
         return text
 
     async def system_prompt(self, mode: PromptMode) -> str:
-        """The system prompt; the tool registry, skills prompt and bootstrap files are fetched
-        at once (the registry and skills prompt are cached for a few seconds)."""
+        """The system prompt; the tool registry (cached for a few seconds), the skills prompt
+        and the bootstrap files are fetched at once."""
+        context_files: list[WorkspaceFile] = []
         if mode == "none":
             await self.registry.refresh()
-            skills_xml, always, context_files = "", "", []
+            skills_xml, always = "", ""
         else:
             _, (skills_xml, always), context_files = await asyncio.gather(
                 self.registry.refresh(),
@@ -159,11 +166,12 @@ class Assistant:
         if not self.settings.auto_recall or not query.strip():
             return ""
         try:
-            found = await self.clients.memory.search(
-                query,
-                top_k=self.settings.auto_recall_hits,
-                min_score=self.settings.auto_recall_min_score,
-            )
+            with tracer.start_as_current_span("memory recall"):
+                found = await self.clients.memory.search(
+                    query,
+                    top_k=self.settings.auto_recall_hits,
+                    min_score=self.settings.auto_recall_min_score,
+                )
         except ServiceError as exc:
             log.warning("auto-recall skipped: %s", exc)
             return ""

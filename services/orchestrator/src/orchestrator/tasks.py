@@ -11,6 +11,8 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from opentelemetry import trace
+
 from orchestrator.events import TERMINAL_EVENTS, EventOutbox, EventSink
 from orchestrator.jobs import JobQueue, TurnNotBegun, WorkerTiming, job_info
 from orchestrator.store import Database, EventStore, StoredEvent, TaskStore, TurnInterrupted
@@ -18,6 +20,7 @@ from orchestrator.store.tasks import Task, TaskStatus
 from orchestrator.store.transcripts import TranscriptMirror
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer("crayfish.orchestrator")
 
 TurnRunner = Callable[[Task, EventSink], Awaitable[str]]
 # Sees every event this replica publishes (metrics): observer(event type, data).
@@ -138,7 +141,9 @@ class TaskManager:
             self._outboxes[task.id] = EventOutbox(
                 lambda batch: self.events.add_many(task_id, batch)
             )
-            task.result = await self.run_turn(task, lambda t, d: self.publish(task, t, d))
+            attributes = {"crayfish.task_id": task.id, "crayfish.session_id": task.session_id}
+            with tracer.start_as_current_span(f"turn {task.kind}", attributes=attributes):
+                task.result = await self.run_turn(task, lambda t, d: self.publish(task, t, d))
             await self._finish(task, "completed")
         except asyncio.CancelledError:
             await self._stopped(cancelled_by_user(), task_id, task)

@@ -266,7 +266,8 @@ def _absorb(choice: dict[str, Any], state: _StreamState, think: ThinkFilter) -> 
     if isinstance(reasoning, str):
         state.reasoning.append(reasoning)
     for call in _dicts(delta.get("tool_calls")):
-        index = call.get("index") if isinstance(call.get("index"), int) else len(state.calls)
+        given = call.get("index")
+        index = given if isinstance(given, int) else len(state.calls)
         slot = state.calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
         if call.get("id"):
             slot["id"] = _str(call["id"])

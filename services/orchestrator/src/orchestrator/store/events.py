@@ -61,9 +61,7 @@ class EventStore:
         assert row is not None
         return StoredEvent(row["id"], row["seq"], task_id, type_, data, ts)
 
-    async def add_many(
-        self, task_id: str, events: list[tuple[str, dict[str, Any], float]]
-    ) -> None:
+    async def add_many(self, task_id: str, events: list[tuple[str, dict[str, Any], float]]) -> None:
         """Appends a task's events [(type, data, ts)] in order, in one transaction and one
         round trip (pipelined)."""
         query = "SELECT id, seq FROM crayfish_add_event(%s, %s, %s, %s, false)"
