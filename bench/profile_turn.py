@@ -95,6 +95,8 @@ async def measure(
         f"orchestrator CPU {cpu_ms:.1f} ms per turn"
     )
     print(profiler.output_text(unicode=False, color=False, show_all=False)[:4000])
+    if os.environ.get("BENCH_PSTATS"):
+        cprofile.dump_stats(f"{os.environ['BENCH_PSTATS']}-{'exec' if tool else 'plain'}.pstats")
     print(f"--- cProfile, top functions by own time ({count} turns) ---")
     out = io.StringIO()
     pstats.Stats(cprofile, stream=out).sort_stats("tottime").print_stats(25)

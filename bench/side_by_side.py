@@ -34,6 +34,7 @@ from process_memory import group_rss_mib, tree_rss_mib
 
 from devstack.launcher import free_port
 from tests.fakes import FakeLLM, Reply, ToolCall
+from tests.otlp import OTLPReceiver, ReceivedSpan
 from tests.stacks import running_stack
 
 TOOL_ASK = "run echo hi with the exec tool"
@@ -120,6 +121,9 @@ def alternate(sides: list[Side], turns: int, what: str, run: Callable[[Side], fl
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument(
+        "--no-breakdown", dest="breakdown", action="store_false", help="skip the traced run"
+    )
     args = parser.parse_args()
     nanobot_bin = ensure_venv()
     script = Script()
@@ -160,7 +164,54 @@ def main() -> int:
     for side in sides:
         side.figures["tool step (at the LLM)"] = script.steps.get(side.name, [])[3:]
     report(sides, memory, args.turns)
+    if args.breakdown:
+        breakdown(args.turns)
     return 0
+
+
+def breakdown(turns: int) -> None:
+    """A tool turn's parts, from the traces of a second Crayfish stack with tracing on."""
+    script = Script()
+    with OTLPReceiver() as otlp, FakeLLM(model=MODEL) as fake:
+        fake.reply_forever_with(script)
+        env = {
+            "CRAYFISH_MODEL": MODEL,
+            "CRAYFISH_LOG_LEVEL": "WARNING",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint,
+            "OTEL_BSP_SCHEDULE_DELAY": "200",
+        }
+        with running_stack(fake.base_url, env=env) as stack:
+            side = Side("crayfish", stack.url, {"model": "crayfish"}, {"x-crayfish-session": "bd"})
+            script.side = "crayfish"
+            for _ in range(turns + 3):
+                side.turn(TOOL_ASK)
+            time.sleep(1.0)  # the last spans are exported
+    parts: dict[str, list[float]] = {}
+    by_trace: dict[str, list[ReceivedSpan]] = {}
+    for span in otlp.spans:
+        by_trace.setdefault(span.trace_id, []).append(span)
+    for spans in list(by_trace.values())[3:]:
+        turn = next((s for s in spans if s.name.startswith("turn chat")), None)
+        llm = sorted((s for s in spans if s.name == "llm"), key=lambda s: s.start_ns)
+        tool = next((s for s in spans if s.name == "tool exec"), None)
+        runner = next((s for s in spans if s.service == "tool-runner"), None)
+        setup = next((s for s in spans if s.name == "turn setup"), None)
+        if turn is None or len(llm) != 2 or tool is None or runner is None or setup is None:
+            continue
+        for name, value in [
+            ("task start -> 1st LLM request", (llm[0].start_ns - turn.start_ns) / 1e6),
+            ("  of which turn setup", setup.duration_ms),
+            ("1st LLM request (fake: no delay)", llm[0].duration_ms),
+            ("LLM reply -> tool call", (tool.start_ns - llm[0].end_ns) / 1e6),
+            ("tool exec, orchestrator side", tool.duration_ms),
+            ("  of which in the tool-runner", runner.duration_ms),
+            ("tool result -> 2nd LLM request", (llm[1].start_ns - tool.end_ns) / 1e6),
+            ("tool step (1st LLM start->2nd)", (llm[1].start_ns - llm[0].start_ns) / 1e6),
+        ]:
+            parts.setdefault(name, []).append(value)
+    print("\nCrayfish tool turn, from its traces (a second stack, tracing on), median ms:")
+    for name, values in parts.items():
+        print(f"  {name:34} {statistics.median(values):7.1f}")
 
 
 def report(sides: list[Side], memory: dict[str, float], turns: int) -> None:

@@ -31,6 +31,9 @@ INTERRUPTED = (
 )
 GLOBAL_RESUME_WINDOW = 10_000  # a new reader of /api/events starts this many events back
 SWEEP_LOCK = 72105
+# A waiter for a task's end reads the store at most once per this many seconds of events: a
+# turn's events come in bursts, and 200 waiting clients would each read every one of them.
+WAIT_SETTLE = 0.005
 
 
 class TaskManager:
@@ -90,9 +93,10 @@ class TaskManager:
 
     async def wait(self, task_id: str, within: float | None = None) -> Task:
         """The task once it has ended (or as it is after `within` seconds)."""
+        events = self.events.follow_task(task_id, 0, TERMINAL_EVENTS, settle=WAIT_SETTLE)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(within):
-                async for _ in self.follow(task_id, 0):
+                async for _ in events:
                     pass
         task = await self.store.get(task_id)
         assert task is not None

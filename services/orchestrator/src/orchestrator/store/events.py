@@ -93,11 +93,15 @@ class EventStore:
             return int(row["id"] or 0) if row else 0
 
     async def follow_task(
-        self, task_id: str, after_seq: int, terminal: set[str]
+        self, task_id: str, after_seq: int, terminal: set[str], settle: float = 0.0
     ) -> AsyncIterator[StoredEvent]:
-        """The task's events after `after_seq`, live, ending with its terminal event."""
+        """The task's events after `after_seq`, live, ending with its terminal event. With
+        `settle`, a notification is followed by that many seconds of gathering before the read
+        (a waiter that wants only the end reads a burst of events once, not once each)."""
         async with self._woken_by(task_id) as woken:
             while True:
+                if settle and woken.is_set():
+                    await asyncio.sleep(settle)
                 woken.clear()  # before reading: a notification during the read is not lost
                 fresh = await self.task_events(task_id, after_seq)
                 for event in fresh:
