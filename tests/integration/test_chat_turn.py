@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from tests.fakes import FakeLLM, Reply
-from tests.stacks import wait_task
+from tests.stacks import sandbox_folder, wait_task
 
 
 def last_tool_output(body: dict[str, Any]) -> str:
@@ -186,6 +186,9 @@ def test_each_request_of_a_session_resends_the_previous_one_byte_for_byte(
 ):
     """Provider prompt caching: request N+1 starts with request N's messages and its answer,
     with the same tools in the same order; the cached tokens the provider reports are counted."""
+    # Once after start-up the skills service learns the sandbox and shows skills at their
+    # sandbox paths: a one-time change of the prompt, so the test starts after it.
+    sandbox_folder(api, "weather-report")
     fake_llm.prompt_cache = True
     try:
         session = "prompt-cache"
