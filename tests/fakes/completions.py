@@ -71,7 +71,7 @@ def count_tokens(text: str) -> int:
     return max(1, math.ceil(len(text) / 4)) if text else 0
 
 
-def usage_for(body: dict[str, Any], reply: Reply) -> dict[str, int]:
+def usage_for(body: dict[str, Any], reply: Reply, cached: int | None = None) -> dict[str, Any]:
     prompt = count_tokens(json.dumps(body.get("messages", []), ensure_ascii=False))
     produced = (reply.text or "") + (reply.reasoning or "")
     produced += "".join(call.name + call.arguments for call in reply.tool_calls)
@@ -82,10 +82,13 @@ def usage_for(body: dict[str, Any], reply: Reply) -> dict[str, int]:
         "total_tokens": prompt + completion,
     }
     usage.update(reply.usage or {})
+    if cached is not None:  # a fake that simulates a prompt cache reports what it "read"
+        details: dict[str, Any] = {"cached_tokens": min(cached, usage["prompt_tokens"])}
+        return {**usage, "prompt_tokens_details": details}
     return usage
 
 
-def completion(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+def completion(body: dict[str, Any], reply: Reply, cached: int | None = None) -> dict[str, Any]:
     """A non-streamed chat.completion object."""
     message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
     if reply.reasoning is not None:
@@ -113,7 +116,7 @@ def completion(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
                 "finish_reason": reply.resolved_finish_reason,
             }
         ],
-        "usage": usage_for(body, reply),
+        "usage": usage_for(body, reply, cached),
     }
 
 
@@ -124,7 +127,7 @@ def chunks(body: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
 
 
 def stream_parts(
-    body: dict[str, Any], reply: Reply
+    body: dict[str, Any], reply: Reply, cached: int | None = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(the delta chunks, the ending: the finish chunk and, if asked for, the usage chunk)."""
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -148,7 +151,7 @@ def stream_parts(
     deltas = [chunk(delta) for delta in _deltas(reply)]
     ending = [chunk({}, reply.resolved_finish_reason)]
     if include_usage:
-        ending.append(dict(base, choices=[], usage=usage_for(body, reply)))
+        ending.append(dict(base, choices=[], usage=usage_for(body, reply, cached)))
     return deltas, ending
 
 

@@ -14,7 +14,15 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .completions import ErrorReply, Reply, ToolCall, completion, content_chunk, stream_parts
+from .completions import (
+    ErrorReply,
+    Reply,
+    ToolCall,
+    completion,
+    content_chunk,
+    count_tokens,
+    stream_parts,
+)
 from .validation import Rejection, validate_request
 
 log = logging.getLogger(__name__)
@@ -33,8 +41,14 @@ class FakeLLM:
         strict_content: bool = False,
         reject_reasoning_content: bool = True,
         model: str = "fake-model",
+        prompt_cache: bool = False,
     ) -> None:
+        """`prompt_cache`: report `usage.prompt_tokens_details.cached_tokens` as a provider
+        with prefix caching would: the tokens of the longest run of leading messages (with
+        the same tools) that an earlier request sent byte for byte."""
         self.strict_content = strict_content
+        self.prompt_cache = prompt_cache
+        self._prefixes: set[str] = set()
         self.reject_reasoning_content = reject_reasoning_content
         self.model = model
         self.requests: list[dict[str, Any]] = []
@@ -200,6 +214,20 @@ class FakeLLM:
                 call.id = self.tool_call(call.name, call.arguments).id
         return reply
 
+    def cached_tokens(self, body: dict[str, Any]) -> int | None:
+        """What a prefix cache would hold of this request (None when not simulating one)."""
+        if not self.prompt_cache:
+            return None
+        tools = json.dumps(body.get("tools"), ensure_ascii=False, sort_keys=False)
+        messages = body.get("messages") or []
+        keys = [
+            tools + json.dumps(messages[: i + 1], ensure_ascii=False) for i in range(len(messages))
+        ]
+        with self._cond:
+            hit = max((i + 1 for i, key in enumerate(keys) if key in self._prefixes), default=0)
+            self._prefixes.update(keys)
+        return count_tokens(json.dumps(messages[:hit], ensure_ascii=False)) if hit else 0
+
     def _sleep(self, seconds: float) -> bool:
         """Sleep unless stopping; False once the server is shutting down."""
         if seconds > 0:
@@ -272,9 +300,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self.fake.rejections.append(rejection.body())
             self._send_json(rejection.status, rejection.body())
             return
-        self._answer(body, self.fake._next_reply(body))
+        self._answer(body, self.fake._next_reply(body), self.fake.cached_tokens(body))
 
-    def _answer(self, body: dict[str, Any], reply: Reply) -> None:
+    def _answer(self, body: dict[str, Any], reply: Reply, cached: int | None) -> None:
         streaming = bool(body.get("stream"))
         if not self.fake._sleep(reply.delay / 2 if streaming and not reply.error else reply.delay):
             return
@@ -287,15 +315,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(error.status, error.body(), headers=headers)
         elif streaming:
             try:
-                self._stream(body, reply)
+                self._stream(body, reply, cached)
             except (BrokenPipeError, ConnectionResetError):
                 log.debug("fake LLM: client went away mid-stream")
                 self.close_connection = True
         else:
-            self._send_json(200, completion(body, reply))
+            self._send_json(200, completion(body, reply, cached))
 
-    def _stream(self, body: dict[str, Any], reply: Reply) -> None:
-        deltas, ending = stream_parts(body, reply)
+    def _stream(self, body: dict[str, Any], reply: Reply, cached: int | None) -> None:
+        deltas, ending = stream_parts(body, reply, cached)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")

@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+import difflib
+import itertools
 import json
 from typing import Any
 
 import httpx
 
 from tests.fakes import FakeLLM, Reply
-from tests.stacks import wait_task
+from tests.stacks import sandbox_folder, wait_task
 
 
 def last_tool_output(body: dict[str, Any]) -> str:
     return [m for m in body["messages"] if m["role"] == "tool"][-1]["content"]
+
+
+def first_difference(earlier: list[dict[str, Any]], later: list[dict[str, Any]]) -> str:
+    """Where two requests' messages part, as a short diff (for a failing prefix check)."""
+    for index, (old, new) in enumerate(zip(earlier, later, strict=False)):
+        if old != new:
+            lines = difflib.unified_diff(
+                str(old.get("content")).splitlines(), str(new.get("content")).splitlines(), n=1
+            )
+            return f"message {index} changed:\n" + "\n".join(list(lines)[:20])
+    return "later request is shorter"
 
 
 def test_exec_runs_in_the_sandbox_and_the_answer_quotes_it(api: httpx.Client, fake_llm: FakeLLM):
@@ -163,7 +176,48 @@ def test_auto_recall_adds_nothing_when_memory_has_nothing(api: httpx.Client, fak
     fake_llm.reply_text("ok")
     question = "Compute the integral of x squared from zero to three."
     wait_task(api, api.post("/api/chat", json={"message": question}).json()["task_id"])
-    assert fake_llm.last_request["messages"][-1]["content"] == question
+    sent = fake_llm.last_request["messages"][-1]["content"]
+    assert sent.startswith(question + "\n\n[Crayfish turn context] now=")
+    assert "Memory recall" not in sent
+
+
+def test_each_request_of_a_session_resends_the_previous_one_byte_for_byte(
+    api: httpx.Client, fake_llm: FakeLLM
+):
+    """Provider prompt caching: request N+1 starts with request N's messages and its answer,
+    with the same tools in the same order; the cached tokens the provider reports are counted."""
+    # Once after start-up the skills service learns the sandbox and shows skills at their
+    # sandbox paths: a one-time change of the prompt, so the test starts after it.
+    sandbox_folder(api, "weather-report")
+    fake_llm.prompt_cache = True
+    try:
+        session = "prompt-cache"
+        first = len(fake_llm.requests)
+        fake_llm.reply_text("Noted.")  # turn 1, with a memory recall in its user message
+        fake_llm.reply_tool_calls(("exec", {"command": "echo cached"}))  # turn 2: a tool round
+        fake_llm.reply_text("It said cached.")
+        fake_llm.reply_text("Bye.")  # turn 3
+        tasks = []
+        for message in ("Where does my sister Ada live?", "run echo", "thanks"):
+            accepted = api.post("/api/chat", json={"message": message, "session_id": session})
+            tasks.append(wait_task(api, accepted.json()["task_id"]))
+        assert [t["status"] for t in tasks] == ["completed"] * 3
+        requests = fake_llm.requests[first:]
+        assert len(requests) == 4
+        for earlier, later in itertools.pairwise(requests):
+            answered = len(earlier["messages"])
+            assert later["messages"][:answered] == earlier["messages"], first_difference(
+                earlier["messages"], later["messages"]
+            )
+            assert later["messages"][answered]["role"] == "assistant"  # then its answer
+            assert later["tools"] == earlier["tools"]
+            assert json.dumps(later["messages"][:answered]) == json.dumps(earlier["messages"])
+        assert "Lisbon" in requests[1]["messages"][1]["content"]  # the recall stayed as sent
+        assert tasks[2]["usage"]["cached_prompt_tokens"] > 0
+        history = api.get(f"/api/sessions/{session}").json()["messages"]
+        assert history[0] == {"role": "user", "content": "Where does my sister Ada live?"}
+    finally:
+        fake_llm.prompt_cache = False
 
 
 def test_secrets_stay_out_of_the_sandbox_and_the_other_services(

@@ -181,7 +181,9 @@ def test_openai_sdk_non_streaming(sdk: openai.OpenAI, fake_llm: FakeLLM):
 
 
 def test_openai_sdk_streaming(sdk: openai.OpenAI, fake_llm: FakeLLM):
-    fake_llm.reply_text("one two three four five six")
+    # Paced like a real model (the pieces arrive over 0.3 s): text that arrives at once may
+    # go out as one piece.
+    fake_llm.reply_text("one two three four five six", delay=0.3)
     stream = sdk.chat.completions.create(
         model="crayfish",
         messages=[{"role": "user", "content": "count"}],

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from orchestrator.agent.turn_context import without_turn_context
 from orchestrator.cli.api import CrayfishClient
 
 from devstack.launcher import LocalStack, free_port
@@ -91,7 +92,8 @@ def test_ask_prints_the_answer_on_stdout_and_tool_progress_on_stderr(
     assert done.stdout == "It printed crayfish-42.\n"
     assert "⚙ exec echo crayfish-$((6*7))" in done.stderr
     assert "✓ exec" in done.stderr and " ms" in done.stderr
-    assert llm.requests[-2]["messages"][-1]["content"] == "run the magic command"
+    sent = llm.requests[-2]["messages"][-1]["content"]
+    assert without_turn_context(sent) == "run the magic command"
 
 
 def test_ask_quiet_prints_no_progress(stack: LocalStack, llm: FakeLLM):

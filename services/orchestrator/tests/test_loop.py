@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.agent.turn_context import without_turn_context
 from orchestrator.core import OrchestratorCore
 from orchestrator.store.tasks import Task
 
@@ -28,10 +29,13 @@ async def test_plain_answer_is_the_result_and_is_persisted(core_factory, fake_ll
     core = await core_factory()
     task = await run(core, "hi")
     assert (task.status, task.result) == ("completed", "Hello there!")
-    assert await core.store.load("s1") == [
-        {"role": "user", "content": "hi"},
+    stored = await core.store.load("s1")
+    # The user message is kept exactly as sent (with the turn context), for prompt caching.
+    assert stored == [
+        {"role": "user", "content": fake_llm.last_request["messages"][-1]["content"]},
         {"role": "assistant", "content": "Hello there!"},
     ]
+    assert without_turn_context(stored[0]["content"]) == "hi"
     assert task.usage["total_tokens"] > 0
 
 
@@ -176,7 +180,8 @@ async def test_messages_to_one_session_run_one_at_a_time(core_factory, fake_llm:
     second = await core.tasks.wait(second.id, within=30)
     first = await core.tasks.wait(first.id, within=30)
     assert (first.result, second.result) == ("first done", "second done")
-    roles = [(m["role"], m.get("content")) for m in await core.store.load("s1")]
+    history = await core.store.load("s1")
+    roles = [(m["role"], without_turn_context(m.get("content") or "")) for m in history]
     assert roles[0] == ("user", "first") and ("user", "second") in roles
     assert roles.index(("user", "second")) > roles.index(("assistant", "first done"))
 

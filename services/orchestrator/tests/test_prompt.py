@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from orchestrator.agent.prompt import BOOTSTRAP_FILES, PromptInputs, build_system_prompt
+from orchestrator.agent.turn_context import turn_context, with_turn_context, without_turn_context
 from orchestrator.workspace import WorkspaceFiles
 
 FULL_ORDER = [
@@ -31,7 +32,6 @@ def inputs(workspace: Path, **overrides: object) -> PromptInputs:
         "context_files": WorkspaceFiles(workspace).read_all(BOOTSTRAP_FILES),
         "tools": [("exec", "Runs a shell command in the sandbox."), ("read_file", "Reads a file.")],
         "skills_xml": "<available_skills><skill><name>git</name></skill></available_skills>",
-        "now": datetime(2026, 11, 30, 9, 15, tzinfo=UTC),
         **overrides,
     }
     return PromptInputs(**values)  # type: ignore[arg-type]
@@ -47,14 +47,21 @@ def test_full_mode_has_every_section_in_order(tmp_path: Path) -> None:
     assert found == sorted(found)
     assert "- exec: Runs a shell command in the sandbox." in prompt
     assert "NO_REPLY" in prompt and "HEARTBEAT_OK" in prompt
-    assert "model=test-model" in prompt and "date=2026-11-30 09:15" in prompt
+    assert "model=test-model" in prompt
 
 
-def test_runtime_is_last_so_the_prefix_is_stable(tmp_path: Path) -> None:
-    early = build_system_prompt(inputs(tmp_path, now=datetime(2026, 1, 1, tzinfo=UTC)))
-    later = build_system_prompt(inputs(tmp_path, now=datetime(2026, 1, 2, tzinfo=UTC)))
-    cut = early.index("## Runtime")
-    assert early[:cut] == later[:cut] and early != later
+def test_the_prompt_has_no_clock_so_providers_can_cache_it(tmp_path: Path) -> None:
+    """The time goes into the turn context at the end of the user message instead."""
+    prompt = build_system_prompt(inputs(tmp_path))
+    assert f"{datetime.now(UTC):%Y-%m-%d}" not in prompt
+    assert prompt == build_system_prompt(inputs(tmp_path))
+    context = turn_context("Europe/Lisbon", now=datetime(2026, 11, 30, 9, 15, tzinfo=UTC))
+    assert context == "[Crayfish turn context] now=2026-11-30 09:15 (Monday) tz=Europe/Lisbon"
+    message = with_turn_context("hello", turn_context("UTC", recall="[Memory recall: ...]"))
+    assert message.startswith("hello\n\n[Crayfish turn context] now=")
+    assert message.endswith("[Memory recall: ...]")
+    assert without_turn_context(message) == "hello"
+    assert without_turn_context("no context here") == "no context here"
 
 
 def test_minimal_mode_drops_main_agent_sections(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from orchestrator.agent.turn_context import without_turn_context
 from orchestrator.core import OrchestratorCore
 from orchestrator.store import Database, EventStore, InvalidSessionId, SessionStore, TaskStore
 from orchestrator.store.tasks import Task
@@ -135,7 +136,7 @@ async def test_jsonl_sessions_and_the_inbox_are_imported_once(
     task = await core.tasks.wait("t-old", 30)
     assert (task.status, task.result) == ("completed", "yes")
     history = await core.store.load("old")
-    assert [m["content"] for m in history] == [
+    assert [without_turn_context(m["content"]) for m in history] == [
         "[Summary of the earlier conversation, written when it was compacted. The rules of the "
         "system prompt still apply.]\na boat",
         "and the car",

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from orchestrator.agent.turn_context import without_turn_context
 from orchestrator.core import OrchestratorCore
 from orchestrator.store.tasks import Task
 
@@ -77,7 +78,8 @@ async def test_a_failed_write_is_logged_once_and_never_fails_the_turn(
             fake_llm.reply_text(answer)
             task = await run(core, "hi")
             assert (task.status, task.result) == ("completed", answer)
-        assert [m["content"] for m in await core.store.load("s1")] == ["hi", "one", "hi", "two"]
+        stored = [without_turn_context(m["content"]) for m in await core.store.load("s1")]
+        assert stored == ["hi", "one", "hi", "two"]
         await core.close()
     warnings = [r for r in caplog.records if "transcript mirror" in r.getMessage()]
     assert len(warnings) == 1 and "s1.jsonl" in warnings[0].getMessage()

@@ -12,6 +12,7 @@ import json
 import grpc
 
 from crayfish_common.grpc_server import MAX_MESSAGE_BYTES
+from crayfish_common.tracing import grpc_client_interceptors
 
 SERVICE_CONFIG = json.dumps(
     {"loadBalancingConfig": [{"round_robin": {}}], "healthCheckConfig": {"serviceName": ""}}
@@ -28,6 +29,7 @@ def aio_channel(address: str) -> grpc.aio.Channel:
     """An insecure aio channel (services talk on a private network) with our message limits."""
     return grpc.aio.insecure_channel(
         target(address),
+        interceptors=grpc_client_interceptors() or None,
         options=[
             ("grpc.service_config", SERVICE_CONFIG),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),

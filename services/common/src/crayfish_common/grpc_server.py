@@ -11,6 +11,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from crayfish_common.settings import ServiceSettings
+from crayfish_common.tracing import grpc_server_interceptors
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,7 @@ class GrpcService:
     def __init__(self, service_names: Sequence[str], registrars: Sequence[Registrar]):
         self.service_names = list(service_names)
         self.server = grpc.aio.server(
+            interceptors=grpc_server_interceptors() or None,
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -32,7 +34,7 @@ class GrpcService:
                 # replicas; calls under way get an hour to finish (a long `exec` included).
                 ("grpc.max_connection_age_ms", MAX_CONNECTION_AGE_MS),
                 ("grpc.max_connection_age_grace_ms", 3_600_000),
-            ]
+            ],
         )
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)

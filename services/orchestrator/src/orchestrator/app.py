@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from crayfish_common.tracing import tracing_enabled
 from fastapi import FastAPI
 
 from orchestrator.api import (
@@ -72,4 +73,8 @@ def create_app(settings: Settings) -> FastAPI:
     )
     if settings.api_token:
         app.add_middleware(BearerAuth, token=settings.api_token)
+    if tracing_enabled():
+        from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+
+        FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,readyz,metrics")
     return app

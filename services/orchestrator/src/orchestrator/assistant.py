@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, cast
+
+from opentelemetry import trace
 
 from orchestrator.agent.compaction import Compactor
 from orchestrator.agent.llm import LLMClient
@@ -17,6 +20,7 @@ from orchestrator.agent.prompt import (
 )
 from orchestrator.agent.tool_search import initial_offer
 from orchestrator.agent.tools import ToolRegistry
+from orchestrator.agent.turn_context import turn_context, with_turn_context
 from orchestrator.clients import ServiceClients, ServiceError, ToolServiceClient
 from orchestrator.clients.memory import Hit
 from orchestrator.config import Settings
@@ -25,12 +29,13 @@ from orchestrator.heartbeat import is_acknowledgement
 from orchestrator.media import MediaStore, for_llm, user_content, vision_enabled, vision_refusal
 from orchestrator.store import SessionStore, TaskStore
 from orchestrator.store.tasks import Task
-from orchestrator.workspace import WorkspaceFiles
+from orchestrator.workspace import WorkspaceFile, WorkspaceFiles
 
 if TYPE_CHECKING:
     from orchestrator.local_tools import LocalTools
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer("crayfish.orchestrator")
 
 
 class Assistant:
@@ -97,22 +102,20 @@ class Assistant:
         """The turn with the session's history, memory recall and the tool loop."""
         if task.images and not self.vision:
             raise ValueError(vision_refusal(self.settings))
-        await self.registry.refresh()
-        history = await self.store.load(task.session_id)
-        system = await self.system_prompt("full")
-        user = await self._accept(task)
-        outgoing = dict(user)
-        recall = await self.recall(task.message, emit)
-        if recall:
-            outgoing["content"] = user_content(f"{task.message}\n\n{recall}", task.images)
-        history = await self.compactor.fit(
-            task.session_id, system, history, outgoing, emit, task.usage
-        )
-        return await self._loop(task, emit, [system_message(system), *history, outgoing])
+        with tracer.start_as_current_span("turn setup"):
+            history, system, recall = await asyncio.gather(
+                self.store.load(task.session_id),
+                self.system_prompt("full"),
+                self.recall(task.message, emit),
+            )
+            user = await self._accept(task, recall)
+            history = await self.compactor.fit(
+                task.session_id, system, history, user, emit, task.usage
+            )
+        return await self._loop(task, emit, [system_message(system), *history, user])
 
     async def run_heartbeat(self, task: Task, emit: EventSink) -> str:
         """A light turn: the standing tasks and no history; an acknowledgement is dropped."""
-        await self.registry.refresh()
         system = await self.system_prompt("full")
         user = await self._accept(task)
         text, rounds = await self._loop(task, emit, [system_message(system), user])
@@ -121,10 +124,16 @@ class Assistant:
             text = ""
         return await self._deliver(text, rounds, task, emit)
 
-    async def _accept(self, task: Task) -> dict[str, Any]:
-        """Persists the task's message as the session's next user message: from here on the
-        turn has side effects, so a crash ends it as interrupted instead of running it again."""
-        user = {"role": "user", "content": user_content(task.message, task.images)}
+    async def _accept(self, task: Task, recall: str = "") -> dict[str, Any]:
+        """Persists the task's message, with the turn context (time, recall) at its end, as the
+        session's next user message: later turns re-send exactly these bytes (a provider's
+        prompt cache holds). From here on the turn has side effects, so a crash ends it as
+        interrupted instead of running it again."""
+        context = turn_context(self.settings.timezone, recall)
+        user = {
+            "role": "user",
+            "content": user_content(with_turn_context(task.message, context), task.images),
+        }
         await self.turns.accept(task, user)
         return user
 
@@ -150,13 +159,24 @@ class Assistant:
         return text
 
     async def system_prompt(self, mode: PromptMode) -> str:
-        skills_xml, always = await self._skills_prompt() if mode != "none" else ("", "")
+        """The system prompt; the tool registry (cached for a few seconds), the skills prompt
+        and the bootstrap files are fetched at once."""
+        context_files: list[WorkspaceFile] = []
+        if mode == "none":
+            await self.registry.refresh()
+            skills_xml, always = "", ""
+        else:
+            _, (skills_xml, always), context_files = await asyncio.gather(
+                self.registry.refresh(),
+                self._skills_prompt(),
+                self.workspace.load(BOOTSTRAP_FILES),
+            )
         offered = initial_offer(self.registry)
         return build_system_prompt(
             PromptInputs(
                 agent_name=self.settings.agent_name,
                 model=self.settings.model,
-                context_files=await self.workspace.load(BOOTSTRAP_FILES) if mode != "none" else [],
+                context_files=context_files,
                 tools=[(t.name, t.description) for t in offered],
                 text_tools=[(t.name, t.description, t.parameters) for t in offered]
                 if self.settings.llm_tool_mode == "text"
@@ -183,11 +203,12 @@ class Assistant:
         if not self.settings.auto_recall or not query.strip():
             return ""
         try:
-            found = await self.clients.memory.search(
-                query,
-                top_k=self.settings.auto_recall_hits,
-                min_score=self.settings.auto_recall_min_score,
-            )
+            with tracer.start_as_current_span("memory recall"):
+                found = await self.clients.memory.search(
+                    query,
+                    top_k=self.settings.auto_recall_hits,
+                    min_score=self.settings.auto_recall_min_score,
+                )
         except ServiceError as exc:
             log.warning("auto-recall skipped: %s", exc)
             return ""

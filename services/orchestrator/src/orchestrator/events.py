@@ -6,10 +6,15 @@ Events are stored in PostgreSQL (store/events.py), so any replica serves any str
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from orchestrator.store.events import StoredEvent
+
+log = logging.getLogger(__name__)
 
 TERMINAL_EVENTS = {"task.completed", "task.failed", "task.cancelled", "task.interrupted"}
 # What a turn reports its progress through: sink(event type, data) records one event of its task.
@@ -23,62 +28,89 @@ def event_body(event: StoredEvent, event_id: int) -> dict[str, Any]:
     return {**base, **event.data}
 
 
-# Text deltas arriving within this many seconds are stored as one event: a streamed answer
-# comes in dozens of small pieces, and each stored event is a round trip to the database.
+# Text deltas are held at most this many seconds after a write, so a streamed answer is one
+# write per window, not one per token; any other event goes out with the next write.
 DELTA_WINDOW = 0.05
-Append = Callable[[str, dict[str, Any]], Awaitable[None]]
+# Writes a batch of one task's events, in order: [(type, data, ts)].
+WriteEvents = Callable[[list[tuple[str, dict[str, Any], float]]], Awaitable[None]]
 
 
-class DeltaCoalescer:
-    """One task's events on their way to the store: a text delta goes at once if none went in
-    the last DELTA_WINDOW seconds (the first words show without delay), later ones of the same
-    round are merged until the window ends; any other event first sends the deltas before it,
-    so order holds."""
+class EventOutbox:
+    """One running turn's events on their way to the store, written by one background writer so
+    the turn never waits for the database: each write takes every pending event in one
+    transaction, in order, consecutive text deltas of a round merged into one. The first delta
+    goes out at once (the first words show without delay), later ones within DELTA_WINDOW of
+    the last write wait for it. A write that fails is raised at the turn's next event, or at
+    `close`, so a turn whose store is gone still fails."""
 
-    def __init__(self, append: Append, window: float = DELTA_WINDOW):
-        self.append = append
+    def __init__(self, write: WriteEvents, window: float = DELTA_WINDOW):
+        self.write = write
         self.window = window
-        self._lock = asyncio.Lock()
-        self._pending: list[dict[str, Any]] = []
-        self._timer: asyncio.Task[None] | None = None
-        self._sent_at = -window  # when a delta was last sent (loop time)
+        self._pending: list[tuple[str, dict[str, Any], float]] = []
+        self._wake = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+        self._error: BaseException | None = None
+        self._closing = False
+        self._written_at = -window  # loop time of the last write
 
     async def add(self, type_: str, data: dict[str, Any]) -> None:
-        async with self._lock:
-            if type_ != "assistant.delta":
-                await self._flush()
-                await self.append(type_, data)
-                return
-            if self._pending and self._pending[-1].get("round") != data.get("round"):
-                await self._flush()
-            self._pending.append(data)
-            wait = self._sent_at + self.window - asyncio.get_running_loop().time()
-            if wait <= 0:
-                await self._flush()
-            elif self._timer is None:
-                self._timer = asyncio.create_task(self._flush_soon(wait))
+        if self._error is not None:
+            raise self._error
+        self._pending.append((type_, data, time.time()))
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._run(), name="event-outbox")
+        self._wake.set()
 
     async def close(self) -> None:
-        """Sends what is pending (before the task's terminal event)."""
-        async with self._lock:
-            await self._flush()
+        """Writes what is pending (before the task's terminal event); raises a failed write."""
+        self._closing = True
+        self._wake.set()
+        if self._writer is not None:
+            await asyncio.shield(self._writer)
+        if self._error is not None:
+            raise self._error
 
-    async def _flush_soon(self, wait: float) -> None:
-        await asyncio.sleep(wait)
-        async with self._lock:
-            self._timer = None
-            await self._flush()
+    def abandon(self) -> None:
+        """Stops the writer without writing more (the turn was taken over elsewhere)."""
+        if self._writer is not None:
+            self._writer.cancel()
 
-    async def _flush(self) -> None:
-        if self._timer is not None and self._timer is not asyncio.current_task():
-            self._timer.cancel()
-            self._timer = None
-        if not self._pending:
-            return
-        merged = {
-            **self._pending[0],
-            "text": "".join(str(d.get("text", "")) for d in self._pending),
-        }
-        self._pending = []
-        self._sent_at = asyncio.get_running_loop().time()
-        await self.append("assistant.delta", merged)
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not (self._closing and not self._pending):
+            self._wake.clear()
+            if not self._pending:
+                await self._wake.wait()
+                continue
+            only_deltas = all(type_ == "assistant.delta" for type_, _, _ in self._pending)
+            hold = self._written_at + self.window - loop.time()
+            if only_deltas and hold > 0 and not self._closing:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(hold):
+                        await self._wake.wait()
+                continue
+            batch, self._pending = merge_deltas(self._pending), []
+            self._written_at = loop.time()
+            try:
+                await self.write(batch)
+            except Exception as exc:  # raised to the turn at its next event
+                log.warning("writing %d events failed: %s", len(batch), exc)
+                self._error = exc
+                self._pending.clear()
+                return
+
+
+def merge_deltas(
+    events: list[tuple[str, dict[str, Any], float]],
+) -> list[tuple[str, dict[str, Any], float]]:
+    """Consecutive text deltas of one round as one event (the first one's time)."""
+    merged: list[tuple[str, dict[str, Any], float]] = []
+    for type_, data, ts in events:
+        if merged and type_ == "assistant.delta":
+            last_type, last, last_ts = merged[-1]
+            if last_type == type_ and last.get("round") == data.get("round"):
+                text = str(last.get("text", "")) + str(data.get("text", ""))
+                merged[-1] = (type_, {**last, "text": text}, last_ts)
+                continue
+        merged.append((type_, data, ts))
+    return merged

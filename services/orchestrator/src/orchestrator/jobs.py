@@ -12,10 +12,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from crayfish_common.tracing import attach_carrier, current_carrier, detach
 from procrastinate import App, JobContext, PsycopgConnector, RetryStrategy, exceptions
 from procrastinate.job_context import AbortReason
 from procrastinate.jobs import Job, Status
 from procrastinate.retry import BaseRetryStrategy, RetryDecision
+from procrastinate.types import JSONValue
 from procrastinate.worker import Worker
 
 from orchestrator.store.database import Connection, Database
@@ -83,8 +85,15 @@ class JobQueue:
         self.app = App(connector=PsycopgConnector())
         self._run = run
 
-        async def turn(context: JobContext, task_id: str) -> None:
-            await self._run(task_id, lambda: context.abort_reason() == AbortReason.USER_REQUEST)
+        async def turn(
+            context: JobContext, task_id: str, trace: dict[str, str] | None = None
+        ) -> None:
+            # `trace`: the W3C context of the request that queued the turn (one trace per turn).
+            token = attach_carrier(trace)
+            try:
+                await self._run(task_id, lambda: context.abort_reason() == AbortReason.USER_REQUEST)
+            finally:
+                detach(token)
 
         self._task = self.app.task(
             name=TASK_NAME,
@@ -140,6 +149,9 @@ class JobQueue:
     async def enqueue(self, conn: Connection, task_id: str, session_id: str) -> int:
         """Adds the turn's job inside the caller's transaction; returns the job id."""
         deferrer = self._task.configure(lock=f"session:{session_id}", connection=conn)
+        trace: dict[str, JSONValue] = dict(current_carrier())
+        if trace:
+            return await deferrer.defer_async(task_id=task_id, trace=trace)
         return await deferrer.defer_async(task_id=task_id)
 
     async def enqueue_delivery(self, job: dict[str, Any]) -> None:

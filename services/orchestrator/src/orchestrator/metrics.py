@@ -42,11 +42,12 @@ class Metrics:
         )
         self.tokens = Counter(
             "crayfish_llm_tokens_total",
-            "LLM tokens by kind (prompt, completion).",
+            "LLM tokens by kind (prompt, completion, cached_prompt: prompt tokens the "
+            "provider read from its prompt cache).",
             ["kind"],
             registry=self.registry,
         )
-        for kind in ("prompt", "completion"):
+        for kind in ("prompt", "completion", "cached_prompt"):
             self.tokens.labels(kind=kind)  # shown from the start, at 0
         self.tool_calls = Counter(
             "crayfish_tool_calls_total",
@@ -72,6 +73,7 @@ class Metrics:
         elif type_ == "llm.response":
             self.tokens.labels(kind="prompt").inc(int(data.get("prompt_tokens") or 0))
             self.tokens.labels(kind="completion").inc(int(data.get("completion_tokens") or 0))
+            self.tokens.labels(kind="cached_prompt").inc(int(data.get("cached_tokens") or 0))
         elif type_ in TERMINAL_EVENTS:
             kind = str(data.get("kind", "chat"))
             self.tasks.labels(kind=kind, outcome=type_.removeprefix("task.")).inc()

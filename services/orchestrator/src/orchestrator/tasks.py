@@ -11,13 +11,16 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from orchestrator.events import TERMINAL_EVENTS, DeltaCoalescer, EventSink
+from opentelemetry import trace
+
+from orchestrator.events import TERMINAL_EVENTS, EventOutbox, EventSink
 from orchestrator.jobs import Deliveries, JobQueue, TurnNotBegun, WorkerTiming, job_info
 from orchestrator.store import Database, EventStore, StoredEvent, TaskStore, TurnInterrupted
 from orchestrator.store.tasks import Task, TaskStatus
 from orchestrator.store.transcripts import TranscriptMirror
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer("crayfish.orchestrator")
 
 TurnRunner = Callable[[Task, EventSink], Awaitable[str]]
 # Sees every event this replica publishes (metrics): observer(event type, data).
@@ -28,6 +31,9 @@ INTERRUPTED = (
 )
 GLOBAL_RESUME_WINDOW = 10_000  # a new reader of /api/events starts this many events back
 SWEEP_LOCK = 72105
+# A waiter for a task's end reads the store at most once per this many seconds of events: a
+# turn's events come in bursts, and 200 waiting clients would each read every one of them.
+WAIT_SETTLE = 0.005
 
 
 class TaskManager:
@@ -52,7 +58,7 @@ class TaskManager:
         self.queue = JobQueue(db, self._run_job, timing, deliveries)
         self.observers: list[EventObserver] = []
         self.active_count = 0  # queued or running, cluster-wide, as of the last sweep
-        self._outboxes: dict[str, DeltaCoalescer] = {}  # of the turns running here
+        self._outboxes: dict[str, EventOutbox] = {}  # of the turns running here
         self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -94,9 +100,10 @@ class TaskManager:
 
     async def wait(self, task_id: str, within: float | None = None) -> Task:
         """The task once it has ended (or as it is after `within` seconds)."""
+        events = self.events.follow_task(task_id, 0, TERMINAL_EVENTS, settle=WAIT_SETTLE)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(within):
-                async for _ in self.follow(task_id, 0):
+                async for _ in events:
                     pass
         task = await self.store.get(task_id)
         assert task is not None
@@ -115,7 +122,7 @@ class TaskManager:
 
     async def publish(self, task: Task, type_: str, data: dict[str, Any]) -> None:
         """Records an event of the task (its own stream and the global one); text deltas of a
-        running turn are merged over a few milliseconds (DeltaCoalescer)."""
+        running turn go through its EventOutbox: written in the background, in order."""
         data = {"session_id": task.session_id, **data}
         self._observe(type_, data)
         outbox = self._outboxes.get(task.id)
@@ -142,8 +149,12 @@ class TaskManager:
             if task is None:
                 return  # cancelled (or ended) before it started
             self._observe("task.started", {"session_id": task.session_id, "kind": task.kind})
-            self._outboxes[task.id] = DeltaCoalescer(lambda t, d: self._append(task_id, t, d))
-            task.result = await self.run_turn(task, lambda t, d: self.publish(task, t, d))
+            self._outboxes[task.id] = EventOutbox(
+                lambda batch: self.events.add_many(task_id, batch)
+            )
+            attributes = {"crayfish.task_id": task.id, "crayfish.session_id": task.session_id}
+            with tracer.start_as_current_span(f"turn {task.kind}", attributes=attributes):
+                task.result = await self.run_turn(task, lambda t, d: self.publish(task, t, d))
             await self._finish(task, "completed")
         except asyncio.CancelledError:
             await self._stopped(cancelled_by_user(), task_id, task)
@@ -156,7 +167,9 @@ class TaskManager:
                 task.error = str(exc) or type(exc).__name__
                 await self._finish(task, "failed")
         finally:
-            self._outboxes.pop(task_id, None)
+            outbox = self._outboxes.pop(task_id, None)
+            if outbox is not None:
+                outbox.abandon()
 
     async def _stopped(self, by_user: bool, task_id: str, task: Task | None) -> None:
         """A job stopped by a cancel (-> cancelled) or by this replica shutting down: a turn

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from crayfish_common.logs import configure_logging
+from crayfish_common.tracing import setup_tracing
 
 from skills.config import SkillsSettings
 from skills.server import run
@@ -13,6 +14,7 @@ from skills.server import run
 def main() -> None:
     settings = SkillsSettings()
     configure_logging("skills", settings.log_level, settings.log_json)
+    setup_tracing("skills")  # on when OTEL_EXPORTER_OTLP_ENDPOINT is set
     asyncio.run(run(settings))
 
 

@@ -7,6 +7,7 @@ import logging
 import sys
 
 from crayfish_common.logs import configure_logging
+from crayfish_common.tracing import setup_tracing
 
 from tool_runner.config import ToolRunnerSettings
 from tool_runner.sandbox.base import SandboxUnavailable
@@ -16,6 +17,7 @@ from tool_runner.server import serve
 def main() -> int:
     settings = ToolRunnerSettings()
     configure_logging("tool-runner", settings.log_level, settings.log_json)
+    setup_tracing("tool-runner")  # on when OTEL_EXPORTER_OTLP_ENDPOINT is set
     try:
         asyncio.run(serve(settings))
     except SandboxUnavailable as exc:

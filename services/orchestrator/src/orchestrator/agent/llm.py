@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import openai
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, AsyncStream
+from openai._base_client import make_request_options
 from openai._constants import INITIAL_RETRY_DELAY as SDK_FIRST_DELAY
-from pydantic import BaseModel
 
 from orchestrator.agent.think import ThinkFilter, strip_think
 from orchestrator.config import Settings
@@ -47,6 +47,7 @@ class LLMReply:
     finish_reason: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # of prompt_tokens, read from the provider's prompt cache
 
 
 @dataclass
@@ -55,7 +56,7 @@ class _StreamState:
     reasoning: list[str] = field(default_factory=list)
     calls: dict[int, dict[str, str]] = field(default_factory=dict)
     finish_reason: str = ""
-    usage: Any = None
+    usage: dict[str, Any] | None = None
 
 
 @dataclass
@@ -170,10 +171,10 @@ class LLMClient:
         think = ThinkFilter()
         try:
             while (chunk := await _next_chunk(stream, self.settings.llm_timeout)) is not None:
-                usage = getattr(chunk, "usage", None)
-                if usage is not None:
+                usage = chunk.get("usage")
+                if isinstance(usage, dict):
                     state.usage = usage
-                for choice in getattr(chunk, "choices", None) or []:
+                for choice in _dicts(chunk.get("choices")):
                     await call.show(_absorb(choice, state, think))
         finally:
             await stream.close()
@@ -186,7 +187,17 @@ class LLMClient:
         """The stream, once the SDK's retries got a response; failures become LLMError."""
         url = self.settings.openai_base_url
         try:
-            return await self.client.chat.completions.create(**request)
+            # The SDK's own `chat.completions.create` walks the whole request through its typed
+            # transforms (most of a turn's CPU with a long history) and builds a pydantic model
+            # per chunk; a plain dict in and plain dicts out keep its retries, auth and errors.
+            return await self.client.post(
+                "/chat/completions",
+                body=request,
+                options=make_request_options(security={"bearer_auth": True}),
+                cast_to=object,
+                stream=True,
+                stream_cls=AsyncStream[object],
+            )
         except openai.APIStatusError as exc:
             reason = f"LLM answered HTTP {exc.status_code}: {_error_message(exc)}"
             wait = exc.response.headers.get("retry-after")
@@ -230,32 +241,44 @@ async def _next_chunk(stream: Any, read_timeout: float) -> Any:
         raise _StreamBroke(f"the provider sent an error: {exc.message}") from exc
     except ValueError as exc:  # json.JSONDecodeError: a data line that is not JSON
         raise _StreamBroke(f"a chunk that is not JSON: {getattr(exc, 'doc', '')[:80]!r}") from exc
-    if not isinstance(chunk, BaseModel):
+    if not isinstance(chunk, dict):
         raise _StreamBroke(f"a chunk that is not a JSON object: {chunk!r:.80}")
     return chunk
 
 
-def _absorb(choice: Any, state: _StreamState, think: ThinkFilter) -> str:
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    """The JSON objects of a list a provider sent (anything else in it is ignored)."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _absorb(choice: dict[str, Any], state: _StreamState, think: ThinkFilter) -> str:
     """Adds one choice's delta to state; returns the text that may be shown now."""
-    if getattr(choice, "finish_reason", None):
-        state.finish_reason = choice.finish_reason
-    delta = getattr(choice, "delta", None)
-    if delta is None:
+    if choice.get("finish_reason"):
+        state.finish_reason = str(choice["finish_reason"])
+    delta = choice.get("delta")
+    if not isinstance(delta, dict):
         return ""
-    reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
+    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
     if isinstance(reasoning, str):
         state.reasoning.append(reasoning)
-    for call in getattr(delta, "tool_calls", None) or []:
-        slot = state.calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
-        if call.id:
-            slot["id"] = call.id
-        if call.function is not None:
-            name = call.function.name or ""
+    for call in _dicts(delta.get("tool_calls")):
+        given = call.get("index")
+        index = given if isinstance(given, int) else len(state.calls)
+        slot = state.calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+        if call.get("id"):
+            slot["id"] = _str(call["id"])
+        function = call.get("function")
+        if isinstance(function, dict):
+            name = _str(function.get("name"))
             # OpenAI sends the name once; llama.cpp repeats it whole in every chunk.
             if name != slot["name"]:
                 slot["name"] += name
-            slot["arguments"] += call.function.arguments or ""
-    content = getattr(delta, "content", None)
+            slot["arguments"] += _str(function.get("arguments"))
+    content = delta.get("content")
     if not isinstance(content, str) or not content:
         return ""
     state.content.append(content)
@@ -269,15 +292,28 @@ def _reply_from(state: _StreamState) -> LLMReply:
         ToolCall(id=c["id"] or f"call_{i}", name=c["name"], arguments=c["arguments"])
         for i, c in sorted(state.calls.items())
     ]
-    usage = state.usage
+    usage = state.usage or {}
     return LLMReply(
         content=content,
         reasoning=reasoning,
         tool_calls=calls,
         finish_reason=state.finish_reason,
-        prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-        completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+        prompt_tokens=_int(usage.get("prompt_tokens")),
+        completion_tokens=_int(usage.get("completion_tokens")),
+        cached_tokens=_cached_tokens(usage),
     )
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
+
+
+def _cached_tokens(usage: dict[str, Any]) -> int:
+    """`usage.prompt_tokens_details.cached_tokens` (OpenAI; DeepSeek's `prompt_cache_hit_tokens`
+    too), 0 when the provider reports none."""
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return _int(cached if cached is not None else usage.get("prompt_cache_hit_tokens"))
 
 
 def _partial(shown: int) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from crayfish_common.textcap import cap_text
 from crayfish_common.tools import ToolResult
+from opentelemetry import trace
 
 from orchestrator.agent.guard import RepeatGuard
 from orchestrator.agent.llm import LLMClient, LLMReply, ToolCall
@@ -24,6 +25,7 @@ from orchestrator.agent.tools import OfferedTool, ToolRegistry
 from orchestrator.events import EventSink
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer("crayfish.orchestrator")
 
 Persist = Callable[[list[dict[str, Any]]], Awaitable[None]]
 
@@ -158,14 +160,23 @@ class AgentLoop:
                 await emit("assistant.delta", {"round": round_no, "text": visible})
 
         started = time.perf_counter()
-        if self.limits.tool_mode == "text":
-            reply = await self.llm.complete(to_text_protocol(messages), None, on_delta)
-        else:
-            offered = [t.as_openai() for t in tools.values()]
-            choice = self.limits.first_tool_choice if round_no == 1 else ""
-            if choice not in ("", "auto", "required", "none") and choice not in tools:
-                choice = ""  # forcing a tool this turn does not offer would be rejected
-            reply = await self.llm.complete(messages, offered or None, on_delta, choice)
+        with tracer.start_as_current_span("llm", attributes={"crayfish.round": round_no}) as span:
+            if self.limits.tool_mode == "text":
+                reply = await self.llm.complete(to_text_protocol(messages), None, on_delta)
+            else:
+                offered = [t.as_openai() for t in tools.values()]
+                choice = self.limits.first_tool_choice if round_no == 1 else ""
+                if choice not in ("", "auto", "required", "none") and choice not in tools:
+                    choice = ""  # forcing a tool this turn does not offer would be rejected
+                reply = await self.llm.complete(messages, offered or None, on_delta, choice)
+            span.set_attributes(
+                {
+                    "gen_ai.usage.input_tokens": reply.prompt_tokens,
+                    "gen_ai.usage.output_tokens": reply.completion_tokens,
+                    "crayfish.cached_tokens": reply.cached_tokens,
+                    "crayfish.tool_calls": len(reply.tool_calls),
+                }
+            )
         add_usage(usage, reply)
         await emit(
             "llm.response",
@@ -175,6 +186,7 @@ class AgentLoop:
                 "tool_calls": [c.name for c in reply.tool_calls],
                 "prompt_tokens": reply.prompt_tokens,
                 "completion_tokens": reply.completion_tokens,
+                "cached_tokens": reply.cached_tokens,
                 "duration_ms": round((time.perf_counter() - started) * 1000, 1),
             },
         )
@@ -235,7 +247,11 @@ class AgentLoop:
             data = {"call_id": call.id, "tool": call.name, "stream": stream, "text": text}
             await emit("tool.output", data)
 
-        outcome = await tools.run(call.name, call.arguments, session_id, call.id, on_output)
+        with tracer.start_as_current_span(
+            f"tool {call.name}", attributes={"crayfish.call_id": call.id}
+        ) as span:
+            outcome = await tools.run(call.name, call.arguments, session_id, call.id, on_output)
+            span.set_attribute("crayfish.ok", outcome.ok)
         capped = cap_text(outcome.output, self.limits.result_max_chars, CAP_HEAD_SHARE)
         truncated = outcome.truncated or capped.truncated
         outcome.output = capped.text
@@ -276,3 +292,5 @@ def add_usage(usage: dict[str, int], reply: LLMReply) -> None:
     usage["prompt_tokens"] = usage.get("prompt_tokens", 0) + reply.prompt_tokens
     usage["completion_tokens"] = usage.get("completion_tokens", 0) + reply.completion_tokens
     usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    if reply.cached_tokens:
+        usage["cached_prompt_tokens"] = usage.get("cached_prompt_tokens", 0) + reply.cached_tokens

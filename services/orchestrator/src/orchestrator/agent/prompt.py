@@ -1,4 +1,5 @@
-"""Builds the system prompt: stable sections first, volatile ones (runtime) last."""
+"""Builds the system prompt, byte-stable between turns so providers can cache it: what changes
+from turn to turn (the time, recalled memory) ends the user message instead (turn_context)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ import socket
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
-from zoneinfo import ZoneInfo
 
 from crayfish_common.textcap import cap_text
 
 from orchestrator.agent.text_tools import FORMAT_NOTE, tooling_lines
+from orchestrator.agent.turn_context import TURN_CONTEXT_MARK
 from orchestrator.workspace import WorkspaceFile
 
 PromptMode = Literal["full", "minimal", "none"]
@@ -45,7 +46,6 @@ class PromptInputs:
     file_max_chars: int = 20_000
     total_max_chars: int = 60_000
     timezone: str = ""
-    now: datetime | None = None
 
 
 def build_system_prompt(inputs: PromptInputs) -> str:
@@ -148,11 +148,11 @@ def project_context(inputs: PromptInputs) -> str:
 
 
 def _runtime(inputs: PromptInputs) -> str:
-    zone = ZoneInfo(inputs.timezone) if inputs.timezone else None
-    now = inputs.now or datetime.now(zone).astimezone(zone)
-    zone_name = inputs.timezone or now.tzname() or "local"
+    # Only what holds for the life of the process: the date lives in the turn context.
     return (
         f"## Runtime\nhost={socket.gethostname()} os={platform.system()} "
         f"python={platform.python_version()} model={inputs.model} "
-        f"date={now:%Y-%m-%d %H:%M} ({now:%A}) tz={zone_name}"
+        f"tz={inputs.timezone or datetime.now().astimezone().tzname() or 'local'}\n"
+        f"The current date and time is given at the end of each user message, in a "
+        f"`{TURN_CONTEXT_MARK}` block written by Crayfish, not by the user."
     )

@@ -120,7 +120,7 @@ def _completion(task: Task, model: str) -> dict[str, Any]:
                 "finish_reason": "stop",
             }
         ],
-        "usage": dict(task.usage),
+        "usage": openai_usage(task.usage),
     }
 
 
@@ -179,9 +179,16 @@ async def _chunks(
         yield sse_event(_chunk(task, model, {}, "stop"))
         if include_usage:
             usage_chunk = _chunk(task, model, {}, None)
-            usage_chunk["choices"], usage_chunk["usage"] = [], dict(task.usage)
+            usage_chunk["choices"], usage_chunk["usage"] = [], openai_usage(task.usage)
             yield sse_event(usage_chunk)
     else:
         status, message = _failure(task)
         yield sse_event(error_body(status, message, "turn_failed"))
     yield sse_event("[DONE]")
+
+
+def openai_usage(usage: dict[str, int]) -> dict[str, Any]:
+    """A task's usage in OpenAI's shape (cached prompt tokens under prompt_tokens_details)."""
+    shaped: dict[str, Any] = {k: v for k, v in usage.items() if k != "cached_prompt_tokens"}
+    shaped["prompt_tokens_details"] = {"cached_tokens": usage.get("cached_prompt_tokens", 0)}
+    return shaped

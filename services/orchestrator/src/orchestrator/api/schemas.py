@@ -28,6 +28,8 @@ class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    # Of prompt_tokens, those the provider read from its prompt cache (when it reports them).
+    cached_prompt_tokens: int = 0
 
 
 class TaskView(BaseModel):

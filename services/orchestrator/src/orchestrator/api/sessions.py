@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel
 
+from orchestrator.agent.turn_context import content_without_turn_context
 from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
 from orchestrator.clients import ServiceError
@@ -55,9 +56,17 @@ async def list_sessions(core: CoreDep) -> SessionList:
 
 @router.get("/api/sessions/{session_id}", response_model=SessionHistory)
 async def read_session(session_id: str, core: CoreDep) -> SessionHistory:
-    """The session's history as OpenAI-format messages."""
+    """The session's history as OpenAI-format messages; user messages as their user wrote
+    them (without the turn context Crayfish added for the model)."""
     await _existing(core, session_id)
-    return SessionHistory(id=session_id, messages=await core.store.load(session_id))
+    messages = [_as_written(m) for m in await core.store.load(session_id)]
+    return SessionHistory(id=session_id, messages=messages)
+
+
+def _as_written(message: dict[str, Any]) -> dict[str, Any]:
+    if message.get("role") == "user":
+        return {**message, "content": content_without_turn_context(message.get("content"))}
+    return message
 
 
 @router.delete("/api/sessions/{session_id}", status_code=204)

@@ -62,6 +62,14 @@ class EventStore:
         assert row is not None
         return StoredEvent(row["id"], row["seq"], task_id, type_, data, ts)
 
+    async def add_many(self, task_id: str, events: list[tuple[str, dict[str, Any], float]]) -> None:
+        """Appends a task's events [(type, data, ts)] in order, in one transaction and one
+        round trip (pipelined)."""
+        query = "SELECT id, seq FROM crayfish_add_event(%s, %s, %s, %s, false)"
+        async with self.db.transaction() as conn, conn.pipeline():
+            for type_, data, ts in events:
+                await conn.execute(query, (task_id, type_, Json(data), ts))
+
     async def task_events(self, task_id: str, after_seq: int) -> list[StoredEvent]:
         async with self.db.connection() as conn:
             cursor = await conn.execute(
@@ -105,11 +113,15 @@ class EventStore:
             return int(row["id"] or 0) if row else 0
 
     async def follow_task(
-        self, task_id: str, after_seq: int, terminal: set[str]
+        self, task_id: str, after_seq: int, terminal: set[str], settle: float = 0.0
     ) -> AsyncIterator[StoredEvent]:
-        """The task's events after `after_seq`, live, ending with its terminal event."""
+        """The task's events after `after_seq`, live, ending with its terminal event. With
+        `settle`, a notification is followed by that many seconds of gathering before the read
+        (a waiter that wants only the end reads a burst of events once, not once each)."""
         async with self._woken_by(task_id) as woken:
             while True:
+                if settle and woken.is_set():
+                    await asyncio.sleep(settle)
                 woken.clear()  # before reading: a notification during the read is not lost
                 fresh = await self.task_events(task_id, after_seq)
                 for event in fresh:

@@ -13,6 +13,7 @@ from typing import Any
 
 from psycopg.types.json import Json
 
+from orchestrator.agent.turn_context import without_turn_context
 from orchestrator.store.database import Connection, Database, lock_session
 from orchestrator.store.transcripts import TranscriptMirror
 
@@ -127,7 +128,7 @@ async def append_records(
     now = time.time()
     title = next(
         (
-            _text_of(body.get("content"))[:TITLE_CHARS]
+            without_turn_context(_text_of(body.get("content")))[:TITLE_CHARS]
             for kind, body in records
             if kind == "message" and body.get("role") == "user"
         ),

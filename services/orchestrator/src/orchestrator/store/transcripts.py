@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from orchestrator.agent.turn_context import content_without_turn_context
 from orchestrator.store.database import Connection
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ class TranscriptMirror:
             return
         self._claimed.add(session_id)
         lines = [
-            json.dumps({"role": m["role"], "content": m["content"]}, ensure_ascii=False) + "\n"
+            json.dumps({"role": m["role"], "content": _as_written(m)}, ensure_ascii=False) + "\n"
             for m in messages
             if m.get("role") in ("user", "assistant") and _has_text(m.get("content"))
         ]
@@ -110,3 +111,11 @@ def _has_text(content: object) -> bool:
     if isinstance(content, str):
         return bool(content.strip())
     return isinstance(content, list) and bool(content)
+
+
+def _as_written(message: dict[str, Any]) -> Any:
+    """The user's own words: the turn context (time, recalled memory) is not indexed again."""
+    content = message["content"]
+    if message.get("role") == "user":
+        return content_without_turn_context(content)
+    return content

@@ -1,0 +1,136 @@
+"""Many sessions at LLM speed: N concurrent sessions, one turn each through
+`POST /v1/chat/completions`, the fake LLM taking 0.5 s per request (streamed over that time).
+
+Prints, per scenario, the wall time from the first request to the last answer against the
+LLM-bound ideal (0.5 s per LLM request of a turn), and the CPU each service spent per turn
+(from /proc, the process groups of the four services). Scenarios: no tool with auto-recall off,
+no tool with auto-recall on (a memory search per turn), one `exec` per turn (recall off).
+
+Run: .venv/bin/python bench/concurrency.py [--sessions 200] [--llm-delay 0.5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from process_memory import cpu_seconds, group_pids
+
+from tests.fakes import FakeLLM, Reply, ToolCall
+from tests.stacks import running_stack
+
+MEMORY = "# Memory\n\n- The user's sister Ada lives in Lisbon and plays the cello.\n"
+
+
+def script(delay: float, with_exec: bool):
+    def reply(body: dict[str, Any]) -> Reply:
+        last = body["messages"][-1]
+        if with_exec and last.get("role") == "user":
+            call = ToolCall("exec", json.dumps({"command": "echo hi"}))
+            return Reply(tool_calls=[call], delay=delay)
+        return Reply(text="Here is the answer, in a few streamed words.", delay=delay)
+
+    return reply
+
+
+async def burst(url: str, sessions: int, tag: str) -> tuple[float, int]:
+    """(wall seconds, failures) of `sessions` turns sent at once, each in its own session."""
+    limits = httpx.Limits(max_connections=sessions + 10, max_keepalive_connections=sessions + 10)
+    async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as client:
+
+        async def one(i: int) -> bool:
+            response = await client.post(
+                "/v1/chat/completions",
+                headers={"x-crayfish-session": f"{tag}-{i}"},
+                json={"model": "crayfish", "messages": [{"role": "user", "content": f"hi {i}"}]},
+            )
+            return response.status_code == 200
+
+        await asyncio.gather(*(one(i) for i in range(3)))  # warm connections and caches
+        started = time.perf_counter()
+        results = await asyncio.gather(*(one(i) for i in range(3, sessions + 3)))
+        return time.perf_counter() - started, results.count(False)
+
+
+def start_py_spy(folder: Path | None, name: str, pid: int) -> subprocess.Popen[bytes] | None:
+    """py-spy (a dev tool, not installed by the project) sampling the orchestrator during the
+    burst, as collapsed stacks in folder/<scenario>.txt."""
+    if folder is None:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / f"{name.split()[0]}.txt"
+    command = ["py-spy", "record", "--pid", str(pid), "--format", "raw", "--output", str(out)]
+    spy = subprocess.Popen([*command, "--rate", "250", "--nonblocking"])
+    time.sleep(1)
+    return spy
+
+
+def service_cpu(stack: Any) -> dict[str, float]:
+    return {name: cpu_seconds(group_pids(process.pid)) for name, process in stack.processes.items()}
+
+
+def scenario(args: argparse.Namespace, name: str, recall: bool, with_exec: bool) -> None:
+    env = {
+        "CRAYFISH_LOG_LEVEL": "WARNING",
+        "CRAYFISH_AUTO_RECALL": "true" if recall else "false",
+        # The default (100) would run the burst in two waves.
+        "CRAYFISH_WORKER_CONCURRENCY": str(args.sessions + 10),
+        "CRAYFISH_DATABASE_POOL_SIZE": "40",
+        "CRAYFISH_REPEAT_LIMIT": "100",
+    }
+    with FakeLLM() as fake:
+        fake.reply_forever_with(script(args.llm_delay, with_exec))
+        with running_stack(fake.base_url, files={"MEMORY.md": MEMORY}, env=env) as stack:
+            time.sleep(2)  # memory indexes MEMORY.md
+            spy = start_py_spy(args.py_spy, name, stack.processes["orchestrator"].pid)
+            before = service_cpu(stack)
+            wall, failed = asyncio.run(burst(stack.url, args.sessions, name.split()[0]))
+            after = service_cpu(stack)
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)
+                spy.wait(30)
+    ideal = args.llm_delay * (2 if with_exec else 1)
+    turns = args.sessions + 3  # the warm-up turns' CPU is in the figures too
+    cpu = {k: (after[k] - before.get(k, 0.0)) / turns * 1000 for k in after}
+    per_service = ", ".join(f"{k} {v:.1f}" for k, v in cpu.items() if v >= 0.05)
+    print(
+        f"{name:28} wall {wall:6.2f} s  ideal {ideal:.2f} s  ratio {wall / ideal:5.2f}  "
+        f"failed {failed}\n{'':28} CPU ms per turn: {per_service}"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--llm-delay", type=float, default=0.5)
+    parser.add_argument("--only", default="", help="plain, recall or exec")
+    parser.add_argument("--py-spy", type=Path, default=None, help="folder for py-spy samples")
+    args = parser.parse_args()
+    print(
+        f"{args.sessions} concurrent sessions, one turn each, fake LLM {args.llm_delay} s per "
+        "request; 2 cores shared with other work: the ratio to the ideal is the figure"
+    )
+    scenarios = [
+        ("plain (no tool, recall off)", False, False),
+        ("recall (no tool, recall on)", True, False),
+        ("exec (1 exec, recall off)", False, True),
+    ]
+    for name, recall, with_exec in scenarios:
+        if not args.only or name.startswith(args.only):
+            scenario(args, name, recall, with_exec)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Traces across the services: one turn is one trace, from the REST request through the job
+to the LLM, the tool-runner's `exec` and the memory search, exported by OTLP."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from devstack.launcher import LocalStack
+from tests.fakes import FakeLLM
+from tests.otlp import OTLPReceiver, ReceivedSpan
+from tests.stacks import running_stack, wait_task
+
+
+@pytest.fixture(scope="module")
+def otlp() -> Iterator[OTLPReceiver]:
+    with OTLPReceiver() as receiver:
+        yield receiver
+
+
+@pytest.fixture(scope="module")
+def traced_stack(fake_llm: FakeLLM, otlp: OTLPReceiver) -> Iterator[LocalStack]:
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint,
+        "OTEL_BSP_SCHEDULE_DELAY": "100",  # export within 0.1 s, not 5 s
+        "CRAYFISH_LOG_LEVEL": "WARNING",
+    }
+    files = {"MEMORY.md": "# Memory\n\n- Ada is the user's sister; she lives in Lisbon.\n"}
+    with running_stack(fake_llm.base_url, files=files, env=env) as stack:
+        yield stack
+
+
+def test_one_turn_is_one_trace_across_the_orchestrator_and_the_tool_runner(
+    traced_stack: LocalStack, fake_llm: FakeLLM, otlp: OTLPReceiver
+):
+    fake_llm.reply_tool_calls(("exec", {"command": "echo traced"}))
+    fake_llm.reply_text("It said traced.")
+    with httpx.Client(base_url=traced_stack.url, timeout=60) as api:
+        accepted = api.post("/api/chat", json={"message": "Where does Ada live? run echo"})
+        task_id = accepted.json()["task_id"]
+        task = wait_task(api, task_id)
+    assert task["status"] == "completed", task
+
+    def turn_spans(spans: list[ReceivedSpan]) -> list[ReceivedSpan]:
+        turn = [s for s in spans if s.attributes.get("crayfish.task_id") == task_id]
+        if not turn:
+            return []
+        return [s for s in spans if s.trace_id == turn[0].trace_id]
+
+    def complete(spans: list[ReceivedSpan]) -> bool:
+        services = {s.service for s in turn_spans(spans)}
+        return {"orchestrator", "tool-runner", "memory"} <= services
+
+    spans = turn_spans(otlp.wait_for(complete))
+    names = {(s.service, s.name) for s in spans}
+    # The request that queued the turn, the turn in its job, and what it did, in one trace.
+    assert ("orchestrator", "POST /api/chat") in names
+    assert ("orchestrator", "turn chat") in names
+    assert sum(1 for s in spans if s.name == "llm") == 2
+    assert ("orchestrator", "tool exec") in names
+    assert ("orchestrator", "memory recall") in names
+    runner = [s for s in spans if s.service == "tool-runner"]
+    assert any("RunTool" in s.name for s in runner)
+    # The tool-runner's span is a child of the orchestrator's call to it (context in metadata).
+    ids = {s.span_id: s for s in spans}
+    parents = {ids[s.parent_id].service for s in runner if s.parent_id in ids}
+    assert parents == {"orchestrator"}
+    assert len({s.trace_id for s in spans}) == 1
