@@ -1,4 +1,4 @@
-"""The eval's two dataset layouts, told apart by their files, each turned into a workspace + queries.
+"""The eval's two dataset layouts, told apart by their files, each made a workspace and queries.
 
 - Ours: `corpus/` (markdown as it would sit in `memory/`) and `queries.jsonl` (`question`,
   `evidence: [{path, line}]`); a hit counts when its line range covers an evidence line.
@@ -96,7 +96,7 @@ def _relevance(score: str, row: list[str]) -> float:
 
 
 def _file_name(doc_id: str, taken: set[str]) -> str:
-    """A readable, safe file name for a document id; a digest keeps altered or clashing ids apart."""
+    """A safe, readable file name for a document id; a digest keeps odd or clashing ids apart."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", doc_id).strip("._")[:60] or "doc"
     if safe != doc_id or safe.lower() in taken:
         safe = f"{safe}-{hashlib.sha256(doc_id.encode()).hexdigest()[:10]}"

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 
-
 # An evidence "line" that stands for the whole file (BEIR: the relevant document).
 WHOLE_FILE = 0
 

@@ -31,7 +31,9 @@ def qdrant_edge(context: BackendContext) -> VectorBackend:
     """qdrant-edge-py: the Qdrant engine in-process, one shard in a folder."""
     from memory.backends.qdrant_edge_backend import QdrantEdgeBackend
 
-    return QdrantEdgeBackend(context.folder / "edge-shard", exact_max_chunks=context.exact_max_chunks)
+    return QdrantEdgeBackend(
+        context.folder / "edge-shard", exact_max_chunks=context.exact_max_chunks
+    )
 
 
 def pgvector(context: BackendContext) -> VectorBackend:

@@ -1,4 +1,4 @@
-"""Backend on LanceDB, embedded: one table in a folder, vectors plus a full-text index of the text."""
+"""Backend on LanceDB, embedded: a table in a folder, vectors and a full-text index of the text."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ def _path_filter(paths: Sequence[str]) -> str:
 class LanceDBBackend:
     """A LanceDB table (`id`, `path`, `source`, `text`, `vector`). Without a vector index LanceDB
     scans every vector (exact); above `exact_max_chunks` `flush` builds IVF_HNSW_SQ. The `text`
-    column has LanceDB's own BM25 index (stems, stopwords), used when MEMORY_KEYWORD_INDEX=backend."""
+    column has LanceDB's own BM25 index (stems, stopwords), used with MEMORY_KEYWORD_INDEX=backend.
+    """
 
     name = "lancedb"
 
@@ -50,7 +51,7 @@ class LanceDBBackend:
         self.folder = folder
         self.table_name = table
         self.exact_max_chunks = exact_max_chunks
-        self.db = lancedb.connect(str(folder))
+        self.db: Any = lancedb.connect(str(folder))
         self.table: Any = None
         self._dirty = False
         self._text_indexed = False
@@ -118,7 +119,9 @@ class LanceDBBackend:
     ) -> list[tuple[int, float]]:
         if paths is not None and not paths:
             return []
-        query = self._table.search(np.asarray(vector, dtype=np.float32), vector_column_name="vector")
+        query = self._table.search(
+            np.asarray(vector, dtype=np.float32), vector_column_name="vector"
+        )
         query = query.distance_type("cosine").limit(limit).select(["id", "_distance"])
         if paths is not None:
             query = query.where(_path_filter(paths), prefilter=True)
@@ -126,7 +129,9 @@ class LanceDBBackend:
             # Recall over speed, as in Qdrant Edge's hnsw_ef 256; refine re-ranks exactly.
             query = query.nprobes(32).ef(256).refine_factor(4)
         rows = query.to_arrow().to_pydict()
-        return [(int(i), 1.0 - float(d)) for i, d in zip(rows["id"], rows["_distance"], strict=True)]
+        return [
+            (int(i), 1.0 - float(d)) for i, d in zip(rows["id"], rows["_distance"], strict=True)
+        ]
 
     def keyword_search(
         self, query: str, limit: int, paths: Sequence[str] | None = None

@@ -36,7 +36,7 @@ def redacted(url: str) -> str:
     except psycopg.ProgrammingError:
         return "(unparsable MEMORY_DATABASE_URL)"
     info.pop("password", None)
-    return make_conninfo(**info)
+    return make_conninfo("", **info)
 
 
 class PgvectorBackend:
@@ -82,7 +82,9 @@ class PgvectorBackend:
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=30) as conn:
                 conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-                conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(SCHEMA)))
+                conn.execute(
+                    sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(SCHEMA))
+                )
         except psycopg.errors.InsufficientPrivilege as exc:
             raise RuntimeError(
                 f"PostgreSQL at {self.where} lacks the vector extension and this user may not "
@@ -128,7 +130,9 @@ class PgvectorBackend:
                             self.table
                         )
                     )
-                    copy_in = "COPY staging (id, path, source, embedding) FROM STDIN (FORMAT BINARY)"
+                    copy_in = (
+                        "COPY staging (id, path, source, embedding) FROM STDIN (FORMAT BINARY)"
+                    )
                     with cur.copy(copy_in) as copy:
                         copy.set_types(["int8", "text", "text", "vector"])
                         for p in part:
@@ -158,7 +162,8 @@ class PgvectorBackend:
             return []
         where = sql.SQL("WHERE path = ANY(%(paths)s)" if paths is not None else "")
         query = sql.SQL(
-            "SELECT id, 1 - (embedding <=> %(q)s) FROM {} {} ORDER BY embedding <=> %(q)s LIMIT %(n)s"
+            "SELECT id, 1 - (embedding <=> %(q)s) FROM {} {}"
+            " ORDER BY embedding <=> %(q)s LIMIT %(n)s"
         ).format(self.table, where)
         params: dict[str, Any] = {"q": np.asarray(vector, dtype=np.float32), "n": limit}
         if paths is not None:
@@ -200,7 +205,8 @@ class PgvectorBackend:
                 log.info("pgvector: building HNSW on %s.%s", SCHEMA, self.collection)
                 conn.execute(
                     sql.SQL(
-                        "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops)"
+                        "CREATE INDEX IF NOT EXISTS {} ON {}"
+                        " USING hnsw (embedding vector_cosine_ops)"
                     ).format(self.hnsw, self.table)
                 )
             else:
