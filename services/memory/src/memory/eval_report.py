@@ -15,10 +15,10 @@ HIDDEN = ("by_category",)
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
 table { border-collapse: collapse; margin: 1em 0; }
-th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: right; }
+th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: right; white-space: nowrap; }
 th:first-child, td:first-child, th:nth-child(2), td:nth-child(2) { text-align: left; }
 th { background: #f3f3f3; } figure { margin: 1.5em 0; } figcaption { color: #555; }
-.meta { color: #555; }
+.meta { color: #555; } svg { max-width: 100%; height: auto; }
 """
 
 
@@ -60,7 +60,7 @@ def recall_chart(runs: Sequence[dict[str, Any]], ks: Sequence[int]) -> str:
     axes.set_xticks(range(len(runs)), [_label(run) for run in runs], rotation=30, ha="right")
     axes.set_ylim(0, 1.08)
     axes.set_ylabel("recall")
-    axes.legend(loc="lower right", fontsize=8)
+    axes.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(ks), fontsize=8)
     axes.grid(axis="y", alpha=0.3)
     svg = _svg(figure)
     plt.close(figure)
@@ -68,7 +68,8 @@ def recall_chart(runs: Sequence[dict[str, Any]], ks: Sequence[int]) -> str:
 
 
 def latency_chart(runs: Sequence[dict[str, Any]], k: int) -> str:
-    """recall@k against median search latency (log scale): one point per run."""
+    """recall@k against median search latency (log scale): one point per run, coloured by
+    backend, shaped by strategy (no labels: backends with the same ranking overlap in recall)."""
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(6.5, 4.2))
     backends = sorted({run["backend"] for run in runs})
@@ -83,25 +84,29 @@ def latency_chart(runs: Sequence[dict[str, Any]], k: int) -> str:
             marker=markers.get(run["strategy"], "o"),
             s=60,
         )
-        axes.annotate(_label(run), (max(run["p50_ms"], 0.01), run[f"recall@{k}"]), fontsize=7,
-                      xytext=(4, 3), textcoords="offset points")  # fmt: skip
     axes.set_xscale("log")
     axes.set_xlabel("search latency p50 (ms, log scale; query embedding included)")
     axes.set_ylabel(f"recall@{k}")
     axes.grid(alpha=0.3)
     handles = [axes.scatter([], [], color=colours[b], label=b) for b in backends]
     handles += [axes.scatter([], [], color="grey", marker=markers[s], label=s) for s in strategies]
-    axes.legend(handles=handles, fontsize=8, loc="lower right")
+    axes.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     svg = _svg(figure)
     plt.close(figure)
     return svg
+
+
+def _cell(value: object) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def runs_table(runs: Sequence[dict[str, Any]]) -> str:
     columns = [c for c in runs[0] if c not in HIDDEN]
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     rows = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(run.get(c, '')))}</td>" for c in columns) + "</tr>"
+        "<tr>"
+        + "".join(f"<td>{html.escape(_cell(run.get(c, '')))}</td>" for c in columns)
+        + "</tr>"
         for run in runs
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
