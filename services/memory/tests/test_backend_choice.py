@@ -79,3 +79,27 @@ def test_pgvector_is_exact_below_the_threshold_and_builds_hnsw_above(memory_data
     again.flush()
     assert not again.indexed()  # back below the threshold: exact again
     again.close()
+
+
+def test_keyword_search_can_use_lancedbs_own_index(make_settings, embedder):
+    from memory.core import MemoryCore
+
+    core = MemoryCore(make_settings(backend="lancedb", keyword_index="backend"), embedder).open()
+    try:
+        core.sync()
+        hits = core.search("border collie", strategy="keyword")
+        assert hits[0].path == "MEMORY.md" and "Biscuit" in hits[0].snippet
+        assert core.search("basil watering", strategy="hybrid")[0].path == (
+            "memory/projects/garden.md"
+        )
+        assert core.search("border collie", strategy="keyword", path_prefix="memory/") == []
+    finally:
+        core.close()
+
+
+def test_a_backend_without_a_text_index_is_refused_for_backend_keywords(make_settings, embedder):
+    from memory.core import MemoryCore
+
+    settings = make_settings(backend="qdrant-edge", keyword_index="backend")
+    with pytest.raises(ValueError, match="no full-text index"):
+        MemoryCore(settings, embedder).open()

@@ -109,7 +109,8 @@ def runs_table(runs: Sequence[dict[str, Any]]) -> str:
         + "</tr>"
         for run in runs
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+    return f'<div style="overflow-x: auto">{table}</div>'
 
 
 def write_report(

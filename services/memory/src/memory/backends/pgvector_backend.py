@@ -204,8 +204,10 @@ class PgvectorBackend:
         with self.pool.connection() as conn, conn.transaction():
             if want:
                 log.info("pgvector: building HNSW on %s.%s", SCHEMA, self.collection)
-                # The graph of 100k x 384-d takes ~200 MB; built beyond this memory it is far slower.
-                conn.execute(f"SET LOCAL maintenance_work_mem = '{BUILD_MEMORY}'")
+                # A graph outgrowing this memory builds far more slowly (100k x 384-d: ~200 MB).
+                conn.execute(
+                    sql.SQL("SET LOCAL maintenance_work_mem = {}").format(sql.Literal(BUILD_MEMORY))
+                )
                 conn.execute(
                     sql.SQL(
                         "CREATE INDEX IF NOT EXISTS {} ON {}"
