@@ -103,3 +103,18 @@ def test_a_backend_without_a_text_index_is_refused_for_backend_keywords(make_set
     settings = make_settings(backend="qdrant-edge", keyword_index="backend")
     with pytest.raises(ValueError, match="no full-text index"):
         MemoryCore(settings, embedder).open()
+
+
+def test_lancedb_builds_its_vector_index_above_the_threshold(tmp_path):
+    from memory.backends.lancedb_backend import LanceDBBackend
+
+    data = unit_rows(3000, 16, 5)
+    backend = LanceDBBackend(tmp_path / "lance", "t", exact_max_chunks=2000)
+    backend.ensure(16)
+    backend.upsert([VectorPoint(i + 1, v, f"memory/{i % 30}.md") for i, v in enumerate(data)])
+    assert not backend._vector_indexed()
+    backend.flush()
+    assert backend._vector_indexed()
+    hits = backend.search(data[7], 300)  # more hits than the HNSW beam: still answered
+    assert len(hits) == 300 and hits[0][0] == 8
+    backend.close()

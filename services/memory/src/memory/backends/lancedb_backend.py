@@ -19,6 +19,9 @@ BATCH = 4096
 # MEMORY_EXACT_SEARCH_MAX_CHUNKS=0 ("the store's default"): LanceDB has none; its IVF partitions
 # need a few thousand rows to train, so an index from this many.
 INDEX_DEFAULT_MIN_ROWS = 5_000
+# HNSW search breadth, at least the candidates the exact refine re-ranks (LanceDB requires it).
+EF_SEARCH = 256
+REFINE_FACTOR = 4
 
 
 def _quoted(text: str) -> str:
@@ -127,7 +130,8 @@ class LanceDBBackend:
             query = query.where(_path_filter(paths), prefilter=True)
         if self._vector_indexed():
             # Recall over speed, as in Qdrant Edge's hnsw_ef 256; refine re-ranks exactly.
-            query = query.nprobes(32).ef(256).refine_factor(4)
+            ef = max(EF_SEARCH, limit * REFINE_FACTOR)
+            query = query.nprobes(32).ef(ef).refine_factor(REFINE_FACTOR)
         rows = query.to_arrow().to_pydict()
         return [
             (int(i), 1.0 - float(d)) for i, d in zip(rows["id"], rows["_distance"], strict=True)
