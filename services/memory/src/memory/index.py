@@ -168,7 +168,9 @@ class MemoryIndex:
         numbered = [(point_id(c), c) for c in chunks]
         old = set(self.state.chunk_ids(source.path))
         new_ids = {i for i, _ in numbered}
-        points = [VectorPoint(i, vectors[c.hash], c.path, c.source) for i, c in numbered]
+        points = [
+            VectorPoint(i, vectors[c.hash], c.path, c.source, c.embed_text) for i, c in numbered
+        ]
         self.backend.upsert(points)
         self.backend.delete(sorted(old - new_ids))
         self.state.replace_file(source.path, source.source, digest, numbered)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from memory.backends import KeywordSearch
 from memory.index import MemoryIndex
 from memory.sources import SESSIONS_PREFIX
 from memory.state import StoredChunk
@@ -31,6 +32,8 @@ class SearchOptions:
     dense_weight: float = 0.6
     keyword_weight: float = 0.4
     rrf_k: int = 60
+    # "builtin": the in-process BM25; "backend": the backend's own full-text index.
+    keyword_index: str = "builtin"
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,7 @@ def _candidates(index: MemoryIndex, query: str, options: SearchOptions) -> dict[
         dense = [(i, max(0.0, min(1.0, s))) for i, s in index.backend.search(vector, depth, paths)]
         dense = [(i, s) for i, s in dense if i in index.chunks]
     if options.strategy in ("keyword", "hybrid"):
-        keyword = index.bm25.search(query, depth, allowed)
+        keyword = _keyword(index, query, depth, allowed, paths, options.keyword_index)
     if options.strategy == "dense":
         return dict(dense)
     if options.strategy == "keyword":
@@ -83,6 +86,23 @@ def _candidates(index: MemoryIndex, query: str, options: SearchOptions) -> dict[
     if options.fusion == "rrf":
         return _rrf([dense, keyword], options.rrf_k)
     return _weighted(dense, keyword, options.dense_weight, options.keyword_weight)
+
+
+def _keyword(
+    index: MemoryIndex,
+    query: str,
+    depth: int,
+    allowed: set[int] | None,
+    paths: list[str] | None,
+    source: str,
+) -> list[tuple[int, float]]:
+    """BM25 scores in [0, 1]: the in-process index's, or the backend's own divided by its best."""
+    backend = index.backend
+    if source != "backend" or not isinstance(backend, KeywordSearch):
+        return index.bm25.search(query, depth, allowed)
+    ranked = [(i, s) for i, s in backend.keyword_search(query, depth, paths) if i in index.chunks]
+    top = max((s for _, s in ranked), default=0.0)
+    return [(i, s / top) for i, s in ranked] if top > 0 else []
 
 
 def _weighted(

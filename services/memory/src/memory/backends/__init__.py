@@ -1,4 +1,5 @@
-"""Vector backends, swappable by config: qdrant (qdrant-client) and qdrant-edge (qdrant-edge-py)."""
+"""Vector backends, swappable by config and found by name in the `crayfish.memory_backends`
+entry-point group: qdrant, qdrant-edge, pgvector, lancedb built in, others from any package."""
 
 from __future__ import annotations
 
@@ -7,11 +8,18 @@ from pathlib import Path
 from memory.backends.base import (
     DEFAULT_EXACT_MAX_CHUNKS,
     DimensionMismatchError,
+    KeywordSearch,
     VectorBackend,
     VectorPoint,
 )
-
-BACKENDS = ("qdrant", "qdrant-edge")
+from memory.backends.registry import (
+    GROUP,
+    BackendContext,
+    BackendFactory,
+    UnknownBackendError,
+    backend_names,
+    load_factory,
+)
 
 
 def make_backend(
@@ -21,27 +29,30 @@ def make_backend(
     qdrant_url: str | None = None,
     qdrant_api_key: str | None = None,
     exact_max_chunks: int = DEFAULT_EXACT_MAX_CHUNKS,
+    database_url: str | None = None,
 ) -> VectorBackend:
-    """The backend called `name`, storing under `folder` (or in the server at `qdrant_url`);
+    """The backend registered as `name`, storing under `folder` (or in its server/database);
     stores up to `exact_max_chunks` vectors are searched exactly (0: the store's own default)."""
-    if name == "qdrant":
-        from memory.backends.qdrant_client_backend import QdrantClientBackend
-
-        if qdrant_url:
-            return QdrantClientBackend(
-                collection,
-                url=qdrant_url,
-                api_key=qdrant_api_key,
-                exact_max_chunks=exact_max_chunks,
-            )
-        return QdrantClientBackend(
-            collection, path=folder / "qdrant-local", exact_max_chunks=exact_max_chunks
-        )
-    if name == "qdrant-edge":
-        from memory.backends.qdrant_edge_backend import QdrantEdgeBackend
-
-        return QdrantEdgeBackend(folder / "edge-shard", exact_max_chunks=exact_max_chunks)
-    raise ValueError(f"unknown backend {name!r} (expected one of {', '.join(BACKENDS)})")
+    context = BackendContext(
+        folder=folder,
+        collection=collection,
+        exact_max_chunks=exact_max_chunks,
+        qdrant_url=qdrant_url,
+        qdrant_api_key=qdrant_api_key,
+        database_url=database_url,
+    )
+    return load_factory(name)(context)
 
 
-__all__ = ["BACKENDS", "DimensionMismatchError", "VectorBackend", "VectorPoint", "make_backend"]
+__all__ = [
+    "GROUP",
+    "BackendContext",
+    "BackendFactory",
+    "DimensionMismatchError",
+    "KeywordSearch",
+    "UnknownBackendError",
+    "VectorBackend",
+    "VectorPoint",
+    "backend_names",
+    "make_backend",
+]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -34,6 +34,9 @@ class VectorPoint:
     vector: np.ndarray
     path: str
     source: str = "memory"
+    # The chunk's indexed text, for a backend with its own full-text index (KeywordSearch);
+    # others ignore it.
+    text: str = ""
 
 
 class VectorBackend(Protocol):
@@ -62,6 +65,18 @@ class VectorBackend(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class KeywordSearch(Protocol):
+    """Optional: a backend with its own full-text index over `VectorPoint.text`, which the
+    keyword side of search can use instead of the in-process BM25 (MEMORY_KEYWORD_INDEX=backend)."""
+
+    def keyword_search(
+        self, query: str, limit: int, paths: Sequence[str] | None = None
+    ) -> list[tuple[int, float]]:
+        """(id, score >= 0, higher is better) best first; `paths` as in `search`."""
+        ...
 
 
 def mismatch(store: str, existing: int, wanted: int) -> DimensionMismatchError:

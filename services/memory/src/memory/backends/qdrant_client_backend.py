@@ -107,3 +107,7 @@ class QdrantClientBackend:
 
     def close(self) -> None:
         self.client.close()
+
+    def drop(self) -> None:
+        """Removes the collection (the eval's temporary stores)."""
+        self.client.delete_collection(self.collection)
