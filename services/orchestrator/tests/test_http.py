@@ -65,6 +65,20 @@ def test_wrong_content_type_and_bad_json(client: TestClient) -> None:
     assert missing.status_code == 400 and "message" in missing.json()["error"]["message"]
 
 
+def test_a_boolean_is_not_a_number(client: TestClient) -> None:
+    """JSON true where a number belongs is refused, not read as 1 (lax validation would)."""
+    cases = [
+        ("/api/memory/search", {"query": "q", "min_score": True}, "min_score"),
+        ("/api/memory/search", {"query": "q", "top_k": True}, "top_k"),
+        ("/api/schedules", {"message": "m", "every": True}, "every"),
+        ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user"}], "stream": 1}, ""),
+    ]
+    for path, body, field in cases:
+        reply = client.post(path, headers=AUTH, json=body)
+        assert reply.status_code in (400, 422), (path, body, reply.status_code)
+        assert field in reply.json()["error"]["message"], reply.json()
+
+
 def test_unknown_things_are_404_with_json(client: TestClient) -> None:
     for path in ("/api/tasks/nope", "/api/sessions/nope", "/api/tasks/nope/events", "/nope"):
         reply = client.get(path, headers=AUTH)

@@ -17,8 +17,9 @@ MAX_LINE = 2**31 - 2
 
 class MemorySearch(BaseModel):
     query: str = Field(min_length=1, max_length=4000)
-    top_k: int = Field(0, ge=0, le=100, description="0 = the service default (6)")
-    min_score: float | None = Field(None, ge=0.0, le=1.0)
+    top_k: int = Field(0, ge=0, le=100, strict=True, description="0 = the service default (6)")
+    # strict: JSON true is not a score (lax validation would read it as 1.0)
+    min_score: float | None = Field(None, ge=0.0, le=1.0, strict=True)
     path_prefix: str = ""
     strategy: str = Field("", description="dense, keyword or hybrid; empty = default")
 

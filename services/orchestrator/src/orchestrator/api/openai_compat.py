@@ -30,14 +30,14 @@ class ChatMessage(BaseModel):
 
 
 class StreamOptions(BaseModel):
-    include_usage: bool = False
+    include_usage: bool = Field(False, strict=True)
 
 
 class CompletionRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
     model: str
     messages: list[ChatMessage] = Field(min_length=1)
-    stream: bool = False
+    stream: bool = Field(False, strict=True)
     stream_options: StreamOptions | None = None
 
 

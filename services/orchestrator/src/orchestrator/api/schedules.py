@@ -21,7 +21,7 @@ class ScheduleRequest(BaseModel):
         None, description="The session its turns run in; its own (`schedule-<id>`) if omitted."
     )
     at: str | None = Field(None, description="Once, at this ISO-8601 time with a UTC offset.")
-    every: float | None = Field(None, description="Every this many seconds.")
+    every: float | None = Field(None, strict=True, description="Every this many seconds.")
     cron: str | None = Field(None, description="A five-field cron expression.")
     timezone: str | None = Field(
         None, description="IANA time zone of `cron` (default CRAYFISH_TIMEZONE, else UTC)."
