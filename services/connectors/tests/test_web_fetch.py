@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from connectors.tools import BEGIN, END, WebFetch
-from connectors.web_fetch import FetchLimits, WebFetcher
+from crayfish_common.guarded_fetch import FetchLimits, WebFetcher
 from crayfish_common.tools import ToolSet
 from crayfish_common.url_guard import AllowList
 

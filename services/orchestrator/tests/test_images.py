@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 from orchestrator.agent.compaction import transcript
 from orchestrator.agent.context import IMAGE_TOKENS, estimate_tokens
+from orchestrator.agent.turn_context import content_without_turn_context
 from orchestrator.app import create_app
 from orchestrator.media import vision_enabled
 
@@ -67,7 +70,7 @@ def test_an_image_reaches_the_model_and_history_keeps_a_reference(
     assert sent.status_code == 202, sent.text
     assert finished(vision, sent.json()["task_id"])["status"] == "completed"
     user = fake_llm.requests[0]["messages"][-1]
-    assert user["content"] == [
+    assert content_without_turn_context(user["content"]) == [
         {"type": "text", "text": "what is this?"},
         {"type": "image_url", "image_url": {"url": data_url(PNG)}},
     ]
@@ -91,7 +94,8 @@ def test_bad_images_are_refused_before_any_turn(vision: TestClient, fake_llm: Fa
         ([data_url(GIF)] * 5, 422, "at most 4"),
         (["data:image/png,rawbytes"], 422, "must be base64"),
         (["data:image/png;base64,@@@"], 422, "base64 data is invalid"),
-        (["https://example.com/cat.png"], 400, "remote image URLs are not enabled"),
+        (["http://127.0.0.1:9/cat.png"], 400, "loopback address"),
+        (["https://169.254.169.254/latest/meta-data"], 400, "metadata address"),
         (["file:///etc/passwd"], 422, "data: URL"),
     ]
     for images, status, reason in cases:
@@ -169,3 +173,77 @@ def test_a_media_folder_turned_into_a_link_out_is_not_followed(
     assert reply.status_code == 503, reply.text
     assert "could not be stored in the workspace" in reply.json()["error"]["message"]
     assert list(outside.iterdir()) == [] and fake_llm.requests == []
+
+
+class ImageServer(BaseHTTPRequestHandler):
+    """Loopback: /cat.png (a PNG), /big.png (over the cap), /hop (a redirect to the metadata
+    address), /missing (404)."""
+
+    def do_GET(self) -> None:
+        if self.path == "/hop":
+            self.send_response(302)
+            self.send_header("Location", "http://169.254.169.254/latest/meta-data")
+            self.end_headers()
+            return
+        body = {"/cat.png": PNG, "/big.png": PNG + b"\x00" * 5000}.get(self.path)
+        self.send_response(200 if body else 404)
+        self.send_header("Content-Type", "image/png")
+        self.send_header("Content-Length", str(len(body or b"")))
+        self.end_headers()
+        self.wfile.write(body or b"")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def image_server() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ImageServer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_image_urls_are_fetched_through_the_ssrf_guard(
+    tmp_path: Path, fake_llm: FakeLLM, image_server: str
+):
+    url = f"http://{image_server}"
+    with make_client(tmp_path, fake_llm, CRAYFISH_LLM_VISION="on") as refused:
+        reply = refused.post("/api/chat", json={"message": "see", "images": [f"{url}/cat.png"]})
+        assert reply.status_code == 400
+        assert f"allow-list {image_server}" in reply.json()["error"]["message"]
+
+    fake_llm.reply_text("a cat, one pixel of it")
+    allowed = make_client(
+        tmp_path,
+        fake_llm,
+        CRAYFISH_LLM_VISION="on",
+        CRAYFISH_IMAGE_MAX_BYTES=1000,
+        CRAYFISH_WEB_FETCH_ALLOW=image_server,
+    )
+    with allowed as client:
+        parts = [
+            {"type": "text", "text": "what is it?"},
+            {"type": "image_url", "image_url": {"url": f"{url}/cat.png"}},
+        ]
+        reply = client.post(
+            "/v1/chat/completions",
+            json={"model": "crayfish", "messages": [{"role": "user", "content": parts}]},
+        )
+        assert reply.status_code == 200, reply.text
+        # Fetched once, stored, sent to the model as data: the model never sees the URL.
+        sent = fake_llm.requests[0]["messages"][-1]["content"][1]["image_url"]["url"]
+        assert sent == data_url(PNG)
+        stored = tmp_path / "workspace" / f"media/{hashlib.sha256(PNG).hexdigest()}.png"
+        assert stored.read_bytes() == PNG
+        for path, status, reason in [
+            ("/big.png", 413, "CRAYFISH_IMAGE_MAX_BYTES"),
+            ("/hop", 400, "metadata address (redirected from"),
+            ("/missing", 400, "answered HTTP 404"),
+        ]:
+            bad = client.post("/api/chat", json={"message": "see", "images": [f"{url}{path}"]})
+            assert bad.status_code == status, (path, bad.text)
+            assert reason in bad.json()["error"]["message"], bad.json()
+    assert len(fake_llm.requests) == 1

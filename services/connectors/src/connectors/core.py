@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from crayfish_common.guarded_fetch import FetchLimits, WebFetcher
 from crayfish_common.tools import Tool, ToolSet
 from crayfish_common.url_guard import AllowList
 
@@ -12,7 +13,6 @@ from connectors.mcp_bridge import McpBridge, ServerStatus
 from connectors.mcp_config import ConfigError, McpConfig, load_config
 from connectors.mcp_connection import Limits
 from connectors.tools import WebFetch
-from connectors.web_fetch import FetchLimits, WebFetcher
 
 log = logging.getLogger(__name__)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from crayfish_common.guarded_fetch import Fetched, FetchError, WebFetcher
 from crayfish_common.textcap import cap_text
 from crayfish_common.tools import Tool, ToolCall, ToolError, ToolResult, object_schema
 
 from connectors.html_text import html_to_text
-from connectors.web_fetch import Fetched, FetchError, WebFetcher
 
 BEGIN = "<<<EXTERNAL_UNTRUSTED_CONTENT>>>"
 END = "<<<END_EXTERNAL_UNTRUSTED_CONTENT>>>"

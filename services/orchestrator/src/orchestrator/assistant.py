@@ -6,6 +6,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, cast
 
+from crayfish_common.url_guard import AllowList
 from opentelemetry import trace
 
 from orchestrator.agent.compaction import Compactor
@@ -68,7 +69,10 @@ class Assistant:
         )
         self.workspace = WorkspaceFiles(settings.workspace)
         self.media = MediaStore(
-            settings.workspace, settings.image_max_bytes, settings.images_per_message
+            settings.workspace,
+            settings.image_max_bytes,
+            settings.images_per_message,
+            AllowList.parse(settings.web_fetch_allow),
         )
         self.vision = vision_enabled(settings)
         self.loop = AgentLoop(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+from crayfish_common.url_guard import AllowList
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -138,6 +139,9 @@ class Settings(BaseSettings):
     image_max_bytes: int = Field(5_000_000, ge=1)
     images_per_message: int = Field(4, ge=0)
     llm_vision: Literal["auto", "on", "off"] = "auto"
+    # `host:port` entries an image URL may reach although not public (the same setting, and the
+    # same guard, as the connectors service's web_fetch).
+    web_fetch_allow: str = ""
 
     log_level: str = "INFO"
     log_json: bool = False
@@ -151,6 +155,15 @@ class Settings(BaseSettings):
     @classmethod
     def _check_tool_services(cls, value: str) -> str:
         parse_tool_services(value)  # a bad entry stops start-up with its reason
+        return value
+
+    @field_validator("web_fetch_allow")
+    @classmethod
+    def _check_web_fetch_allow(cls, value: str) -> str:
+        try:
+            AllowList.parse(value)
+        except ValueError as exc:
+            raise ValueError(f"CRAYFISH_WEB_FETCH_ALLOW: {exc}") from exc
         return value
 
     @field_validator("connectors_addr")

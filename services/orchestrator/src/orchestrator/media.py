@@ -1,5 +1,5 @@
-"""Images in messages: taken in (data: URLs, later https through one fetch function), checked
-by their magic bytes and capped, stored once under the workspace's `media/` by content hash;
+"""Images in messages: taken in (data: URLs, or http(s) URLs fetched through the SSRF guard),
+checked by their magic bytes and capped, stored once under the workspace's `media/` by content hash;
 history keeps `{"type": "image_ref", "path", "mime"}` parts, and a request to the LLM gets
 them back as `image_url` data parts when the model sees images (or a placeholder if a file is
 gone or refused).
@@ -17,7 +17,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from crayfish_common.guarded_fetch import FetchError, FetchLimits, WebFetcher
 from crayfish_common.safe_files import FileRefused, SafeRoot
+from crayfish_common.url_guard import NO_ALLOW, AllowList
 
 from orchestrator.config import Settings
 
@@ -88,19 +90,49 @@ def vision_refusal(settings: Settings) -> str:
     )
 
 
-async def fetch_image_url(url: str) -> bytes:
-    """The one way a remote image comes in. Remote fetches are off until they go through the
-    shared URL guard (SSRF: no private or loopback addresses, size and time caps)."""
-    raise ImageRejected(400, "remote image URLs are not enabled; send the image as a data: URL")
+class ImageFetcher:
+    """The one way a remote image comes in: GET through `crayfish_common.guarded_fetch`, the
+    guard of `web_fetch` (no loopback, private, link-local or metadata address unless
+    allow-listed, checked after DNS and on every redirect; size and time caps)."""
+
+    def __init__(self, max_bytes: int, allow: AllowList, timeout: float = 20.0):
+        self.fetcher = WebFetcher(
+            FetchLimits(max_bytes=max_bytes, timeout=timeout, user_agent="Crayfish-image/0.1"),
+            allow,
+        )
+
+    async def fetch(self, url: str, number: int) -> bytes:
+        try:
+            fetched = await self.fetcher.fetch(url)
+        except FetchError as exc:
+            raise ImageRejected(400, f"image {number}: {exc}") from exc
+        if fetched.status != 200:
+            raise ImageRejected(
+                400, f"image {number}: {fetched.url} answered HTTP {fetched.status}"
+            )
+        if fetched.truncated:
+            raise ImageRejected(
+                413,
+                f"image {number} at {fetched.url} is over {self.fetcher.limits.max_bytes} bytes "
+                "(CRAYFISH_IMAGE_MAX_BYTES)",
+            )
+        return fetched.body
 
 
 class MediaStore:
     """Images under the workspace's `media/`, named by the SHA-256 of their bytes."""
 
-    def __init__(self, workspace: Path, max_bytes: int, max_count: int):
+    def __init__(
+        self,
+        workspace: Path,
+        max_bytes: int,
+        max_count: int,
+        fetch_allow: AllowList = NO_ALLOW,
+    ):
         self.root = SafeRoot(workspace)
         self.max_bytes = max_bytes
         self.max_count = max_count
+        self.remote = ImageFetcher(max_bytes, fetch_allow)
 
     async def take_in(self, urls: list[str]) -> list[dict[str, Any]]:
         """Checks and stores the images of one message; their references, in order."""
@@ -128,11 +160,12 @@ class MediaStore:
     async def _bytes_of(self, url: str, number: int) -> bytes:
         if url.startswith("data:"):
             data = self._decode(url, number)
-        elif url.startswith("https://"):
-            data = await fetch_image_url(url)
+        elif url.startswith(("https://", "http://")):
+            data = await self.remote.fetch(url, number)
         else:
             raise ImageRejected(
-                422, f"image {number}: give a data: URL (data:image/png;base64,...) or an https URL"
+                422,
+                f"image {number}: give a data: URL (data:image/png;base64,...) or an http(s) URL",
             )
         if len(data) > self.max_bytes:
             raise ImageRejected(

@@ -1,4 +1,5 @@
-"""Fetches one http(s) URL for the model, safely: every hop vetted, pinned, capped.
+"""Fetches one http(s) URL safely: every hop vetted, pinned, capped. Used by the connectors
+service's `web_fetch` and by the orchestrator for image URLs in messages.
 
 Each URL (the first and every redirect target, at most `max_redirects`) is checked by
 `crayfish_common.url_guard` after DNS resolution, and the connection goes to the addresses that
@@ -19,6 +20,7 @@ from typing import Any
 from urllib.parse import urljoin
 
 import httpcore
+
 from crayfish_common.url_guard import (
     NO_ALLOW,
     AllowList,
