@@ -153,7 +153,7 @@ def test_health_and_readiness(api: httpx.Client):
     body = ready.json()
     assert body["ready"] is True
     names = {d["name"] for d in body["dependencies"]}
-    assert names == {"tool-runner", "memory", "skills", "database"}
+    assert names == {"tool-runner", "memory", "skills", "connectors", "database"}
     assert body["sandbox"]["backend"] == "bwrap"
 
 
