@@ -240,7 +240,7 @@ def test_image_urls_are_fetched_through_the_ssrf_guard(
         assert stored.read_bytes() == PNG
         for path, status, reason in [
             ("/big.png", 413, "CRAYFISH_IMAGE_MAX_BYTES"),
-            ("/hop", 400, "metadata address (redirected from"),
+            ("/hop", 400, "cloud metadata address (allow-list 169.254.169.254:80"),
             ("/missing", 400, "answered HTTP 404"),
         ]:
             bad = client.post("/api/chat", json={"message": "see", "images": [f"{url}{path}"]})

@@ -71,6 +71,7 @@ NAMES: dict[str, tuple[str, object]] = {
     "CRAYFISH_NOTIFY_TIMEOUT": ("notify_timeout", 3.0),
     "CRAYFISH_IMAGE_MAX_BYTES": ("image_max_bytes", 1000),
     "CRAYFISH_IMAGES_PER_MESSAGE": ("images_per_message", 1),
+    "CRAYFISH_WEB_FETCH_ALLOW": ("web_fetch_allow", "127.0.0.1:8081"),
     "CRAYFISH_LLM_VISION": ("llm_vision", "on"),
     "CRAYFISH_LOG_LEVEL": ("log_level", "DEBUG"),
     "CRAYFISH_LOG_JSON": ("log_json", True),
