@@ -116,6 +116,7 @@ def test_every_container_is_healthy_and_readyz_lists_every_dependency_serving(
         "tool-runner": "SERVING",
         "memory": "SERVING",
         "skills": "SERVING",
+        "connectors": "SERVING",
         "database": "",  # answered: no error to report
     }
     assert body["sandbox"] == {"backend": "bwrap", "insecure": False}
