@@ -225,6 +225,7 @@ class PgvectorBackend:
         """Removes the table (the eval's temporary stores)."""
         with self.pool.connection() as conn:
             conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(self.table))
+        self._dirty = False  # nothing left to index: close() after drop() has nothing to do
 
 
 def _register_vector(conn: psycopg.Connection[Any]) -> None:
