@@ -185,6 +185,13 @@ def test_history_built_from_sdk_messages_passes(fake: FakeLLM, client: openai.Op
     assert create(client, history, tools=TOOLS).choices[0].message.content == "And again."
 
 
+ARRAY_OF_ARRAYS = {"type": "array", "items": {"type": "array"}}
+
+
+def function_tool(parameters: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": "t", "parameters": parameters}}
+
+
 def _rejected_cases() -> list[tuple[str, dict[str, Any], str]]:
     a1 = assistant_calls("call_1", "call_2")
     return [
@@ -244,6 +251,21 @@ def _rejected_cases() -> list[tuple[str, dict[str, Any], str]]:
             "Supported values are: 'function'",
         ),
         ("empty tools", {"messages": USER, "tools": []}, "empty array"),
+        (
+            "array without items",
+            {"messages": USER, "tools": [function_tool({"properties": {"v": ARRAY_OF_ARRAYS}})]},
+            "In context=('properties', 'v', 'items'), array schema missing items.",
+        ),
+        (
+            "root anyOf",
+            {"messages": USER, "tools": [function_tool({"type": "object", "anyOf": [{}]})]},
+            "not have 'oneOf'/'anyOf'/'allOf'/'enum'/'const'/'not' at the top level",
+        ),
+        (
+            "root not an object",
+            {"messages": USER, "tools": [function_tool({"type": "array", "items": {}})]},
+            """must be a JSON Schema of 'type: "object"', got 'type: "array"'""",
+        ),
         (
             "reasoning_content sent back",
             {

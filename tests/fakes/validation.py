@@ -278,6 +278,65 @@ def _check_tools(tools: Any) -> None:
                 f"{where}.function.parameters",
                 "invalid_type",
             )
+        if isinstance(function.get("parameters"), dict):
+            _check_parameters(function["name"], where, function["parameters"])
+
+
+# OpenAI's function-calling schema rules (non-strict mode), with its wording.
+_ROOT_REFUSED = ("oneOf", "anyOf", "allOf", "enum", "const", "not")
+_ONE_SCHEMA = ("items", "additionalProperties", "contains", "not", "if", "then", "else")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
+
+
+def _check_parameters(name: str, where: str, schema: dict[str, Any]) -> None:
+    param = f"{where}.function.parameters"
+    kind = schema.get("type", "object")
+    if kind != "object":
+        raise _bad(
+            f"Invalid schema for function '{name}': schema must be a JSON Schema of "
+            f"'type: \"object\"', got 'type: \"{kind}\"'.",
+            param,
+            "invalid_function_parameters",
+        )
+    if any(key in schema for key in _ROOT_REFUSED):
+        raise _bad(
+            f"Invalid schema for function '{name}': schema must have type 'object' and not have "
+            "'oneOf'/'anyOf'/'allOf'/'enum'/'const'/'not' at the top level.",
+            param,
+            "invalid_function_parameters",
+        )
+    context = _array_without_items(schema, ())
+    if context is not None:
+        raise _bad(
+            f"Invalid schema for function '{name}': In context={context!r}, array schema "
+            "missing items.",
+            param,
+            "invalid_function_parameters",
+        )
+
+
+def _array_without_items(node: Any, path: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The path of the first array schema with no `items`, walking schema keywords only."""
+    if not isinstance(node, dict):
+        return None
+    kinds = node.get("type")
+    if (kinds == "array" or (isinstance(kinds, list) and "array" in kinds)) and "items" not in node:
+        return path
+    children: list[tuple[tuple[str, ...], Any]] = [((*path, k), node.get(k)) for k in _ONE_SCHEMA]
+    for key in _SCHEMA_LISTS:
+        subs = node.get(key)
+        if isinstance(subs, list):
+            children += [((*path, key, str(i)), sub) for i, sub in enumerate(subs)]
+    for key in _SCHEMA_MAPS:
+        subs = node.get(key)
+        if isinstance(subs, dict):
+            children += [((*path, key, name), sub) for name, sub in subs.items()]
+    for child_path, child in children:
+        found = _array_without_items(child, child_path)
+        if found is not None:
+            return found
+    return None
 
 
 def _check_strict_content(messages: list[dict[str, Any]]) -> None:

@@ -1,4 +1,5 @@
-"""Model-facing tool names and OpenAI-ready schemas of MCP tools."""
+"""Model-facing tool names and OpenAI-ready schemas of MCP tools (checked with the fake LLM's
+copy of OpenAI's schema rules)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import re
 
 from connectors.naming import MAX_NAME, assign_names, base_name
 from connectors.schema import normalise_schema
+
+from tests.fakes.validation import validate_request
 
 VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -82,4 +85,91 @@ def test_missing_or_odd_roots_become_objects() -> None:
         "type": "object",
         "properties": {},
         "additionalProperties": True,
+    }
+
+
+def offered(schema: dict) -> list[str]:
+    """What the fake LLM (worded like OpenAI) says about a tool with these parameters."""
+    rejection = validate_request(
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "hi"}],
+            "tools": [{"type": "function", "function": {"name": "t", "parameters": schema}}],
+        }
+    )
+    return [] if rejection is None else [rejection.message]
+
+
+def test_arrays_without_items_get_open_items_at_any_depth() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "tags": {"type": "array", "description": "labels"},
+            "grid": {"type": "array", "items": {"type": "array"}},
+            "either": {"anyOf": [{"type": "string"}, {"type": ["array", "null"]}]},
+            "nested": {"type": "object", "properties": {"ids": {"type": "array"}}},
+            "items": {"type": "string"},  # a property called items is not the keyword
+        },
+    }
+    assert "array schema missing items" in offered(schema)[0]
+    result = normalise_schema(schema)
+    properties = result["properties"]
+    assert properties["tags"] == {"type": "array", "description": "labels", "items": {}}
+    assert properties["grid"] == {"type": "array", "items": {"type": "array", "items": {}}}
+    assert properties["either"]["anyOf"][1] == {"type": ["array", "null"], "items": {}}
+    assert properties["nested"]["properties"]["ids"] == {"type": "array", "items": {}}
+    assert properties["items"] == {"type": "string"}
+    assert offered(result) == []
+
+
+def test_a_root_union_becomes_one_object_with_every_branchs_properties() -> None:
+    schema = {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {"id": {"type": "string"}, "force": {"type": "boolean"}},
+                "required": ["id", "force"],
+            },
+            {
+                "type": "object",
+                "properties": {"id": {"type": "integer"}, "name": {"type": "string"}},
+                "required": ["id"],
+            },
+        ]
+    }
+    assert "at the top level" in offered(schema)[0]
+    result = normalise_schema(schema)
+    assert result["type"] == "object" and "anyOf" not in result
+    assert result["properties"] == {
+        "id": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+        "force": {"type": "boolean"},
+        "name": {"type": "string"},
+    }
+    assert result["required"] == ["id"]  # the only name every branch needs
+    assert offered(result) == []
+
+
+def test_root_all_of_enum_not_and_one_of_nested_are_opened_up() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"mode": {"type": "string"}},
+        "required": ["mode"],
+        "not": {"required": ["legacy"]},
+        "enum": [{"mode": "a"}],
+        "allOf": [
+            {"properties": {"path": {"type": "string"}}, "required": ["path"]},
+            {"oneOf": [{"properties": {"lines": {"type": "array"}}}, {"type": "string"}]},
+        ],
+    }
+    assert "at the top level" in offered(schema)[0]
+    result = normalise_schema(schema)
+    assert not {"allOf", "oneOf", "anyOf", "enum", "not"} & set(result)
+    assert set(result["properties"]) == {"mode", "path", "lines"}
+    assert result["properties"]["lines"] == {"type": "array", "items": {}}
+    assert result["required"] == ["mode", "path"]
+    assert offered(result) == []
+    # A root of only a union of non-objects: an object all the same (the server validates).
+    assert normalise_schema({"oneOf": [{"type": "string"}, {"type": "integer"}]}) == {
+        "type": "object",
+        "properties": {},
     }
