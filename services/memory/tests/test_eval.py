@@ -135,3 +135,46 @@ def test_html_report_is_one_page_with_table_and_charts(embedder, capsys, monkeyp
     # Nothing fetched when viewed: no scripts, stylesheets, images or fonts from elsewhere.
     assert not re.search(r"<(script|link|img|iframe)\b|@import|url\((?!#)", text)
     assert not re.search(r"""(src|href)=["']?https?:""", text)
+
+
+def test_a_backend_without_an_option_is_skipped_and_the_rest_still_reported(
+    embedder, capsys, monkeypatch, tmp_path
+):
+    """--keyword-index builtin,backend compares both keyword sides where the backend has its
+    own full-text index (lancedb) and skips, with the reason, where it has none (qdrant-edge),
+    whichever order the backends come in."""
+    monkeypatch.setattr(memory_eval, "load_embedder", lambda name: embedder)
+    page = tmp_path / "report.html"
+    argv = ["--dataset", str(DATASET), "--backend", "qdrant-edge,lancedb", "--strategy"]
+    argv += ["dense,keyword", "--keyword-index", "builtin,backend", "--json", "--report", str(page)]
+    assert memory_eval.main(argv) == 0
+    captured = capsys.readouterr()
+    output = json.loads(captured.out)
+    assert [(r["backend"], r["strategy"], r.get("keyword_index")) for r in output["runs"]] == [
+        ("qdrant-edge", "dense", None),
+        ("qdrant-edge", "keyword", "builtin"),
+        ("lancedb", "dense", None),
+        ("lancedb", "keyword", "builtin"),
+        ("lancedb", "keyword", "backend"),
+    ]
+    (skipped,) = output["skipped"]
+    assert (skipped["backend"], skipped["strategy"], skipped["keyword_index"]) == (
+        "qdrant-edge",
+        "keyword",
+        "backend",
+    )
+    assert "no full-text index" in skipped["reason"]
+    assert "skipped: qdrant-edge keyword (backend keyword index)" in captured.err
+    text = page.read_text()
+    assert "<h2>Skipped</h2>" in text and "no full-text index" in text
+    assert text.count("<td>lancedb</td><td>keyword</td>") == 2
+
+
+def test_a_backend_that_cannot_open_loses_no_finished_runs(embedder, capsys, monkeypatch):
+    monkeypatch.setattr(memory_eval, "load_embedder", lambda name: embedder)
+    monkeypatch.delenv("MEMORY_DATABASE_URL", raising=False)
+    argv = ["--dataset", str(DATASET), "--backend", "qdrant-edge,pgvector", "--strategy", "dense"]
+    assert memory_eval.main(argv) == 1  # a backend broke: not a clean run
+    out = capsys.readouterr().out
+    assert re.search(r"^qdrant-edge\s+dense\s+10\s", out, re.MULTILINE), out
+    assert "skipped: pgvector dense: cannot open: MEMORY_BACKEND=pgvector needs" in out

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
-from memory.backends import KeywordSearch, make_backend
+from memory.backends import KeywordSearch, VectorBackend, make_backend
 from memory.chunking import ChunkParams
 from memory.config import MemorySettings
 from memory.embedder import Embedder, load_embedder
@@ -42,6 +42,19 @@ DEFAULT_MIN_SCORE = {
     ("minilm", "dense"): 0.25,
     ("minilm", "keyword"): 0.05,
 }
+
+
+class UnsupportedOptionError(ValueError):
+    """The chosen backend cannot do what a setting asks of it."""
+
+
+def require_keyword_search(backend: VectorBackend, name: str) -> None:
+    """Raises UnsupportedOptionError unless `backend` has a full-text index of its own."""
+    if not isinstance(backend, KeywordSearch):
+        raise UnsupportedOptionError(
+            f"MEMORY_KEYWORD_INDEX=backend, but backend {name!r} has no full-text index of its "
+            "own (lancedb has one); use MEMORY_KEYWORD_INDEX=builtin"
+        )
 
 
 @dataclass(frozen=True)
@@ -113,12 +126,12 @@ class MemoryCore:
         )
         state = StateStore(folder / "state.sqlite")
         cache = EmbeddingCache(settings.data_dir / "embeddings.sqlite")
-        if settings.keyword_index == "backend" and not isinstance(backend, KeywordSearch):
-            backend.close()
-            raise ValueError(
-                f"MEMORY_KEYWORD_INDEX=backend, but backend {settings.backend!r} has no full-text "
-                "index of its own (lancedb has one); use MEMORY_KEYWORD_INDEX=builtin"
-            )
+        if settings.keyword_index == "backend":
+            try:
+                require_keyword_search(backend, settings.backend)
+            except UnsupportedOptionError:
+                backend.close()
+                raise
         self._index = MemoryIndex(config, embedder, backend, state, cache)
         return self
 

@@ -8,6 +8,8 @@ hits, i.e. the most any reranker over those candidates could reach.
 --dataset reads our layout (corpus/ + queries.jsonl) or BEIR's (corpus.jsonl, queries.jsonl,
 qrels/test.tsv; a hit = a chunk of a relevant document); --report FILE.html writes a page with
 the runs table and charts. pgvector reads MEMORY_DATABASE_URL; its eval tables are dropped after.
+--keyword-index builtin,backend compares the two keyword sides; a run a backend cannot do is
+skipped with the reason (listed after the runs), and a backend that breaks costs only its own runs.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from memory.backends import backend_names
 from memory.config import MemorySettings
-from memory.core import MemoryCore
+from memory.core import MemoryCore, UnsupportedOptionError, require_keyword_search
 from memory.embedder import Embedder, load_embedder
 from memory.eval_datasets import DatasetError, layout_of, prepare
 from memory.eval_metrics import (
@@ -39,8 +42,12 @@ from memory.eval_metrics import (
     recall_at,
     reciprocal_rank,
 )
+from memory.eval_report import skipped_label, text_table
+
+log = logging.getLogger(__name__)
 
 CORPUS_PREFIX = "memory/"
+KEYWORD_INDEXES = ("builtin", "backend")
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -64,12 +71,21 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--by-category", action="store_true", help="recall@k per question category")
     parser.add_argument(
         "--keyword-index",
-        choices=("builtin", "backend"),
-        default="builtin",
-        help="keyword side: in-process BM25, or the backend's own full-text index (lancedb)",
+        type=_keyword_indexes,
+        default=["builtin"],
+        help="keyword side, one or both, comma-separated: builtin (in-process BM25) or backend "
+        "(the backend's own full-text index: lancedb)",
     )
     parser.add_argument("--report", type=Path, default=None, help="write an HTML page here")
     return parser.parse_args(argv)
+
+
+def _keyword_indexes(text: str) -> list[str]:
+    names = _names(text)
+    wrong = [name for name in names if name not in KEYWORD_INDEXES]
+    if wrong or not names:
+        raise argparse.ArgumentTypeError(f"use builtin, backend or both, not {text!r}")
+    return list(dict.fromkeys(names))
 
 
 def _int_list(text: str) -> list[int]:
@@ -83,6 +99,7 @@ def evaluate(
     ks: list[int],
     ceilings: list[int] | None = None,
     by_category: bool = False,
+    keyword_index: str | None = None,
 ) -> dict[str, Any]:
     """Runs every query once and averages the metrics."""
     ceilings = ceilings or []
@@ -91,10 +108,11 @@ def evaluate(
     found: dict[int, list[float]] = {k: [] for k in ks}
     best: dict[tuple[int, int], list[float]] = {(n, k): [] for n in ceilings for k in ks if k < n}
     rr, ndcg, latency = [], [], []
-    core.search("warm-up", strategy=strategy)
+    options: dict[str, Any] = {"strategy": strategy, "keyword_index": keyword_index}
+    core.search("warm-up", **options)
     for query in queries:
         started = time.perf_counter()
-        hits = core.search(query.question, strategy=strategy, top_k=depth, min_score=0.0)
+        hits = core.search(query.question, top_k=depth, min_score=0.0, **options)
         latency.append((time.perf_counter() - started) * 1000)
         spans = [Span(h.path.removeprefix(CORPUS_PREFIX), h.start_line, h.end_line) for h in hits]
         for k in ks:
@@ -144,70 +162,114 @@ def _names(text: str) -> list[str]:
     return [part.strip() for part in str(text).split(",") if part.strip()]
 
 
-def run_all(args: argparse.Namespace, embedder: Embedder | None = None) -> list[dict[str, Any]]:
-    ks = _int_list(args.k)
-    ceilings = _int_list(args.ceiling)
+@dataclass
+class Results:
+    """The runs done, and what was not run with the reason (`skipped`); `failed`: a backend
+    broke (as opposed to lacking an option), which makes the command exit non-zero."""
+
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    failed: bool = False
+
+    def skip(self, backend: str, strategy: str, keyword_index: str, reason: str) -> None:
+        entry = {"backend": backend, "strategy": strategy, "keyword_index": keyword_index}
+        self.skipped.append({**entry, "reason": reason})
+        print(f"skipped: {skipped_label(self.skipped[-1])}: {reason}", file=sys.stderr)
+
+
+def _combos(strategies: list[str], keyword_indexes: list[str]) -> list[tuple[str, str]]:
+    """(strategy, keyword index) pairs; dense once, as it uses no keyword index."""
+    return [
+        (strategy, keyword_index)
+        for strategy in strategies
+        for keyword_index in (keyword_indexes[:1] if strategy == "dense" else keyword_indexes)
+    ]
+
+
+def run_all(args: argparse.Namespace, embedder: Embedder | None = None) -> Results:
+    """Every backend × strategy × keyword index; one that cannot run is skipped with the
+    reason, and a backend that breaks loses only its own remaining runs."""
     embedder = embedder or load_embedder(args.model)
-    runs: list[dict[str, Any]] = []
+    results = Results()
     # Its own collection names, so that a shared server or database is never written over.
     prefix = f"crayfish_eval_{uuid.uuid4().hex[:8]}"
     with tempfile.TemporaryDirectory(prefix="memory-eval-") as tmp:
         root = Path(tmp)
         workspace = root / "workspace"
         queries = prepare(args.dataset, workspace).queries
-        data_dir = args.data_dir or root / "data"
         for backend in _names(args.backend):
             extra = {"fusion": args.fusion} if args.fusion else {}
             settings = MemorySettings(
                 workspace=workspace,
-                data_dir=data_dir,
+                data_dir=args.data_dir or root / "data",
                 backend=backend,
                 model=embedder.name,  # type: ignore[arg-type]
                 watch=False,
                 qdrant_url=None,
                 collection_prefix=prefix,
-                keyword_index=args.keyword_index,
                 **extra,  # type: ignore[arg-type]
             )
-            core = MemoryCore(settings, embedder).open()
+            _run_backend(args, MemoryCore(settings, embedder), queries, results)
+    return results
+
+
+def _run_backend(
+    args: argparse.Namespace, core: MemoryCore, queries: list[Query], results: Results
+) -> None:
+    backend = core.settings.backend
+    combos = _combos(_names(args.strategy), args.keyword_index)
+    compared = args.keyword_index != ["builtin"]
+    try:
+        core.open()
+    except Exception as exc:
+        results.failed = True
+        for strategy, keyword_index in combos:
+            results.skip(backend, strategy, keyword_index, f"cannot open: {exc}")
+        return
+    try:
+        todo = []
+        for strategy, keyword_index in combos:
             try:
-                started = time.perf_counter()
-                report = core.sync(force=True)
-                index_s = time.perf_counter() - started
-                for strategy in _names(args.strategy):
-                    result = evaluate(core, queries, strategy, ks, ceilings, args.by_category)
-                    run = {"backend": backend, **result}
-                    if args.keyword_index != "builtin" and strategy != "dense":
-                        run["keyword_index"] = args.keyword_index
-                    run.update(chunks=report.chunks_indexed, index_s=round(index_s, 2))
-                    runs.append(run)
-            finally:
-                drop = getattr(core.index.backend, "drop", None)
-                if callable(drop):
-                    drop()
-                core.close()
-    return runs
+                if strategy != "dense" and keyword_index == "backend":
+                    require_keyword_search(core.index.backend, backend)
+                todo.append((strategy, keyword_index))
+            except UnsupportedOptionError as exc:
+                results.skip(backend, strategy, keyword_index, str(exc))
+        if not todo:
+            return
+        started = time.perf_counter()
+        report = core.sync(force=True)
+        index_s = time.perf_counter() - started
+        while todo:
+            strategy, keyword_index = todo[0]
+            ks, ceilings = _int_list(args.k), _int_list(args.ceiling)
+            result = evaluate(
+                core, queries, strategy, ks, ceilings, args.by_category, keyword_index
+            )
+            run = {"backend": backend, **result}
+            if compared and strategy != "dense":
+                run["keyword_index"] = keyword_index
+            run.update(chunks=report.chunks_indexed, index_s=round(index_s, 2))
+            results.runs.append(run)
+            todo.pop(0)
+    except Exception as exc:
+        log.exception("eval of backend %s failed", backend)
+        results.failed = True
+        for strategy, keyword_index in todo:
+            results.skip(backend, strategy, keyword_index, f"failed: {exc}")
+    finally:
+        _discard(core)
 
 
-def table(runs: list[dict[str, Any]]) -> str:
-    if not runs:
-        return "(no runs)"
-    columns = [c for c in runs[0] if c not in ("chunks", "index_s", "by_category")]
-    text = _grid(columns, runs)
-    for run in runs:
-        if "by_category" in run:
-            rows = [{"category": c, **v} for c, v in run["by_category"].items()]
-            text += f"\n\n{run['backend']} {run['strategy']} by category\n"
-            text += _grid(list(rows[0]), rows)
-    return text
-
-
-def _grid(columns: list[str], rows: list[dict[str, Any]]) -> str:
-    widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in columns}
-    lines = ["  ".join(c.ljust(widths[c]) for c in columns)]
-    lines.append("  ".join("-" * widths[c] for c in columns))
-    lines += ["  ".join(str(r[c]).ljust(widths[c]) for c in columns) for r in rows]
-    return "\n".join(lines)
+def _discard(core: MemoryCore) -> None:
+    """Drops the eval's store and closes it; a failure here costs no run."""
+    try:
+        drop = getattr(core.index.backend, "drop", None)
+        if callable(drop):
+            drop()
+        core.close()
+    except Exception:
+        log.exception("could not remove the eval's %s store", core.settings.backend)
 
 
 def _meta(args: argparse.Namespace, layout: str, queries: int) -> dict[str, str]:
@@ -216,7 +278,7 @@ def _meta(args: argparse.Namespace, layout: str, queries: int) -> dict[str, str]
         "dataset": f"{args.dataset.name} ({layout} layout, {queries} questions)",
         "model": args.model,
         "fusion": args.fusion or "service default",
-        "keyword index": args.keyword_index,
+        "keyword index": ", ".join(args.keyword_index),
         "machine": f"{platform.node()}: {os.cpu_count()} CPUs, load average {load} at the end "
         "(latencies move with the machine's load)",
         "written": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -239,18 +301,24 @@ def main(argv: list[str] | None = None) -> int:
               f"{', '.join(backend_names())}", file=sys.stderr)  # fmt: skip
         return 2
     try:
-        runs = run_all(args)
+        results = run_all(args)
     except DatasetError as exc:
         print(exc, file=sys.stderr)
         return 2
-    print(json.dumps({"runs": runs}) if args.json else table(runs))
-    if args.report:
+    runs = results.runs
+    if args.json:
+        print(json.dumps({"runs": runs, "skipped": results.skipped}))
+    else:
+        print(text_table(runs, results.skipped))
+    if args.report and runs:
         from memory.eval_report import write_report
 
-        queries = runs[0]["queries"] if runs else 0
-        write_report(args.report, runs, _int_list(args.k), _meta(args, layout, queries))
+        meta = _meta(args, layout, runs[0]["queries"])
+        write_report(args.report, runs, _int_list(args.k), meta, results.skipped)
         print(f"report: {args.report}", file=sys.stderr)
-    return 0
+    elif args.report:
+        print(f"no runs, so no report written to {args.report}", file=sys.stderr)
+    return 1 if results.failed or not runs else 0
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The eval's HTML report: one self-contained page, the runs table and two charts as inline SVG.
+"""The eval's output: the plain-text table, and the HTML report (one self-contained page, the
+runs table and two charts as inline SVG), each listing what was skipped and why.
 
 matplotlib draws the charts with text as paths, so the page needs no font, script or network.
 """
@@ -22,6 +23,40 @@ th { background: #f3f3f3; } figure { margin: 1.5em 0; } figcaption { color: #555
 """
 
 
+def skipped_label(entry: dict[str, str]) -> str:
+    """E.g. "qdrant-edge hybrid (backend keyword index)"."""
+    keyword = f" ({entry['keyword_index']} keyword index)" if entry["strategy"] != "dense" else ""
+    return f"{entry['backend']} {entry['strategy']}{keyword}"
+
+
+def columns_of(runs: Sequence[dict[str, Any]], hidden: Sequence[str]) -> list[str]:
+    """Every key of any run, in the order first seen (a dense run has no keyword_index)."""
+    keys = dict.fromkeys(key for run in runs for key in run)
+    return [key for key in keys if key not in hidden]
+
+
+def text_table(runs: Sequence[dict[str, Any]], skipped: Sequence[dict[str, str]] = ()) -> str:
+    """The runs as a plain-text grid, categories below, then what was skipped and why."""
+    text = _grid(columns_of(runs, ("chunks", "index_s", "by_category")), runs) if runs else ""
+    for run in runs:
+        if "by_category" in run:
+            rows = [{"category": c, **v} for c, v in run["by_category"].items()]
+            text += f"\n\n{run['backend']} {run['strategy']} by category\n"
+            text += _grid(list(rows[0]), rows)
+    lines = [f"skipped: {skipped_label(entry)}: {entry['reason']}" for entry in skipped]
+    if lines:
+        text += "\n\n" + "\n".join(lines)
+    return text.strip("\n") or "(no runs)"
+
+
+def _grid(columns: list[str], rows: Sequence[dict[str, Any]]) -> str:
+    widths = {c: max(len(c), *(len(str(r.get(c, "-"))) for r in rows)) for c in columns}
+    lines = ["  ".join(c.ljust(widths[c]) for c in columns)]
+    lines.append("  ".join("-" * widths[c] for c in columns))
+    lines += ["  ".join(str(r.get(c, "-")).ljust(widths[c]) for c in columns) for r in rows]
+    return "\n".join(lines)
+
+
 def _pyplot() -> Any:
     try:
         import matplotlib
@@ -36,9 +71,13 @@ def _pyplot() -> Any:
     return plt
 
 
-def _label(run: dict[str, Any]) -> str:
+def _strategy(run: dict[str, Any]) -> str:
     extra = f" ({run['keyword_index']} keyword)" if run.get("keyword_index") else ""
-    return f"{run['backend']} / {run['strategy']}{extra}"
+    return f"{run['strategy']}{extra}"
+
+
+def _label(run: dict[str, Any]) -> str:
+    return f"{run['backend']} / {_strategy(run)}"
 
 
 def _svg(figure: Any) -> str:
@@ -73,7 +112,7 @@ def latency_chart(runs: Sequence[dict[str, Any]], k: int) -> str:
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(6.5, 4.2))
     backends = sorted({run["backend"] for run in runs})
-    strategies = sorted({run["strategy"] for run in runs})
+    strategies = sorted({_strategy(run) for run in runs})
     colours = {b: f"C{i}" for i, b in enumerate(backends)}
     markers = dict(zip(strategies, "osD^v<>px*", strict=False))
     for run in runs:
@@ -81,7 +120,7 @@ def latency_chart(runs: Sequence[dict[str, Any]], k: int) -> str:
             max(run["p50_ms"], 0.01),
             run[f"recall@{k}"],
             color=colours[run["backend"]],
-            marker=markers.get(run["strategy"], "o"),
+            marker=markers.get(_strategy(run), "o"),
             s=60,
         )
     axes.set_xscale("log")
@@ -101,7 +140,7 @@ def _cell(value: object) -> str:
 
 
 def runs_table(runs: Sequence[dict[str, Any]]) -> str:
-    columns = [c for c in runs[0] if c not in HIDDEN]
+    columns = columns_of(runs, HIDDEN)
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     rows = "".join(
         "<tr>"
@@ -113,10 +152,25 @@ def runs_table(runs: Sequence[dict[str, Any]]) -> str:
     return f'<div style="overflow-x: auto">{table}</div>'
 
 
+def skipped_list(skipped: Sequence[dict[str, str]]) -> str:
+    if not skipped:
+        return ""
+    items = "".join(
+        f"<li><b>{html.escape(skipped_label(entry))}</b>: {html.escape(entry['reason'])}</li>"
+        for entry in skipped
+    )
+    return f"<h2>Skipped</h2>\n<ul>{items}</ul>"
+
+
 def write_report(
-    file: Path, runs: Sequence[dict[str, Any]], ks: Sequence[int], meta: dict[str, str]
+    file: Path,
+    runs: Sequence[dict[str, Any]],
+    ks: Sequence[int],
+    meta: dict[str, str],
+    skipped: Sequence[dict[str, str]] = (),
 ) -> None:
-    """Writes the page; `meta` (dataset, model, machine, ...) is listed above the table."""
+    """Writes the page; `meta` (dataset, model, machine, ...) is listed above the table, and
+    what could not run (`skipped`, with the reason) below it."""
     if not runs:
         raise ValueError("no runs to report")
     k = 6 if 6 in ks else max(ks)
@@ -131,6 +185,7 @@ def write_report(
 <ul class="meta">{facts}</ul>
 <h2>Runs</h2>
 {runs_table(runs)}
+{skipped_list(skipped)}
 <h2>Recall@k per backend and strategy</h2>
 <figure>{recall_chart(runs, ks)}<figcaption>Share of each question's evidence covered by the
 first k hits, averaged over questions.</figcaption></figure>
