@@ -105,3 +105,51 @@ def test_a_config_inside_the_workspace_is_refused(tmp_path: Path, make_settings)
 def test_a_malformed_allow_list_is_a_clear_error(make_settings) -> None:
     with pytest.raises(ConfigError, match="CONNECTORS_WEB_FETCH_ALLOW: allow-list entry 'x'"):
         ConnectorsCore(make_settings(web_fetch_allow="x"))
+
+
+def stdio_config(tmp_path: Path, **entry: object) -> Path:
+    path = tmp_path / "config" / "mcp.json"
+    path.parent.mkdir(exist_ok=True)
+    servers = {"ok": {"command": "python3"}, "planted": entry}
+    path.write_text(json.dumps({"mcpServers": servers}))
+    return path
+
+
+def program(folder: Path, name: str = "server") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_a_stdio_server_run_from_the_workspace_stops_the_service(
+    tmp_path: Path, make_settings
+) -> None:
+    """A sandboxed command could write that program; this service would run it unsandboxed."""
+    workspace = tmp_path / "workspace"
+    inside = program(workspace / "bin")
+    outside = tmp_path / "opt" / "server"
+    outside.parent.mkdir()
+    outside.symlink_to(inside)
+    cases = [
+        ({"command": str(inside)}, f'"command" {inside} is inside the workspace'),
+        ({"command": str(outside)}, f'"command" {outside} is inside the workspace'),  # symlink
+        ({"command": "bin/server", "cwd": str(workspace)}, '"cwd"'),
+        ({"command": "server", "env": {"PATH": f"/usr/bin:{workspace}/bin"}}, "the PATH folder"),
+        ({"command": "later", "env": {"PATH": f"{workspace}/tools"}}, "the PATH folder"),
+    ]
+    for entry, problem in cases:
+        with pytest.raises(ConfigError) as refused:
+            ConnectorsCore(make_settings(stdio_config(tmp_path, **entry)))
+        assert "server 'planted': " + problem in str(refused.value), entry
+        assert "sandboxed commands can write there" in str(refused.value)
+
+
+def test_a_stdio_server_outside_the_workspace_may_be_given_it_as_an_argument(
+    tmp_path: Path, make_settings
+) -> None:
+    workspace = tmp_path / "workspace"
+    path = stdio_config(tmp_path, command=str(program(tmp_path / "opt")), args=[str(workspace)])
+    core = ConnectorsCore(make_settings(path))  # refusals happen here, before any start
+    assert sorted(s.name for s in core.servers()) == ["ok", "planted"]

@@ -13,6 +13,7 @@ from connectors.mcp_bridge import McpBridge, ServerStatus
 from connectors.mcp_config import ConfigError, McpConfig, load_config
 from connectors.mcp_connection import Limits
 from connectors.tools import WebFetch
+from connectors.transports import workspace_problem
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +23,14 @@ def read_mcp_config(settings: ConnectorsSettings) -> McpConfig:
     if settings.mcp_config is None:
         return McpConfig()
     config = load_config(settings.mcp_config, settings.workspace)
+    for server in config.servers:
+        problem = workspace_problem(server, settings.workspace) if server.command else None
+        if problem:
+            raise ConfigError(
+                f"MCP config {settings.mcp_config}: server {server.name!r}: {problem}: sandboxed"
+                " commands can write there, and this service runs it outside the sandbox; install"
+                " the server outside the workspace"
+            )
     for problem in config.problems:
         log.error("MCP config %s: %s (that server is skipped)", settings.mcp_config, problem)
     return config

@@ -2,12 +2,16 @@
 
 A stdio server gets a clean environment: a fixed PATH, HOME, LANG and its own `env`, nothing of
 ours (the SDK adds only HOME, LOGNAME, PATH, SHELL, TERM and USER, which we override where we can).
+Its program, folder and PATH must lie outside the workspace (`workspace_problem`).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -40,6 +44,26 @@ def clean_environment(own: dict[str, str]) -> dict[str, str]:
         "TERM": "dumb",
     }
     return {**base, **own}
+
+
+def workspace_problem(server: McpServerConfig, workspace: Path) -> str | None:
+    """Why this stdio server would run something a sandboxed command could have written: its
+    `cwd`, its program (as the child would find it, symlinks resolved) or a folder of its PATH
+    inside the workspace; None when all are outside."""
+    folder = Path(os.path.realpath(workspace))
+    cwd = Path(os.path.realpath(server.cwd or os.getcwd()))
+    if server.cwd and cwd.is_relative_to(folder):
+        return f'"cwd" {server.cwd} is inside the workspace {workspace}'
+    search = server.env.get("PATH", CLEAN_PATH)
+    for entry in search.split(os.pathsep):
+        if entry and Path(os.path.realpath(cwd / entry)).is_relative_to(folder):
+            return f'the PATH folder {entry} in "env" is inside the workspace {workspace}'
+    command = server.command
+    if os.sep not in command:  # found on the child's PATH, as exec does
+        command = shutil.which(command, path=search) or ""
+    if command and Path(os.path.realpath(cwd / command)).is_relative_to(folder):
+        return f'"command" {server.command} is inside the workspace {workspace}'
+    return None
 
 
 def build_transport(server: McpServerConfig) -> Any:
