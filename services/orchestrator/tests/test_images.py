@@ -1,5 +1,6 @@
-"""Images in messages: checked by content, capped, stored under media/ by hash, kept in history
-as references and sent to a vision model as image parts; refused clearly otherwise."""
+"""Images in messages: checked by content, capped (per message, per request), stored under media/
+by hash with the oldest pruned past a total, kept in history as references and sent to a vision
+model as image parts; refused clearly otherwise."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from fastapi.testclient import TestClient
@@ -177,9 +178,12 @@ def test_a_media_folder_turned_into_a_link_out_is_not_followed(
 
 class ImageServer(BaseHTTPRequestHandler):
     """Loopback: /cat.png (a PNG), /big.png (over the cap), /hop (a redirect to the metadata
-    address), /missing (404)."""
+    address), /missing (404); `hits` lists the paths asked for."""
+
+    hits: ClassVar[list[str]] = []
 
     def do_GET(self) -> None:
+        self.hits.append(self.path)
         if self.path == "/hop":
             self.send_response(302)
             self.send_header("Location", "http://169.254.169.254/latest/meta-data")
@@ -198,6 +202,7 @@ class ImageServer(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def image_server() -> Iterator[str]:
+    ImageServer.hits.clear()
     server = ThreadingHTTPServer(("127.0.0.1", 0), ImageServer)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -247,3 +252,75 @@ def test_image_urls_are_fetched_through_the_ssrf_guard(
             assert bad.status_code == status, (path, bad.text)
             assert reason in bad.json()["error"]["message"], bad.json()
     assert len(fake_llm.requests) == 1
+
+
+def test_a_v1_history_with_too_many_images_is_refused_before_any_fetch(
+    tmp_path: Path, fake_llm: FakeLLM, image_server: str
+):
+    cat = {"type": "image_url", "image_url": {"url": f"http://{image_server}/cat.png"}}
+    history = [
+        {"role": "user", "content": [{"type": "text", "text": f"photo {n}"}, cat, cat]}
+        for n in range(3)
+    ]
+    body = {"model": "crayfish", "messages": [*history, {"role": "user", "content": [cat]}]}
+    fake_llm.reply_text("a cat")
+    with make_client(
+        tmp_path,
+        fake_llm,
+        CRAYFISH_LLM_VISION="on",
+        CRAYFISH_IMAGES_PER_REQUEST=4,
+        CRAYFISH_WEB_FETCH_ALLOW=image_server,
+    ) as client:
+        reply = client.post("/v1/chat/completions", json=body)
+        assert reply.status_code == 400, reply.text
+        assert reply.json()["error"] == {
+            "message": "7 images in this request (all messages together); at most 4 "
+            "(CRAYFISH_IMAGES_PER_REQUEST); nothing was sent",
+            "type": "invalid_request_error",
+            "code": "too_many_images",
+        }
+        assert ImageServer.hits == [] and fake_llm.requests == []
+        assert not (tmp_path / "workspace" / "media").exists()
+        assert client.get("/api/sessions").json()["sessions"] == []
+        # With a named session the history sent is not read: only the last image is fetched.
+        named = client.post("/v1/chat/completions", json=body, headers={"X-Crayfish-Session": "s"})
+        assert named.status_code == 200, named.text
+        assert ImageServer.hits == ["/cat.png"]
+
+
+def test_media_keeps_its_total_by_deleting_the_oldest_images(tmp_path: Path, fake_llm: FakeLLM):
+    fake_llm.reply_forever_text("seen")
+    pictures = [PNG + bytes([n]) * 200 for n in range(4)]  # ~270 bytes each
+    media = tmp_path / "workspace" / "media"
+    media.mkdir(parents=True)
+    (media / "notes.txt").write_text("mine, not an image the store made")
+    with make_client(
+        tmp_path, fake_llm, CRAYFISH_LLM_VISION="on", CRAYFISH_MEDIA_MAX_BYTES=600
+    ) as client:
+        for n, picture in enumerate(pictures):
+            sent = client.post(
+                "/api/chat",
+                json={
+                    "message": f"picture {n}",
+                    "session_id": "album",
+                    "images": [data_url(picture)],
+                },
+            )
+            assert sent.status_code == 202, sent.text
+            assert finished(client, sent.json()["task_id"])["status"] == "completed"
+            time.sleep(0.02)  # distinct modification times
+        stored = {p.name for p in media.iterdir()}
+        newest = {f"{hashlib.sha256(p).hexdigest()}.png" for p in pictures[2:]}
+        assert stored == newest | {"notes.txt"}
+        assert sum((media / name).stat().st_size for name in newest) <= 600
+
+        again = client.post("/api/chat", json={"message": "and all four?", "session_id": "album"})
+        assert finished(client, again.json()["task_id"])["status"] == "completed"
+    shown = [
+        m["content"][1]
+        for m in fake_llm.requests[-1]["messages"]
+        if m["role"] == "user" and isinstance(m["content"], list) and len(m["content"]) > 1
+    ]
+    assert [part["type"] for part in shown] == ["text", "text", "image_url", "image_url"]
+    assert "could not be shown: it is gone" in shown[0]["text"]
+    assert shown[3]["image_url"]["url"] == data_url(pictures[3])

@@ -1,9 +1,11 @@
 """Schedules: the rules (at/every/cron, missed firings), the REST API, firing as turns once per
-due time across two cores on one database, and the model's tools bounded per session."""
+due time across two cores on one database, slow turns' firings skipped, and the model's tools
+bounded per session and in all (a chain of own-session schedules included)."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
@@ -13,9 +15,10 @@ import pytest
 from fastapi.testclient import TestClient
 from orchestrator.app import create_app
 from orchestrator.core import OrchestratorCore
+from orchestrator.local_tools import describe_schedule
 from orchestrator.schedule_rules import ScheduleInvalid, Timing, next_run, parse_timing
 
-from tests.fakes import FakeLLM
+from tests.fakes import FakeLLM, Reply, ToolCall
 
 from .conftest import make_settings
 
@@ -202,3 +205,64 @@ async def test_the_models_tools_are_bounded_per_session(core_factory):
     assert not refused.ok and "no schedule" in refused.output
     bad = await registry.run("schedule_add", '{"message": "x", "every": 1}', "chat-a", "c4")
     assert not bad.ok and "at least 60 seconds" in bad.output
+
+
+async def test_a_slow_turns_firings_are_skipped_not_piled_up(core_factory, fake_llm: FakeLLM):
+    fake_llm.reply_forever_text("NO_REPLY", delay=0.8)  # each turn outlasts four firings
+    core: OrchestratorCore = await core_factory(**FAST)
+    await core.scheduler.add("slow check", every=0.2, session_id="slow")
+    await asyncio.sleep(2.5)
+    await core.scheduler.close()
+
+    async def all_done() -> bool:
+        return all(t.done for t in await tasks_of(core))
+
+    await wait_for(all_done)
+    turns = sorted(await tasks_of(core), key=lambda t: t.created_at)
+    (row,) = await core.scheduler.entries()
+    # Twelve due times passed; a firing was queued only once the previous turn had ended.
+    assert 1 <= len(turns) == row.runs <= 4
+    for before, after in itertools.pairwise(turns):
+        assert before.finished_at is not None and after.created_at >= before.finished_at
+    assert describe_schedule(row)["skipped"] == row.skipped >= 3
+    assert len(fake_llm.requests) == len(turns)
+
+
+def spawning_model(body: dict) -> Reply:
+    """A model that answers every scheduled (or user) message by scheduling another check in
+    its own session, and says NO_REPLY once the tool answered."""
+    if body["messages"][-1]["role"] == "tool":
+        return Reply(text="NO_REPLY")
+    args = '{"message": "check, and schedule another check", "every": 0.2, "own_session": true}'
+    return Reply(tool_calls=[ToolCall("schedule_add", args)])
+
+
+async def test_schedules_that_make_schedules_stop_at_the_models_total(
+    core_factory, fake_llm: FakeLLM
+):
+    fake_llm.reply_forever_with(spawning_model)
+    core: OrchestratorCore = await core_factory(**FAST, CRAYFISH_SCHEDULES_MAX_MODEL=4)
+    await core.submit("chat-a", "keep an eye on it")  # makes the first; each firing one more
+
+    def refusals() -> list[str]:
+        return [
+            str(r["messages"][-1]["content"])
+            for r in fake_llm.requests
+            if r["messages"][-1]["role"] == "tool"
+            and "CRAYFISH_SCHEDULES_MAX_MODEL" in str(r["messages"][-1]["content"])
+        ]
+
+    async def refused_twice() -> bool:
+        return len(refusals()) >= 2
+
+    await wait_for(refused_twice)
+    await asyncio.sleep(0.5)  # firings go on; none adds a schedule
+    made = [e for e in await core.scheduler.entries() if e.created_in is not None]
+    assert len(made) == 4
+    # A chain: all but the first were made in the own session of an earlier one.
+    assert sum(e.created_in.startswith("schedule-") for e in made if e.created_in) == 3
+    assert "already number 4 in all sessions" in refusals()[0]
+    assert "no schedule was added" in refusals()[0]
+    await core.scheduler.close()
+    # The user's own schedules are not bounded by the model's total.
+    assert (await core.scheduler.add("mine", every=3600)).created_in is None

@@ -62,6 +62,7 @@ NAMES: dict[str, tuple[str, object]] = {
     "CRAYFISH_SCHEDULE_POLL": ("schedule_poll", 0.25),
     "CRAYFISH_SCHEDULE_MIN_EVERY": ("schedule_min_every", 5.0),
     "CRAYFISH_SCHEDULES_PER_SESSION": ("schedules_per_session", 3),
+    "CRAYFISH_SCHEDULES_MAX_MODEL": ("schedules_max_model", 7),
     "CRAYFISH_NOTIFY_WEBHOOKS": (
         "notify_webhooks",
         [{"url": "https://hooks.test/x", "secret": "s", "preset": "slack"}],
@@ -71,6 +72,8 @@ NAMES: dict[str, tuple[str, object]] = {
     "CRAYFISH_NOTIFY_TIMEOUT": ("notify_timeout", 3.0),
     "CRAYFISH_IMAGE_MAX_BYTES": ("image_max_bytes", 1000),
     "CRAYFISH_IMAGES_PER_MESSAGE": ("images_per_message", 1),
+    "CRAYFISH_IMAGES_PER_REQUEST": ("images_per_request", 2),
+    "CRAYFISH_MEDIA_MAX_BYTES": ("media_max_bytes", 4096),
     "CRAYFISH_WEB_FETCH_ALLOW": ("web_fetch_allow", "127.0.0.1:8081"),
     "CRAYFISH_LLM_VISION": ("llm_vision", "on"),
     "CRAYFISH_LOG_LEVEL": ("log_level", "DEBUG"),

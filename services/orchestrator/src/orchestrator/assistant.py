@@ -73,6 +73,8 @@ class Assistant:
             settings.image_max_bytes,
             settings.images_per_message,
             AllowList.parse(settings.web_fetch_allow),
+            max_per_request=settings.images_per_request,
+            max_total=settings.media_max_bytes,
         )
         self.vision = vision_enabled(settings)
         self.loop = AgentLoop(

@@ -122,10 +122,12 @@ class Settings(BaseSettings):
     heartbeat_interval: float = 0.0
 
     # Schedules: how often each replica looks for due ones, the shortest `every`, and how many
-    # the model may keep per session (its tools; the REST API is not bounded by this).
+    # the model may keep per session and in all (its tools; the REST API is not bounded by
+    # these). The total bounds chains: a schedule firing in its own session may make more.
     schedule_poll: float = Field(1.0, gt=0)
     schedule_min_every: float = Field(60.0, gt=0)
     schedules_per_session: int = Field(20, ge=0)
+    schedules_max_model: int = Field(100, ge=0)
 
     # Notify: webhooks (a JSON list of {"url", "secret"?, "preset"?}), each delivery retried
     # with exponential backoff (first wait `notify_backoff` s) on 5xx and timeouts.
@@ -134,10 +136,13 @@ class Settings(BaseSettings):
     notify_backoff: float = Field(2.0, ge=0)
     notify_timeout: float = Field(10.0, gt=0)
 
-    # Images in messages: size cap (decoded), count per message, and whether the model sees
-    # them: "on", "off", or "auto" (by model name, README: Images).
+    # Images in messages: size cap (decoded), count per message and per request (all of a /v1
+    # request's messages together), the bytes media/ may hold (oldest pruned past it; 0: no
+    # cap), and whether the model sees them: "on", "off", or "auto" (README: Images).
     image_max_bytes: int = Field(5_000_000, ge=1)
     images_per_message: int = Field(4, ge=0)
+    images_per_request: int = Field(16, ge=0)
+    media_max_bytes: int = Field(1_000_000_000, ge=0)
     llm_vision: Literal["auto", "on", "off"] = "auto"
     # `host:port` entries an image URL may reach although not public (the same setting, and the
     # same guard, as the connectors service's web_fetch).

@@ -115,6 +115,11 @@ class OrchestratorCore:
         check_session_id(session_id)
         return await self.tasks.create(session_id, message, kind, images=images)
 
+    def check_request_images(self, count: int) -> None:
+        """ImageRejected (400) when one request carries more images than it may, all its
+        messages together; checked before any is fetched or stored."""
+        self.assistant.media.check_request(count)
+
     async def take_images(self, urls: list[str]) -> list[dict[str, Any]]:
         """Checks and stores a message's images before its turn is queued; ImageRejected
         (with the HTTP status) when they are refused or the model cannot see them."""

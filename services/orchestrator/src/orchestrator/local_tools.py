@@ -32,6 +32,7 @@ def describe_schedule(entry: ScheduledTurn) -> dict[str, Any]:
         "next_run_ts": entry.next_run,
         "last_run": iso(entry.last_run, timing.timezone),
         "runs": entry.runs,
+        "skipped": entry.skipped,
         "created_by": "model" if entry.created_in else "api",
     }
 

@@ -1,8 +1,8 @@
 """Images in messages: taken in (data: URLs, or http(s) URLs fetched through the SSRF guard),
-checked by their magic bytes and capped, stored once under the workspace's `media/` by content hash;
-history keeps `{"type": "image_ref", "path", "mime"}` parts, and a request to the LLM gets
-them back as `image_url` data parts when the model sees images (or a placeholder if a file is
-gone or refused).
+checked by their magic bytes and capped (size, per message, per request), stored once under the
+workspace's `media/` by content hash, the oldest pruned past a total; history keeps
+`{"type": "image_ref", "path", "mime"}` parts, and a request to the LLM gets them back as
+`image_url` data parts when the model sees images (or a placeholder if a file is gone or refused).
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ import errno
 import fnmatch
 import hashlib
 import logging
+import os
+import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -51,15 +54,19 @@ VISION_MODELS = (
     "internvl*",
 )
 EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
+# The names this store gives; other files in media/ are neither counted nor pruned.
+STORED_NAME = re.compile(r"[0-9a-f]{64}\.(?:png|jpg|gif|webp)")
 
 
 class ImageRejected(Exception):
-    """An image the API refuses; `status` is the HTTP status (400, 413 or 422)."""
+    """An image the API refuses; `status` is the HTTP status (400, 413 or 422), `code` the
+    error's code."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, code: str = "invalid_image"):
         super().__init__(message)
         self.status = status
         self.message = message
+        self.code = code
 
 
 def sniff(data: bytes) -> str | None:
@@ -120,7 +127,8 @@ class ImageFetcher:
 
 
 class MediaStore:
-    """Images under the workspace's `media/`, named by the SHA-256 of their bytes."""
+    """Images under the workspace's `media/`, named by the SHA-256 of their bytes; past
+    `max_total` bytes of them (0: no cap), the oldest written are deleted."""
 
     def __init__(
         self,
@@ -128,11 +136,27 @@ class MediaStore:
         max_bytes: int,
         max_count: int,
         fetch_allow: AllowList = NO_ALLOW,
+        *,
+        max_per_request: int = 16,
+        max_total: int = 0,
     ):
         self.root = SafeRoot(workspace)
         self.max_bytes = max_bytes
         self.max_count = max_count
+        self.max_per_request = max_per_request
+        self.max_total = max_total
         self.remote = ImageFetcher(max_bytes, fetch_allow)
+
+    def check_request(self, count: int) -> None:
+        """Refuses a request with more images, all its messages together, than it may carry
+        (before any is fetched or stored)."""
+        if count > self.max_per_request:
+            raise ImageRejected(
+                400,
+                f"{count} images in this request (all messages together); at most "
+                f"{self.max_per_request} (CRAYFISH_IMAGES_PER_REQUEST); nothing was sent",
+                "too_many_images",
+            )
 
     async def take_in(self, urls: list[str]) -> list[dict[str, Any]]:
         """Checks and stores the images of one message; their references, in order."""
@@ -144,7 +168,9 @@ class MediaStore:
             )
         images = [await self._bytes_of(url, n) for n, url in enumerate(urls, 1)]
         try:
-            return [await asyncio.to_thread(self.save, data) for data in images]
+            refs = [await asyncio.to_thread(self.save, data) for data in images]
+            await asyncio.to_thread(self.prune, {ref["path"] for ref in refs})
+            return refs
         except FileRefused as exc:
             reason = f"the image could not be stored in the workspace: {exc}"
             raise ImageRejected(503, reason) from exc
@@ -200,6 +226,53 @@ class MediaStore:
         path = f"{MEDIA_DIR}/{hashlib.sha256(data).hexdigest()}.{EXTENSIONS[mime]}"
         self.root.write_atomic(path, data, self.max_bytes)
         return {"type": "image_ref", "path": path, "mime": mime}
+
+    def prune(self, keep: set[str]) -> int:
+        """Deletes the oldest stored images (by when they were last written) until media/
+        holds at most `max_total` bytes of them, sparing `keep` (the images just stored);
+        returns how many went. A failure is logged: the new images are stored either way."""
+        if self.max_total <= 0:
+            return 0
+        try:
+            stored = self._stored()
+            total = sum(size for _, size, _ in stored)
+            removed = 0
+            for _, size, path in sorted(stored):
+                if total <= self.max_total:
+                    break
+                if path not in keep and self.root.remove(path):
+                    total -= size
+                    removed += 1
+        except (FileRefused, OSError) as exc:
+            log.warning("media/ could not be pruned: %s", exc)
+            return 0
+        if removed:
+            log.info(
+                "media/: %d oldest image(s) deleted to stay within %d bytes "
+                "(CRAYFISH_MEDIA_MAX_BYTES)",
+                removed,
+                self.max_total,
+            )
+        return removed
+
+    def _stored(self) -> list[tuple[float, int, str]]:
+        """(modified, size, path) of each image file this store named, in media/ itself."""
+        found = []
+        try:
+            with self.root.open(MEDIA_DIR, os.O_RDONLY | os.O_DIRECTORY) as fd:
+                for entry in os.scandir(fd):
+                    if not STORED_NAME.fullmatch(entry.name):
+                        continue
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue  # pruned meanwhile (by another replica)
+                    if stat.S_ISREG(info.st_mode):
+                        found.append((info.st_mtime, info.st_size, f"{MEDIA_DIR}/{entry.name}"))
+        except FileRefused as exc:
+            if exc.kind != "missing":
+                raise
+        return found
 
     def data_url(self, ref: dict[str, Any]) -> tuple[str | None, str]:
         """(data URL, "") for a stored image, or (None, why not): the file is hostile input."""

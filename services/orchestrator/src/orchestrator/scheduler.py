@@ -1,10 +1,11 @@
-"""Schedules of turns: create (validated, bounded per session for the model), list, remove,
-and the loop every replica runs that fires what is due, each due time once in the cluster.
+"""Schedules of turns: create (validated, bounded per session and in all for the model), list,
+remove, and the loop every replica runs that fires what is due, each due time once in the cluster.
 
 A firing queues the schedule's message as a `schedule` turn in its session, under a task id
 made from the schedule and the due time: replicas that race create one task, and a replica
 that stops between queuing and recording the firing queues nothing twice when it (or another)
-looks again. Missed firings after downtime: once, late, then the rhythm resumes (README).
+looks again. Missed firings after downtime: once, late, then the rhythm resumes; a firing while
+the schedule's previous turn is still queued or running is skipped and counted (README).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ Submit = Callable[[str, str, str, str], Awaitable[object]]
 
 
 class ScheduleLimit(Exception):
-    """The session already has as many schedules as it may."""
+    """The model already has as many schedules as it may (in the session, or in all)."""
 
 
 class Scheduler:
@@ -77,14 +78,26 @@ class Scheduler:
         entry = ScheduledTurn(
             schedule_id, target, message, timing, first_run(timing, now), created_in, now
         )
-        limit = self.settings.schedules_per_session if created_in is not None else None
-        if not await self.store.add(entry, limit):
-            raise ScheduleLimit(
-                f"this session already has {limit} schedules (CRAYFISH_SCHEDULES_PER_SESSION); "
-                "remove one first"
-            )
+        refused = await self.store.add(
+            entry, self.settings.schedules_per_session, self.settings.schedules_max_model
+        )
+        if refused is not None:
+            raise ScheduleLimit(self._limit_reason(refused))
         log.info("schedule %s added (%s) for session %s", entry.id, timing.kind, target)
         return entry
+
+    def _limit_reason(self, bound: str) -> str:
+        if bound == "session":
+            return (
+                f"this session already has {self.settings.schedules_per_session} schedules "
+                "(CRAYFISH_SCHEDULES_PER_SESSION); remove one first"
+            )
+        return (
+            f"the model's schedules already number {self.settings.schedules_max_model} in all "
+            "sessions, the most CRAYFISH_SCHEDULES_MAX_MODEL allows; no schedule was added. "
+            "Remove one of this conversation's (schedule_remove), or ask the user to remove "
+            "some (crayfish schedules rm ID)"
+        )
 
     async def entries(self, session_id: str | None = None) -> list[ScheduledTurn]:
         """Every schedule, soonest first; with `session_id`, those firing in or made in it."""
@@ -106,6 +119,8 @@ class Scheduler:
         for entry in await self.store.due(now):
             task_id = f"sched-{entry.id}-{round(entry.next_run * 1000)}"
             try:
+                if await self._skipped(entry, now):
+                    continue
                 await self.submit(entry.session_id, scheduled_message(entry), "schedule", task_id)
                 following = next_run(entry.timing, entry.next_run, now)
                 if await self.store.advance(entry, following, task_id, now):
@@ -115,6 +130,23 @@ class Scheduler:
             except Exception:  # one broken schedule must not stop the others
                 log.exception("schedule %s could not fire", entry.id)
         return fired
+
+    async def _skipped(self, entry: ScheduledTurn, now: float) -> bool:
+        """True (and the skip recorded) when the schedule's previous turn is still queued or
+        running: firings of slow turns do not pile up in the session."""
+        status = await self.store.previous_busy(entry)
+        if status is None:
+            return False
+        following = next_run(entry.timing, entry.next_run, now)
+        if following is not None and await self.store.skip(entry, following):
+            log.warning(
+                "schedule %s: the firing due %s was skipped, its previous turn %s is still %s",
+                entry.id,
+                iso(entry.next_run),
+                entry.last_task_id,
+                status,
+            )
+        return following is not None
 
     def start(self) -> None:
         if self._loop is None:

@@ -64,6 +64,13 @@ def _image_urls(content: str | list[dict[str, Any]] | None) -> list[str]:
     return urls
 
 
+def _kept(message: ChatMessage) -> bool:
+    """An earlier message that goes into a new session's history."""
+    if message.role not in ("user", "assistant"):
+        return False
+    return bool(_text(message.content) or _image_urls(message.content))
+
+
 async def _message_with_images(core: OrchestratorCore, message: ChatMessage) -> dict[str, Any]:
     images = await core.take_images(_image_urls(message.content))
     return {"role": message.role, "content": user_content(_text(message.content), images)}
@@ -89,22 +96,22 @@ async def _start_turn(
     if not message.strip() and not _image_urls(last.content):
         raise ApiError(400, "the last user message is empty", "invalid_messages")
     session_id = session_header or f"oai-{uuid.uuid4().hex}"
+    # No named session: the conversation is what the client sent, earlier messages included.
+    prior = [] if session_header else [m for m in body.messages[:-1] if _kept(m)]
     try:
         check_session_id(session_id)
+        # Every image this request would fetch and store, counted before any is.
+        core.check_request_images(sum(len(_image_urls(m.content)) for m in [*prior, last]))
         images = await core.take_images(_image_urls(last.content))
-        if not session_header:
-            # No named session: the conversation is what the client sent.
-            prior = [
-                await _message_with_images(core, m)
-                for m in body.messages[:-1]
-                if m.role in ("user", "assistant") and (_text(m.content) or _image_urls(m.content))
-            ]
-            await core.store.append(session_id, prior)
+        if prior:
+            await core.store.append(
+                session_id, [await _message_with_images(core, m) for m in prior]
+            )
         return await core.submit(session_id, message or "(image)", images=images)
     except InvalidSessionId as exc:
         raise ApiError(400, str(exc), "invalid_session_id") from exc
     except ImageRejected as exc:
-        raise ApiError(exc.status, exc.message, "invalid_image") from exc
+        raise ApiError(exc.status, exc.message, exc.code) from exc
 
 
 def _completion(task: Task, model: str) -> dict[str, Any]:

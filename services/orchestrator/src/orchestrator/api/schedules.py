@@ -40,6 +40,9 @@ class ScheduleView(BaseModel):
     next_run_ts: float = Field(description="The next firing as Unix seconds.")
     last_run: str | None = None
     runs: int = 0
+    skipped: int = Field(
+        0, description="Firings skipped because the previous turn was still queued or running."
+    )
     created_by: str = Field(description="`api`, or `model` (its schedule_add tool).")
 
 

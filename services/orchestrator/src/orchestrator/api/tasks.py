@@ -53,12 +53,13 @@ async def create_chat(body: ChatRequest, core: CoreDep) -> ChatAccepted:
     session_id = body.session_id or uuid.uuid4().hex
     try:
         check_session_id(session_id)
+        core.check_request_images(len(body.images))
         images = await core.take_images(body.images)
         task = await core.submit(session_id, body.message, images=images)
     except InvalidSessionId as exc:
         raise ApiError(400, str(exc), "invalid_session_id") from exc
     except ImageRejected as exc:
-        raise ApiError(exc.status, exc.message, "invalid_image") from exc
+        raise ApiError(exc.status, exc.message, exc.code) from exc
     return ChatAccepted(task_id=task.id, session_id=session_id)
 
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from orchestrator.schedule_rules import Timing
 from orchestrator.store.database import Database
 from orchestrator.store.sessions import pg_text
 
-# Advisory lock namespace: one session's schedule count is checked and added to at a time.
+# Advisory lock: the model's schedules are counted and added to one at a time.
 SCHEDULE_LIMIT_LOCK = 72106
 COLUMNS = (
     "id, session_id, message, kind, at_time, every_seconds, cron, timezone, created_in,"
-    " next_run, last_run, last_task_id, runs, created_at"
+    " next_run, last_run, last_task_id, runs, created_at, skipped"
 )
 
 
@@ -46,6 +46,7 @@ class ScheduledTurn:
     last_run: float | None = None
     last_task_id: str | None = None
     runs: int = 0
+    skipped: int = 0
 
 
 class ScheduleStore:
@@ -55,26 +56,35 @@ class ScheduleStore:
     def __init__(self, db: Database):
         self.db = db
 
-    async def add(self, entry: ScheduledTurn, limit_in_session: int | None = None) -> bool:
-        """Inserts; False when `created_in` already has `limit_in_session` schedules (checked
-        under a lock on that session's count, so two concurrent adds cannot both pass)."""
+    async def add(
+        self,
+        entry: ScheduledTurn,
+        limit_in_session: int | None = None,
+        limit_by_model: int | None = None,
+    ) -> Literal["session", "model"] | None:
+        """Inserts; or, for a schedule the model made (`created_in` set), returns the bound it
+        would pass: "session" (`created_in` has `limit_in_session` already) or "model" (the
+        model's schedules number `limit_by_model` in all). Checked under one lock, so
+        concurrent adds cannot both pass."""
         timing = entry.timing
         async with self.db.transaction() as conn:
-            if entry.created_in is not None and limit_in_session is not None:
-                await conn.execute(
-                    "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
-                    (SCHEDULE_LIMIT_LOCK, entry.created_in),
-                )
+            if entry.created_in is not None:
+                # One lock for every model-made add: they are rare, and the total is global.
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEDULE_LIMIT_LOCK,))
                 cursor = await conn.execute(
-                    "SELECT count(*) AS n FROM scheduled_turns WHERE created_in = %s",
+                    "SELECT count(*) FILTER (WHERE created_in = %s) AS here, count(*) AS total"
+                    " FROM scheduled_turns WHERE created_in IS NOT NULL",
                     (entry.created_in,),
                 )
                 row = await cursor.fetchone()
-                if row is not None and row["n"] >= limit_in_session:
-                    return False
+                assert row is not None
+                if limit_in_session is not None and row["here"] >= limit_in_session:
+                    return "session"
+                if limit_by_model is not None and row["total"] >= limit_by_model:
+                    return "model"
             await conn.execute(
                 f"INSERT INTO scheduled_turns ({COLUMNS}) VALUES"
-                " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, NULL, NULL, 0, %s)",
+                " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, NULL, NULL, 0, %s, 0)",
                 (
                     entry.id,
                     entry.session_id,
@@ -89,7 +99,7 @@ class ScheduleStore:
                     entry.created_at,
                 ),
             )
-        return True
+        return None
 
     async def entries(self, session_id: str | None = None) -> list[ScheduledTurn]:
         """Every schedule, soonest first; with `session_id`, those firing in or made in it."""
@@ -145,6 +155,29 @@ class ScheduleStore:
                 )
             return await cursor.fetchone() is not None
 
+    async def previous_busy(self, entry: ScheduledTurn) -> str | None:
+        """The status of the schedule's last firing's task if it is still queued or running."""
+        if entry.last_task_id is None:
+            return None
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT status FROM tasks WHERE id = %s AND status IN ('queued', 'running')",
+                (entry.last_task_id,),
+            )
+            row = await cursor.fetchone()
+        return str(row["status"]) if row else None
+
+    async def skip(self, entry: ScheduledTurn, following: float) -> bool:
+        """Records that the firing due at `entry.next_run` was skipped and moves it on to
+        `following`; False if another replica recorded this due time first."""
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                "UPDATE scheduled_turns SET next_run = %s, skipped = skipped + 1"
+                " WHERE id = %s AND next_run = %s RETURNING id",
+                (following, entry.id, entry.next_run),
+            )
+            return await cursor.fetchone() is not None
+
 
 def _entry(row: dict[str, Any]) -> ScheduledTurn:
     timing = Timing(
@@ -165,4 +198,5 @@ def _entry(row: dict[str, Any]) -> ScheduledTurn:
         last_run=row["last_run"],
         last_task_id=row["last_task_id"],
         runs=int(row["runs"]),
+        skipped=int(row["skipped"]),
     )
