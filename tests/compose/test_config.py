@@ -160,3 +160,29 @@ def test_every_variable_of_the_compose_files_is_in_env_example():
         text = path.read_text().replace("$$", "")
         used = set(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", text))
         assert used <= documented, (path.name, sorted(used - documented))
+
+
+def test_connectors_get_the_mcp_file_and_the_allow_list_as_make_run_reads_them(tmp_path: Path):
+    def connectors(**env: str) -> dict[str, Any]:
+        return rendered(tmp_path, MAIN, **env)["services"]["connectors"]
+
+    # Only the orchestrator's allow-list set: web_fetch gets it too, as under make run.
+    service = connectors(CRAYFISH_WEB_FETCH_ALLOW="wiki.lan:80")
+    assert service["environment"]["CONNECTORS_WEB_FETCH_ALLOW"] == "wiki.lan:80"
+    assert service["environment"]["CONNECTORS_WORKSPACE"] == "/workspace"
+    assert not service["environment"]["CONNECTORS_MCP_CONFIG"]
+    # Its own names win; the MCP file is read from the read-only /config mount.
+    service = connectors(
+        CRAYFISH_WEB_FETCH_ALLOW="wiki.lan:80",
+        CONNECTORS_WEB_FETCH_ALLOW="[::1]:8000",
+        CONNECTORS_MCP_CONFIG="/config/mcp.json",
+        CONNECTORS_MCP_CONFIG_DIR=str(tmp_path),
+    )
+    assert service["environment"]["CONNECTORS_WEB_FETCH_ALLOW"] == "[::1]:8000"
+    assert service["environment"]["CONNECTORS_MCP_CONFIG"] == "/config/mcp.json"
+    [mount] = service["volumes"]
+    assert (mount["source"], mount["target"], mount["read_only"]) == (
+        str(tmp_path),
+        "/config",
+        True,
+    )
