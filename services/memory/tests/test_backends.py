@@ -1,6 +1,8 @@
 """Conformance suite every vector backend passes: every name in the `crayfish.memory_backends`
 entry-point group (built-ins and any installed package), plus a Qdrant server with
-MEMORY_TEST_QDRANT_URL. Backends get a PostgreSQL database (tests/postgres.py) as database_url."""
+MEMORY_TEST_QDRANT_URL. Backends get a PostgreSQL database (tests/postgres.py) as database_url.
+Also past `exact_max_chunks` (where a backend builds its index) and, for a backend with its own
+full-text index (KeywordSearch), its keyword search; one without is refused for it by name."""
 
 from __future__ import annotations
 
@@ -18,7 +20,9 @@ from memory.backends import (
     backend_names,
     make_backend,
 )
+from memory.backends.base import KeywordSearch
 from memory.config import MemorySettings
+from memory.core import UnsupportedOptionError, require_keyword_search
 
 DIM = 8
 SERVER = os.environ.get("MEMORY_TEST_QDRANT_URL")
@@ -35,10 +39,12 @@ def open_backend(kind: str, request) -> Callable[..., VectorBackend]:
     """Opens the backend under test; a database is made only for backends that take one."""
     url = request.getfixturevalue("memory_database_url") if kind == "pgvector" else None
 
-    def open_(kind: str, folder: Path, collection: str = "conformance") -> VectorBackend:
+    def open_(
+        kind: str, folder: Path, collection: str = "conformance", **options: int
+    ) -> VectorBackend:
         if kind == "qdrant-server":
-            return make_backend("qdrant", folder, collection, qdrant_url=SERVER)
-        return make_backend(kind, folder, collection, database_url=url)
+            return make_backend("qdrant", folder, collection, qdrant_url=SERVER, **options)
+        return make_backend(kind, folder, collection, database_url=url, **options)
 
     return open_
 
@@ -151,4 +157,89 @@ def test_qdrant_edge_search_is_exact_below_the_configured_size(tmp_path):
         query /= np.linalg.norm(query)
         truth = (np.argsort(-(vectors @ query))[:100] + 1).tolist()
         assert [i for i, _ in backend.search(query, limit=100)] == truth
+    backend.close()
+
+
+def exact_top(vectors: np.ndarray, query: np.ndarray, n: int, rows: np.ndarray | None = None):
+    """Ids (1-based) of the n best cosines by numpy, optionally among `rows` only."""
+    scores = vectors @ query
+    if rows is not None:
+        scores = np.where(rows, scores, -np.inf)
+    return (np.argsort(-scores, kind="stable")[:n] + 1).tolist()
+
+
+def test_search_past_the_exact_threshold_agrees_with_exact_search(
+    open_backend, kind, tmp_path, collection
+):
+    """3,000 vectors with exact_max_chunks 500: the backend builds its index (those that say
+    whether they have one must say so) and its answers still match an exact scan's."""
+    rng = np.random.default_rng(13)
+    vectors = rng.normal(size=(3000, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    files = np.arange(3000) % 30
+    backend = open_backend(kind, tmp_path, collection, exact_max_chunks=500)
+    backend.ensure(DIM)
+    backend.upsert([VectorPoint(i + 1, v, f"memory/{files[i]}.md") for i, v in enumerate(vectors)])
+    backend.flush()
+    assert backend.count() == 3000
+    indexed = getattr(backend, "indexed", None)
+    if callable(indexed):
+        assert indexed(), "more vectors than exact_max_chunks, yet no index was built"
+    overlap = []
+    for n in range(20):
+        query = vectors[n] + 0.3 * rng.normal(size=DIM).astype(np.float32)
+        query /= np.linalg.norm(query)
+        truth = exact_top(vectors, query, 10)
+        ranked = backend.search(query, limit=10)
+        assert ranked[0][0] == truth[0]
+        assert ranked[0][1] == pytest.approx(float(vectors[truth[0] - 1] @ query), abs=1e-3)
+        overlap.append(len({i for i, _ in ranked} & set(truth)) / 10)
+    assert np.mean(overlap) >= 0.9, overlap
+    # A filtered search still returns `limit` rows, all from those files: 3 files hold 300.
+    only = [f"memory/{f}.md" for f in (0, 1, 2)]
+    filtered = backend.search(vectors[4], limit=40, paths=only)
+    assert len(filtered) == 40
+    assert {(i - 1) % 30 for i, _ in filtered} <= {0, 1, 2}
+    assert filtered[0][0] == exact_top(vectors, vectors[4], 1, files < 3)[0]
+    # One file's 100 vectors, asked for all of them: every one comes back.
+    one = backend.search(vectors[7], limit=100, paths=["memory/7.md"])
+    assert sorted(i for i, _ in one) == [i + 1 for i in range(3000) if files[i] == 7]
+    backend.close()
+
+
+NOTES = [
+    VectorPoint(1, unit(1, 0), "memory/a.md", text="The dog is a border collie named Biscuit."),
+    VectorPoint(2, unit(1, 1), "memory/a.md", text="Green tea is preferred over coffee."),
+    VectorPoint(3, unit(0, 1), "memory/b.md", text="Planted basil; the basil needs watering."),
+    VectorPoint(4, unit(0, 0, 1), "sessions/s.jsonl", "sessions", "The collie saw the vet."),
+]
+
+
+def test_keyword_search_ranks_filters_and_follows_writes(open_backend, kind, tmp_path, collection):
+    """With a full-text index of its own: the words' chunks best first, path filters, replaced
+    and deleted text gone after flush. Without one, MEMORY_KEYWORD_INDEX=backend is refused."""
+    backend = open_backend(kind, tmp_path, collection)
+    backend.ensure(DIM)
+    backend.upsert(NOTES)
+    backend.flush()
+    if not isinstance(backend, KeywordSearch):
+        with pytest.raises(UnsupportedOptionError, match=f"backend '{kind}' has no full-text"):
+            require_keyword_search(backend, kind)
+        backend.close()
+        return
+    ranked = backend.keyword_search("border collie", limit=3)
+    assert [i for i, _ in ranked] == [1, 4]
+    assert ranked[0][1] >= ranked[1][1] > 0
+    assert backend.keyword_search("collie", 3, ["memory/b.md", "sessions/s.jsonl"])[0][0] == 4
+    assert [i for i, _ in backend.keyword_search("collie", 3, ["memory/a.md"])] == [1]
+    assert backend.keyword_search("collie", 3, []) == []
+    assert backend.keyword_search("zebra", 3) == []
+    backend.upsert(
+        [VectorPoint(3, unit(0, 1), "memory/b.md", text="The plumber fixed the boiler.")]
+    )
+    backend.delete([1])
+    backend.flush()
+    assert backend.keyword_search("basil", 3) == []
+    assert [i for i, _ in backend.keyword_search("boiler", 3)] == [3]
+    assert [i for i, _ in backend.keyword_search("collie", 3)] == [4]
     backend.close()

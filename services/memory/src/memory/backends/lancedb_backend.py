@@ -153,6 +153,10 @@ class LanceDBBackend:
     def _vector_indexed(self) -> bool:
         return any(i.index_type != "FTS" for i in self._table.list_indices())
 
+    def indexed(self) -> bool:
+        """Whether the vector index exists (searches are approximate)."""
+        return self._vector_indexed()
+
     def count(self) -> int:
         return int(self._table.count_rows())
 

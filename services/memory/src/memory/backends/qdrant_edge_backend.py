@@ -102,6 +102,10 @@ class QdrantEdgeBackend:
     def count(self) -> int:
         return int(self._shard.count(edge.CountRequest(exact=True)))
 
+    def indexed(self) -> bool:
+        """Whether Qdrant has built HNSW over any vectors (searches are approximate)."""
+        return int(self._shard.info().indexed_vectors_count) > 0
+
     def flush(self) -> None:
         if self._dirty:
             self._shard.optimize()
