@@ -186,3 +186,9 @@ def test_connectors_get_the_mcp_file_and_the_allow_list_as_make_run_reads_them(t
         "/config",
         True,
     )
+
+
+def test_the_tool_timeout_reaches_the_orchestrator_and_connectors_alike(tmp_path: Path):
+    services = rendered(tmp_path, MAIN, CRAYFISH_TOOL_TIMEOUT="45")["services"]
+    for name in ("orchestrator", "connectors"):  # connectors warns about longer MCP timeouts
+        assert services[name]["environment"]["CRAYFISH_TOOL_TIMEOUT"] == "45", name

@@ -153,3 +153,24 @@ def test_a_stdio_server_outside_the_workspace_may_be_given_it_as_an_argument(
     path = stdio_config(tmp_path, command=str(program(tmp_path / "opt")), args=[str(workspace)])
     core = ConnectorsCore(make_settings(path))  # refusals happen here, before any start
     assert sorted(s.name for s in core.servers()) == ["ok", "planted"]
+
+
+def test_a_server_timeout_past_the_orchestrators_is_warned_about_at_start(
+    tmp_path: Path, make_settings, monkeypatch: pytest.MonkeyPatch, caplog
+) -> None:
+    path = tmp_path / "mcp.json"
+    servers = {"slow": {"command": "python3", "timeout": 600}, "quick": {"command": "python3"}}
+    path.write_text(json.dumps({"mcpServers": servers}))
+    monkeypatch.setenv("CRAYFISH_TOOL_TIMEOUT", "120")  # the orchestrator's setting, as make run
+    with caplog.at_level("WARNING", logger="connectors.core"):
+        ConnectorsCore(make_settings(path))
+    [warning] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warning.startswith(
+        "MCP server 'slow': its timeout (600 s) is longer than the orchestrator's tool timeout"
+        " (CRAYFISH_TOOL_TIMEOUT, 120 s)"
+    )
+    caplog.clear()
+    monkeypatch.delenv("CRAYFISH_TOOL_TIMEOUT")  # the orchestrator's default, 300 s, is known
+    with caplog.at_level("WARNING", logger="connectors.core"):
+        ConnectorsCore(make_settings(path))
+    assert "(CRAYFISH_TOOL_TIMEOUT, 300 s)" in caplog.text

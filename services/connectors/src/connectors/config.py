@@ -33,6 +33,9 @@ class ConnectorsSettings(ServiceSettings):
     # How often a connected server is probed (a dead stdio server is found without a call).
     mcp_probe_interval: float = 15.0
     mcp_max_description_chars: int = 1024
+    # The orchestrator's limit per tool call (its setting and default): a server whose own
+    # timeout is longer is cut off there first, which start-up warns about.
+    tool_timeout: float = Field(default=300.0, validation_alias="CRAYFISH_TOOL_TIMEOUT")
     mcp_max_result_chars: int = 50_000
     # `host:port` entries web_fetch may reach although they are not public addresses.
     web_fetch_allow: str = Field(

@@ -10,7 +10,7 @@ from crayfish_common.url_guard import AllowList
 
 from connectors.config import ConnectorsSettings
 from connectors.mcp_bridge import McpBridge, ServerStatus
-from connectors.mcp_config import ConfigError, McpConfig, load_config
+from connectors.mcp_config import ConfigError, McpConfig, McpServerConfig, load_config
 from connectors.mcp_connection import Limits
 from connectors.tools import WebFetch
 from connectors.transports import workspace_problem
@@ -23,17 +23,33 @@ def read_mcp_config(settings: ConnectorsSettings) -> McpConfig:
     if settings.mcp_config is None:
         return McpConfig()
     config = load_config(settings.mcp_config, settings.workspace)
-    for server in config.servers:
-        problem = workspace_problem(server, settings.workspace) if server.command else None
-        if problem:
-            raise ConfigError(
-                f"MCP config {settings.mcp_config}: server {server.name!r}: {problem}: sandboxed"
-                " commands can write there, and this service runs it outside the sandbox; install"
-                " the server outside the workspace"
-            )
     for problem in config.problems:
         log.error("MCP config %s: %s (that server is skipped)", settings.mcp_config, problem)
+    for server in config.servers:
+        _vet_server(server, settings)
     return config
+
+
+def _vet_server(server: McpServerConfig, settings: ConnectorsSettings) -> None:
+    """ConfigError for a stdio server run from the workspace; a warning for a timeout the
+    orchestrator cuts short."""
+    problem = workspace_problem(server, settings.workspace) if server.command else None
+    if problem:
+        raise ConfigError(
+            f"MCP config {settings.mcp_config}: server {server.name!r}: {problem}: sandboxed"
+            " commands can write there, and this service runs it outside the sandbox; install"
+            " the server outside the workspace"
+        )
+    if server.timeout > settings.tool_timeout:
+        log.warning(
+            "MCP server %r: its timeout (%g s) is longer than the orchestrator's tool timeout"
+            " (CRAYFISH_TOOL_TIMEOUT, %g s): a call that runs past %g s ends there as"
+            ' "timed out"; lower its "timeout" or raise CRAYFISH_TOOL_TIMEOUT',
+            server.name,
+            server.timeout,
+            settings.tool_timeout,
+            settings.tool_timeout,
+        )
 
 
 def build_fetcher(settings: ConnectorsSettings) -> WebFetcher:
