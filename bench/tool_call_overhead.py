@@ -1,6 +1,6 @@
-"""Per-call overhead of an MCP tool through the connectors service, per transport, against a
-built-in tool (the tool-runner's read_file), gRPC round trip included; plus the bare MCP call
-(SDK client straight to the server) to show what the bridge adds.
+"""Per-call overhead of an MCP tool through the connectors service, per transport (stdio,
+streamable HTTP, SSE), against a built-in tool (the tool-runner's read_file), gRPC round trip
+included; plus the bare MCP call (SDK client straight to the server) to show what the bridge adds.
 
 Run: .venv/bin/python bench/tool_call_overhead.py [--runs 200]
 """
@@ -20,6 +20,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from connectors.config import ConnectorsSettings
 from connectors.server import start_service as start_connectors
@@ -29,6 +30,7 @@ from crayfish.tool_runner.v1 import tool_runner_pb2_grpc
 from crayfish_common.channels import aio_channel
 from figures import percentile
 from mcp import Client
+from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters
 from tool_runner.config import ToolRunnerSettings
 from tool_runner.server import start_service as start_tool_runner
@@ -54,10 +56,12 @@ async def timed(call: Call, runs: int, warmup: int = 10) -> list[float]:
     return times
 
 
-def start_http_toy() -> tuple[subprocess.Popen[bytes], str]:
+def start_http_toy(transport: str) -> tuple[subprocess.Popen[bytes], str]:
+    """The toy server over "streamable-http" or "sse" on a loopback port, and its URL."""
     port = free_port()
+    path = "/sse" if transport == "sse" else "/mcp"
     process = subprocess.Popen(
-        [sys.executable, str(TOY), "streamable-http", str(port)],
+        [sys.executable, str(TOY), transport, str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -65,7 +69,7 @@ def start_http_toy() -> tuple[subprocess.Popen[bytes], str]:
     while time.monotonic() < deadline:
         with socket.socket() as sock:
             if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return process, f"http://127.0.0.1:{port}/mcp"
+                return process, f"http://127.0.0.1:{port}{path}"
         time.sleep(0.05)
     process.kill()
     raise RuntimeError("toy server did not start")
@@ -97,12 +101,13 @@ async def built_in(root: Path, runs: int) -> list[float]:
         await core.close()
 
 
-async def through_connectors(root: Path, url: str, runs: int) -> dict[str, list[float]]:
+async def through_connectors(root: Path, urls: dict[str, str], runs: int) -> dict[str, list[float]]:
     """mcp_<server>_echo over gRPC through the connectors servicer, per transport."""
     config = root / "mcp.json"
     servers = {
         "stdio": {"command": sys.executable, "args": [str(TOY)]},
-        "http": {"url": url},
+        "http": {"url": urls["http"]},
+        "sse": {"url": urls["sse"], "transport": "sse"},
     }
     config.write_text(json.dumps({"mcpServers": servers}))
     settings = ConnectorsSettings(
@@ -131,9 +136,13 @@ async def through_connectors(root: Path, url: str, runs: int) -> dict[str, list[
     return results
 
 
-async def bare(url: str, runs: int) -> dict[str, list[float]]:
+async def bare(urls: dict[str, str], runs: int) -> dict[str, list[float]]:
     """The SDK client straight to the toy server: the MCP floor, no bridge, no gRPC."""
-    targets = {"stdio": StdioServerParameters(command=sys.executable, args=[str(TOY)]), "http": url}
+    targets: dict[str, Any] = {
+        "stdio": StdioServerParameters(command=sys.executable, args=[str(TOY)]),
+        "http": urls["http"],
+        "sse": sse_client(urls["sse"]),
+    }
     results = {}
     for name, target in targets.items():
         async with Client(target) as client:
@@ -160,23 +169,27 @@ async def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     root = Path(tempfile.mkdtemp(prefix="crayfish-bench-mcp-", dir="/tmp"))
     os.chmod(root, 0o755)  # the tool-runner checks its sandbox uid can reach the workspace
-    process, url = start_http_toy()
+    toys = {"http": start_http_toy("streamable-http"), "sse": start_http_toy("sse")}
+    urls = {name: url for name, (_, url) in toys.items()}
     try:
         baseline_samples = await built_in(root, args.runs)
-        bridged = await through_connectors(root, url, args.runs)
-        floor = await bare(url, args.runs)
+        bridged = await through_connectors(root, urls, args.runs)
+        floor = await bare(urls, args.runs)
     finally:
-        process.terminate()
-        process.wait(10)
+        for process, _ in toys.values():
+            process.terminate()
+            process.wait(10)
         shutil.rmtree(root, ignore_errors=True)
     baseline = percentile(baseline_samples, 0.5)
     print(f"tool call overhead, {args.runs} calls each (gRPC round trip included where named)")
     print(line("built-in read_file (tool-runner, gRPC)", baseline_samples, baseline))
     print(line("MCP echo over stdio (connectors, gRPC)", bridged["stdio"], baseline))
     print(line("MCP echo over streamable HTTP (connectors, gRPC)", bridged["http"], baseline))
+    print(line("MCP echo over SSE (connectors, gRPC)", bridged["sse"], baseline))
     print(line("bare SDK call over stdio (no bridge, no gRPC)", floor["stdio"], baseline))
     print(line("bare SDK call over streamable HTTP", floor["http"], baseline))
-    for transport in ("stdio", "http"):
+    print(line("bare SDK call over SSE", floor["sse"], baseline))
+    for transport in ("stdio", "http", "sse"):
         added = percentile(bridged[transport], 0.5) - percentile(floor[transport], 0.5)
         print(f"bridge + gRPC add {added:.2f} ms per call over {transport} (median vs bare SDK)")
 
