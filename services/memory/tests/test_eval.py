@@ -178,3 +178,36 @@ def test_a_backend_that_cannot_open_loses_no_finished_runs(embedder, capsys, mon
     out = capsys.readouterr().out
     assert re.search(r"^qdrant-edge\s+dense\s+10\s", out, re.MULTILINE), out
     assert "skipped: pgvector dense: cannot open: MEMORY_BACKEND=pgvector needs" in out
+
+
+def test_ndcg_weighs_relevance_grades_and_recall_stays_binary():
+    spans = [Span("a.md", 1, 1), Span("b.md", 1, 1), Span("c.md", 1, 1)]
+    evidence = (("a.md", 0), ("b.md", 0))
+    assert ndcg_at(spans, evidence) == ndcg_at(spans, evidence, grades=(1.0, 1.0)) == 1.0
+    # The grade-1 document ranked above the grade-2 one: (1 + 2/log2 3) / (2 + 1/log2 3).
+    assert abs(ndcg_at(spans, evidence, grades=(1.0, 2.0)) - 0.8597) < 1e-4
+    assert ndcg_at(spans, evidence, grades=(2.0, 1.0)) == 1.0
+    assert recall_at(spans, evidence, 2) == 1.0 and reciprocal_rank(spans, evidence) == 1.0
+
+
+def test_beir_qrels_grades_are_the_ndcg_gain(embedder, capsys, monkeypatch, tmp_path):
+    """Keyword search ranks the document repeating "harbour seals" above the one naming them
+    once; the qrels grade the second one 2, so nDCG drops below 1 while MRR and recall stay 1."""
+    monkeypatch.setattr(memory_eval, "load_embedder", lambda name: embedder)
+    (tmp_path / "qrels").mkdir()
+    docs = {
+        "many": "Harbour seals, harbour seals everywhere: harbour seals on every harbour rock.",
+        "once": "A survey of grey whales, with one note on harbour seals near the pier.",
+        "other": "Sourdough starter needs flour and water every morning.",
+    }
+    corpus = [json.dumps({"_id": d, "title": "", "text": t}) for d, t in docs.items()]
+    (tmp_path / "corpus.jsonl").write_text("\n".join(corpus) + "\n")
+    (tmp_path / "queries.jsonl").write_text(json.dumps({"_id": "q", "text": "harbour seals"}))
+    (tmp_path / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nq\tmany\t1\nq\tonce\t2\nq\tother\t0\n"
+    )
+    argv = ["--dataset", str(tmp_path), "--strategy", "keyword", "--json"]
+    assert memory_eval.main(argv) == 0
+    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    assert run["mrr@10"] == run["recall@6"] == 1.0 and run["recall@1"] == 0.5
+    assert run["ndcg@10"] == 0.8597

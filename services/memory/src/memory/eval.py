@@ -124,7 +124,7 @@ def evaluate(
                 if k < n:
                     best[(n, k)].append(recall_at(reordered, query.evidence, k))
         rr.append(reciprocal_rank(spans, query.evidence))
-        ndcg.append(ndcg_at(spans, query.evidence))
+        ndcg.append(ndcg_at(spans, query.evidence, grades=query.grades))
     run: dict[str, Any] = {"strategy": strategy, "queries": len(queries)}
     for k in ks:
         run[f"recall@{k}"] = round(statistics.fmean(recalls[k]), 4)

@@ -4,7 +4,8 @@
   `evidence: [{path, line}]`); a hit counts when its line range covers an evidence line.
 - BEIR: `corpus.jsonl` (`_id`, `title`, `text`), `queries.jsonl` (`_id`, `text`) and
   `qrels/test.tsv` (`query-id`, `corpus-id`, `score`); each document becomes one markdown file and
-  a hit counts when it comes from a relevant document (score > 0), each document once.
+  a hit counts when it comes from a relevant document (score > 0), each document once. The score
+  is the document's relevance grade: nDCG's gain (recall, hit and MRR count any score > 0 alike).
 """
 
 from __future__ import annotations
@@ -69,20 +70,21 @@ def _beir(folder: Path, target: Path) -> list[Query]:
         text = f"# {title}\n\n{body}\n" if title else f"{body}\n"
         (target / name).write_text(text, encoding="utf-8")
         files[doc_id] = f"{BEIR_FOLDER}/{name}"
-    relevant: dict[str, list[str]] = {}
+    relevant: dict[str, dict[str, float]] = {}  # query id -> {document id: grade > 0}
     with (folder / "qrels" / "test.tsv").open(encoding="utf-8", newline="") as tsv:
         for row in csv.reader(tsv, delimiter="\t"):
             if len(row) < 3 or row[0] == "query-id":
                 continue
-            query_id, doc_id, score = row[0], row[1], row[2]
-            if _relevance(score, row) > 0 and doc_id in files:
-                relevant.setdefault(query_id, []).append(doc_id)
+            query_id, doc_id, grade = row[0], row[1], _relevance(row[2], row)
+            if grade > 0 and doc_id in files:
+                docs = relevant.setdefault(query_id, {})
+                docs[doc_id] = max(grade, docs.get(doc_id, 0.0))
     queries = []
     for record in _jsonl(folder / "queries.jsonl"):
         docs = relevant.get(str(record["_id"]))
         if docs:
-            evidence = tuple((files[d], WHOLE_FILE) for d in dict.fromkeys(docs))
-            queries.append(Query(str(record["text"]), evidence))
+            evidence = tuple((files[d], WHOLE_FILE) for d in docs)
+            queries.append(Query(str(record["text"]), evidence, grades=tuple(docs.values())))
     if not queries:
         raise DatasetError(f"{folder}: no query in queries.jsonl has a relevant document in qrels")
     return queries

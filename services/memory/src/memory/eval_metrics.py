@@ -24,6 +24,9 @@ class Query:
     evidence: tuple[tuple[str, int], ...]
     # The dataset's own label for the kind of question (LoCoMo: 1-5), "" when it has none.
     category: str = ""
+    # Relevance grade of each evidence item, in evidence's order (BEIR qrels scores, e.g. 2 =
+    # highly relevant); empty = 1 each. Only nDCG uses it; recall, hit and MRR stay binary.
+    grades: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,16 +85,27 @@ def reciprocal_rank(spans: list[Span], evidence: tuple[tuple[str, int], ...], k:
     return 0.0
 
 
-def ndcg_at(spans: list[Span], evidence: tuple[tuple[str, int], ...], k: int = 10) -> float:
-    """Binary gain for a hit that covers evidence no earlier hit covered."""
+def ndcg_at(
+    spans: list[Span],
+    evidence: tuple[tuple[str, int], ...],
+    k: int = 10,
+    grades: tuple[float, ...] = (),
+) -> float:
+    """A hit that covers evidence no earlier hit covered gains that evidence's grade (the
+    highest, if it covers several; 1 without grades), as trec_eval and BEIR count it (gain =
+    grade, not 2^grade - 1); the ideal ranking puts the highest grades first."""
+    gain: dict[tuple[str, int], float] = {}
+    for item, grade in zip(evidence, grades or (1.0,) * len(evidence), strict=True):
+        gain[item] = max(grade, gain.get(item, 0.0))
     seen: set[tuple[str, int]] = set()
     dcg = 0.0
     for rank, span in enumerate(spans[:k], start=1):
-        new = {(p, line) for p, line in evidence if span.covers(p, line)} - seen
+        new = {(p, line) for p, line in gain if span.covers(p, line)} - seen
         if new:
-            dcg += 1.0 / math.log2(rank + 1)
+            dcg += max(gain[item] for item in new) / math.log2(rank + 1)
             seen |= new
-    ideal = sum(1.0 / math.log2(r + 1) for r in range(1, min(len(set(evidence)), k) + 1))
+    best = sorted(gain.values(), reverse=True)[:k]
+    ideal = sum(g / math.log2(rank + 1) for rank, g in enumerate(best, start=1))
     return dcg / ideal if ideal else 0.0
 
 
