@@ -81,10 +81,10 @@ def _beir(folder: Path, target: Path) -> list[Query]:
                 docs[doc_id] = max(grade, docs.get(doc_id, 0.0))
     queries = []
     for record in _jsonl(folder / "queries.jsonl"):
-        docs = relevant.get(str(record["_id"]))
-        if docs:
-            evidence = tuple((files[d], WHOLE_FILE) for d in docs)
-            queries.append(Query(str(record["text"]), evidence, grades=tuple(docs.values())))
+        graded = relevant.get(str(record["_id"]))
+        if graded:
+            evidence = tuple((files[d], WHOLE_FILE) for d in graded)
+            queries.append(Query(str(record["text"]), evidence, grades=tuple(graded.values())))
     if not queries:
         raise DatasetError(f"{folder}: no query in queries.jsonl has a relevant document in qrels")
     return queries
