@@ -1,7 +1,11 @@
 """Per-command overhead of `exec true` per sandbox backend vs a plain subprocess; 8-session rate.
 
-Run: .venv/bin/python bench/tool_runner_overhead.py [--runs 60] [--backends none,bwrap,docker]
-The docker backend is measured when a local engine can be started (see the tool-runner tests).
+Run: .venv/bin/python bench/tool_runner_overhead.py [--runs 60] [--pause-ms 30]
+     [--backends none,bwrap-cold,bwrap,docker]
+`bwrap-cold` is bwrap without warm sandboxes (TOOL_RUNNER_WARM_SANDBOXES=0): each command's
+sandbox starts when it arrives. Commands are paced --pause-ms apart, as a turn's commands are by
+the LLM request between them (warm sandboxes are refilled in that time); the 8-session rate is
+unpaced. The docker backend is measured when a local engine can be started (see its tests).
 """
 
 from __future__ import annotations
@@ -43,7 +47,9 @@ async def plain(runs: int) -> list[float]:
     return times
 
 
-async def measure(backend: str, runs: int, extra: dict[str, str]) -> dict[str, float]:
+async def measure(
+    backend: str, runs: int, extra: dict[str, object], pause: float
+) -> dict[str, float]:
     workspace = Path(tempfile.mkdtemp(prefix="crayfish-bench-", dir="/tmp"))
     os.chmod(workspace, 0o755)
     data = Path(tempfile.mkdtemp(prefix="crayfish-bench-data-", dir="/tmp"))
@@ -57,10 +63,12 @@ async def measure(backend: str, runs: int, extra: dict[str, str]) -> dict[str, f
     try:
         direct, grpc_times = [], []
         for i in range(runs + 3):
+            await asyncio.sleep(pause)
             start = time.perf_counter()
             await core.sandbox.run(ExecSpec(command="true", session_id="bench"))
             direct.append((time.perf_counter() - start) * 1000)
             start = time.perf_counter()
+            await asyncio.sleep(pause)
             reply = await stub.RunTool(
                 tools_pb2.RunToolRequest(name="exec", arguments_json=args, session_id="bench")
             )
@@ -95,7 +103,7 @@ async def concurrent_rate(stub, args: str, sessions: int, per_session: int) -> f
     return sessions * per_session / (time.perf_counter() - start)
 
 
-def docker_settings() -> tuple[dict[str, str], object | None]:
+def docker_settings() -> tuple[dict[str, object], object | None]:
     sys.path.insert(0, str(TESTS))
     from dockerd import LocalDockerd  # type: ignore[import-not-found]
 
@@ -108,31 +116,36 @@ def docker_settings() -> tuple[dict[str, str], object | None]:
 async def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=60)
-    parser.add_argument("--backends", default="none,bwrap,docker")
+    parser.add_argument("--pause-ms", type=float, default=30.0)
+    parser.add_argument("--backends", default="none,bwrap-cold,bwrap,docker")
     opts = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     base_med, base_p95 = stats(await plain(opts.runs))
     print(f"plain subprocess `true`: median {base_med:.2f} ms, p95 {base_p95:.2f} ms")
     print(
-        f"{'backend':8} {'path':6} {'median ms':>10} {'p95 ms':>8} {'x plain':>8}  8 sessions cmd/s"
+        f"{'backend':10} {'path':6} {'median ms':>10} {'p95 ms':>8} {'x plain':>8}  "
+        "8 sessions cmd/s"
     )
     for backend in opts.backends.split(","):
-        extra: dict[str, str] = {}
+        extra: dict[str, object] = {}
+        if backend == "bwrap-cold":
+            extra["warm_sandboxes"] = 0
         engine = None
         if backend == "docker":
             extra, engine = docker_settings()
             if engine is None:
-                print("docker   (skipped: no local Docker engine could start)")
+                print("docker     (skipped: no local Docker engine could start)")
                 continue
         try:
-            result = await measure(backend, opts.runs, extra)
+            sandbox = backend.removesuffix("-cold")
+            result = await measure(sandbox, opts.runs, extra, opts.pause_ms / 1000)
         finally:
             if engine is not None:
                 engine.stop()  # type: ignore[attr-defined]
         for path in ("direct", "grpc"):
             med, p95 = stats(result[path])  # type: ignore[arg-type]
             rate = f"{result['rate']:.1f}" if path == "grpc" else ""
-            print(f"{backend:8} {path:6} {med:10.2f} {p95:8.2f} {med / base_med:8.1f}  {rate}")
+            print(f"{backend:10} {path:6} {med:10.2f} {p95:8.2f} {med / base_med:8.1f}  {rate}")
     return 0
 
 

@@ -50,6 +50,9 @@ class ToolRunnerSettings(ServiceSettings):
     max_processes: int = 256
     max_file_mb: int = 256
     tmp_size_mb: int = 64
+    # bwrap: sandboxes started ahead of time, each waiting for one command (0: start each
+    # command's sandbox when it arrives). Every command still gets namespaces of its own.
+    warm_sandboxes: int = Field(default=2, ge=0, le=16)
     # Bytes kept per stream of a command (head + tail); then the process is killed past this.
     output_limit: int = 40_000
     output_kill_bytes: int = 64 * 1024 * 1024

@@ -11,7 +11,7 @@ from crayfish_common.tools import Tool, ToolCall, ToolResult, ToolSet
 
 from tool_runner.audit import audit
 from tool_runner.config import ToolRunnerSettings
-from tool_runner.exec_tool import ExecTool
+from tool_runner.exec_tool import ExecTool, limits_for
 from tool_runner.files import EditFile, ListDir, ReadFile, WriteFile
 from tool_runner.fsafe import Workspace
 from tool_runner.policy import CommandPolicy
@@ -57,6 +57,8 @@ def make_sandbox(settings: ToolRunnerSettings, workspace: Path) -> Sandbox:
             settings.tmp_size_mb,
             chunk,
             settings.skill_roots,
+            warm=settings.warm_sandboxes,
+            warm_limits=limits_for(settings, None),
         )
     if settings.sandbox == "docker":
         from tool_runner.sandbox.docker import DockerSandbox  # imports the docker SDK

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
 import os
 import shutil
@@ -22,13 +24,39 @@ from tool_runner.sandbox.base import (
 )
 from tool_runner.sandbox.cgroups import CgroupLimiter
 from tool_runner.sandbox.hostbins import list_bins
-from tool_runner.sandbox.process import run_process
+from tool_runner.sandbox.process import (
+    discard_process,
+    run_process,
+    spawn_process,
+    supervise_process,
+)
+from tool_runner.sandbox.warm import BOOT, Warm, WarmPool, job_text
 
 log = logging.getLogger(__name__)
 
 # Read-only pieces of the host's /etc a command needs (never shadow, never the service's files).
 ETC_FILES = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime"]
 ROOT_LINKS = ["bin", "lib", "lib32", "lib64", "libx32", "sbin"]
+WORKSPACE = "/workspace"
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmKey:
+    """What a warm sandbox fixes at its start: the limits and the skill mounts."""
+
+    cpu_seconds: int
+    memory_mb: int
+    max_processes: int
+    max_file_mb: int
+    roots: tuple[tuple[str, str], ...]
+
+    def limits(self) -> Limits:
+        return Limits(
+            cpu_seconds=self.cpu_seconds,
+            memory_mb=self.memory_mb,
+            max_processes=self.max_processes,
+            max_file_mb=self.max_file_mb,
+        )
 
 
 class BwrapSandbox(Sandbox):
@@ -45,6 +73,8 @@ class BwrapSandbox(Sandbox):
         tmp_size_mb: int = 64,
         chunk: tuple[int, float] = (4096, 0.1),
         skill_roots: dict[str, Path] | None = None,
+        warm: int = 0,
+        warm_limits: Limits | None = None,
     ):
         super().__init__()
         self.workspace = workspace
@@ -59,6 +89,10 @@ class BwrapSandbox(Sandbox):
         self.prlimit = shutil.which("prlimit") or ""
         self.prefix: list[str] = []
         self.cgroups = CgroupLimiter()
+        self.warm_limits = warm_limits or Limits()
+        self.pool = WarmPool(warm, self._start_warm, self._discard_warm)
+        # Off until start() has settled the mounts (its probes would churn the pool).
+        self.warm_on = False
 
     async def start(self) -> None:
         if not self.bwrap:
@@ -88,11 +122,13 @@ class BwrapSandbox(Sandbox):
         self.available_bins = list_bins(
             ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
         )
+        await self._check_warm()
         log.info("bwrap sandbox ready (%s, uid %s)", self.bwrap, self.uid or os.getuid())
 
-    async def _probe(self) -> None:
+    async def _probe(self, limits: Limits | None = None) -> None:
         """Starts one sandbox; refuses a sandbox whose commands would run as root."""
-        probe = await self.run(ExecSpec(command="id -u", limits=Limits(timeout=20)))
+        limits = dataclasses.replace(limits or Limits(), timeout=20)
+        probe = await self.run(ExecSpec(command="id -u", limits=limits))
         said = probe.stdout.text().strip()
         if probe.exit_code != 0:
             raise SandboxUnavailable(
@@ -102,6 +138,22 @@ class BwrapSandbox(Sandbox):
         expected = str(self.uid if self.uid is not None else os.getuid())
         if said != expected or said == "0":
             raise SandboxUnavailable(f"sandboxed commands run as uid {said}, not {expected}")
+
+    async def _check_warm(self) -> None:
+        """Fills the warm pool and runs the probe through it; a failing warm path is turned off
+        (commands then start cold, just as isolated), never the service."""
+        if self.pool.size <= 0:
+            return
+        self.warm_on = True
+        self.pool.take(self._warm_key(self.warm_limits))
+        await self.pool.wait_filled()
+        try:
+            await self._probe(self.warm_limits)
+        except SandboxUnavailable as exc:
+            self.warm_on = False
+            await self.pool.close()
+            self.warnings.append(f"warm sandboxes turned off: {exc}")
+            log.warning("bwrap sandbox: %s", self.warnings[-1])
 
     def _etc_files(self) -> dict[str, str]:
         """A passwd/group/hosts of the sandbox's own (fed to bwrap through pipes)."""
@@ -124,6 +176,19 @@ class BwrapSandbox(Sandbox):
         return fds
 
     def argv(self, spec: ExecSpec, etc_fds: dict[str, int]) -> list[str]:
+        """The whole command line of a cold start: bwrap, prlimit, then `sh -c command`."""
+        return [
+            *self._bwrap_args(sandbox_workdir(spec.workdir), sandbox_env(spec.env), etc_fds),
+            "--",
+            self.prlimit,
+            *limit_args(spec.limits),
+            "--",
+            "/bin/sh",
+            "-c",
+            spec.command,
+        ]
+
+    def _bwrap_args(self, workdir: str, env: dict[str, str], etc_fds: dict[str, int]) -> list[str]:
         args = [
             *self.prefix,
             self.bwrap,
@@ -174,15 +239,97 @@ class BwrapSandbox(Sandbox):
             "--remount-ro",
             "/",
             "--chdir",
-            sandbox_workdir(spec.workdir),
+            workdir,
             "--clearenv",
         ]
-        for key, value in sandbox_env(spec.env).items():
+        for key, value in env.items():
             args += ["--setenv", key, value]
-        args += ["--", self.prlimit, *limit_args(spec.limits), "--", "/bin/sh", "-c", spec.command]
         return args
 
     async def run(self, spec: ExecSpec, sink: ChunkSink | None = None) -> ExecOutcome:
+        """Runs spec in a warm sandbox when one with its limits waits, else starts one."""
+        warm = None
+        if self.warm_on and _fits_warm(spec):
+            warm = self.pool.take(self._warm_key(spec.limits))
+        if warm is not None:
+            outcome = await self._run_warm(warm, spec, sink)
+            if outcome is not None:
+                return outcome
+        return await self._run_cold(spec, sink)
+
+    def _warm_key(self, limits: Limits) -> WarmKey:
+        return WarmKey(
+            limits.cpu_seconds,
+            limits.memory_mb,
+            limits.max_processes,
+            limits.max_file_mb,
+            tuple(sorted(self.skill_roots.items())),
+        )
+
+    async def _start_warm(self, key: WarmKey) -> Warm:
+        """Starts a sandbox whose shell waits on stdin for its one job (see sandbox/warm.py)."""
+        limits = key.limits()
+        group = None
+        if self.cgroups.parents:
+            group = self.cgroups.create(limits.memory_mb, limits.max_processes)
+        fds = self._etc_pipes()
+        try:
+            argv = [
+                *self._bwrap_args(WORKSPACE, sandbox_env({}), fds),
+                "--",
+                self.prlimit,
+                *limit_args(limits),
+                "--",
+                "/bin/sh",
+                "-c",
+                BOOT,
+            ]
+            if group is not None:
+                argv = [*group.shell_prefix(), *argv]
+            proc = await spawn_process(
+                argv, stdin=asyncio.subprocess.PIPE, pass_fds=tuple(fds.values()), env={}
+            )
+        except BaseException:
+            if group is not None:
+                await self.cgroups.remove(group)
+            raise
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+
+        def release() -> None:
+            if group is not None:
+                self.cgroups.remove_soon(group)
+
+        return Warm(proc, release)
+
+    async def _discard_warm(self, warm: Warm) -> None:
+        await discard_process(warm.proc)
+        warm.release()
+
+    async def _run_warm(
+        self, warm: Warm, spec: ExecSpec, sink: ChunkSink | None
+    ) -> ExecOutcome | None:
+        """Sends spec to a warm sandbox and supervises it; None if it died before taking it."""
+        job = job_text(spec.command, sandbox_workdir(spec.workdir), WORKSPACE, spec.env)
+        stdin = warm.proc.stdin
+        assert stdin is not None
+        try:
+            stdin.write(job)
+            await asyncio.wait_for(stdin.drain(), spec.limits.timeout)
+            stdin.close()
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
+            await self._discard_warm(warm)
+            return None
+        except BaseException:
+            await self._discard_warm(warm)
+            raise
+        try:
+            return await supervise_process(warm.proc, spec.limits, sink, self.chunk)
+        finally:
+            warm.release()
+
+    async def _run_cold(self, spec: ExecSpec, sink: ChunkSink | None) -> ExecOutcome:
         group = None
         if self.cgroups.parents:
             group = self.cgroups.create(spec.limits.memory_mb, spec.limits.max_processes)
@@ -204,7 +351,13 @@ class BwrapSandbox(Sandbox):
             for fd in fds.values():
                 os.close(fd)
             if group is not None:
-                await self.cgroups.remove(group)
+                self.cgroups.remove_soon(group)
 
     async def stop(self) -> None:
+        await self.pool.close()
         await self.cgroups.close()
+
+
+def _fits_warm(spec: ExecSpec) -> bool:
+    """A job travels as shell text: a NUL (which no argv can carry either) keeps it cold."""
+    return "\0" not in spec.command and not any("\0" in v for v in spec.env.values())

@@ -53,6 +53,7 @@ class CgroupLimiter:
         self.group = f"{GROUP}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.parents: dict[str, Path] = {}
         self.problem = ""
+        self._removals: set[asyncio.Task[None]] = set()
 
     def setup(self) -> bool:
         """True when per-command groups can be made; self.problem says why not otherwise."""
@@ -116,9 +117,18 @@ class CgroupLimiter:
             else:
                 log.warning("cgroup %s is still busy; left behind", folder)
 
+    def remove_soon(self, group: CommandGroup) -> None:
+        """Removes the groups in the background: the kernel tears a finished command's pid
+        namespace down for some milliseconds more, and its result need not wait for that."""
+        task = asyncio.create_task(self.remove(group))
+        self._removals.add(task)
+        task.add_done_callback(self._removals.discard)
+
     async def close(self) -> None:
         """Removes this instance's groups, waiting briefly for killed commands to be reaped."""
         log.debug("removing %s", self.group)
+        if self._removals:
+            await asyncio.gather(*self._removals, return_exceptions=True)
         for _ in range(100):
             for parent in self.parents.values():
                 _remove_tree(parent)

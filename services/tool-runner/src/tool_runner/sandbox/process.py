@@ -101,6 +101,14 @@ def kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+async def discard_process(proc: asyncio.subprocess.Process) -> None:
+    """Kills a started process's group, reaps it and closes its pipes."""
+    kill_group(proc.pid)
+    with contextlib.suppress(ProcessLookupError):
+        await proc.wait()
+    _close_pipes(proc)
+
+
 def _close_pipes(proc: asyncio.subprocess.Process) -> None:
     """Closes pipes killed strays may still hold (asyncio has no public way to do this)."""
     transport = getattr(proc, "_transport", None)
@@ -117,17 +125,35 @@ async def run_process(
     **spawn: Any,
 ) -> ExecOutcome:
     """Runs argv to completion, the timeout or the output cap, whichever comes first."""
-    chunker = Chunker(sink, *chunk) if sink is not None else None
-    state = _Run(limits, chunker)
-    started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
+    proc = await spawn_process(argv, **spawn)
+    return await supervise_process(proc, limits, sink, chunk, kill)
+
+
+async def spawn_process(argv: list[str], **spawn: Any) -> asyncio.subprocess.Process:
+    """Starts argv in a session of its own, stdout and stderr piped (stdin: /dev/null unless
+    the caller passes stdin=PIPE, as a warm sandbox does to receive its job)."""
+    spawn.setdefault("stdin", asyncio.subprocess.DEVNULL)
+    return await asyncio.create_subprocess_exec(
         *argv,
-        stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
         **spawn,
     )
+
+
+async def supervise_process(
+    proc: asyncio.subprocess.Process,
+    limits: Limits,
+    sink: ChunkSink | None = None,
+    chunk: tuple[int, float] = (4096, 0.1),
+    kill: Callable[[int], None] = kill_group,
+) -> ExecOutcome:
+    """Reads a started process's output until it exits, the timeout or the output cap; the
+    timeout counts from this call."""
+    chunker = Chunker(sink, *chunk) if sink is not None else None
+    state = _Run(limits, chunker)
+    started = time.monotonic()
     assert proc.stdout is not None and proc.stderr is not None
     pumps = asyncio.gather(
         state.pump(proc.stdout, "stdout", state.stdout),
