@@ -190,11 +190,35 @@ def parse_arguments(raw: str, schema: dict[str, Any]) -> tuple[dict[str, Any], s
         json.dumps(arguments, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as exc:
         return {}, f"arguments hold text that is not valid Unicode ({exc.reason})"
+    validator = _validator(schema)
+    error = None
+    if validator is not None:
+        error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "arguments"
+        return {}, f"{where}: {error.message}"
+    return arguments, ""
+
+
+# Validators by the schema object they check: jsonschema.validate() checks the schema itself
+# against its meta-schema on every call (~4 ms of a tool call's CPU); a tool's schema does not
+# change while it is offered. The schema is kept with its validator, so an id is never reused.
+_validators: dict[int, tuple[dict[str, Any], jsonschema.protocols.Validator | None]] = {}
+
+
+def _validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator | None:
+    """The schema's validator, made once; None (validation skipped) for an invalid schema."""
+    known = _validators.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    cls = jsonschema.validators.validator_for(schema)
     try:
-        jsonschema.validate(arguments, schema)
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path) or "arguments"
-        return {}, f"{where}: {exc.message}"
+        cls.check_schema(schema)
+        validator: jsonschema.protocols.Validator | None = cls(schema)
     except jsonschema.SchemaError:
         log.warning("tool schema is invalid; skipping validation")
-    return arguments, ""
+        validator = None
+    if len(_validators) > 1024:  # schemas of tools no longer offered
+        _validators.clear()
+    _validators[id(schema)] = (schema, validator)
+    return validator
