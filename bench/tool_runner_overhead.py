@@ -67,8 +67,8 @@ async def measure(
             start = time.perf_counter()
             await core.sandbox.run(ExecSpec(command="true", session_id="bench"))
             direct.append((time.perf_counter() - start) * 1000)
-            start = time.perf_counter()
             await asyncio.sleep(pause)
+            start = time.perf_counter()
             reply = await stub.RunTool(
                 tools_pb2.RunToolRequest(name="exec", arguments_json=args, session_id="bench")
             )

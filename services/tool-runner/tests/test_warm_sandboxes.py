@@ -36,10 +36,10 @@ async def test_a_warm_sandbox_keeps_the_commands_folder_env_stdin_and_text(runne
     reply = await runner.sh(
         "pwd; echo \"$GREETING\"; cat; printf 'tail\\n\\n'",
         workdir="sub dir",
-        env={"GREETING": "it's \"quoted\" $HOME `x`"},
+        env={"GREETING": 'it\'s "quoted" $HOME `x`'},
     )
     data = runner.data(reply)
-    assert data["stdout"] == "/workspace/sub dir\nit's \"quoted\" $HOME `x`\ntail\n\n"
+    assert data["stdout"] == '/workspace/sub dir\nit\'s "quoted" $HOME `x`\ntail\n\n'
     assert data["exit_code"] == 0
     multi = await runner.sh("if true\nthen\n  exit 7\nfi\n")
     assert multi.exit_code == 7

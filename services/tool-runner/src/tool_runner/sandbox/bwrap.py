@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -30,7 +31,7 @@ from tool_runner.sandbox.process import (
     spawn_process,
     supervise_process,
 )
-from tool_runner.sandbox.warm import BOOT, Warm, WarmPool, job_text
+from tool_runner.sandbox.warm import BOOT, READY, Warm, WarmPool, job_text
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,8 @@ log = logging.getLogger(__name__)
 ETC_FILES = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime"]
 ROOT_LINKS = ["bin", "lib", "lib32", "lib64", "libx32", "sbin"]
 WORKSPACE = "/workspace"
+# Seconds a warm sandbox may take to start before it is given up.
+WARM_START_TIMEOUT = 30.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,6 +149,7 @@ class BwrapSandbox(Sandbox):
             return
         self.warm_on = True
         self.pool.take(self._warm_key(self.warm_limits))
+        self.pool.refill()
         await self.pool.wait_filled()
         try:
             await self._probe(self.warm_limits)
@@ -251,11 +255,15 @@ class BwrapSandbox(Sandbox):
         warm = None
         if self.warm_on and _fits_warm(spec):
             warm = self.pool.take(self._warm_key(spec.limits))
-        if warm is not None:
-            outcome = await self._run_warm(warm, spec, sink)
-            if outcome is not None:
-                return outcome
-        return await self._run_cold(spec, sink)
+        try:
+            if warm is not None:
+                outcome = await self._run_warm(warm, spec, sink)
+                if outcome is not None:
+                    return outcome
+            return await self._run_cold(spec, sink)
+        finally:
+            if self.warm_on:
+                self.pool.refill()
 
     def _warm_key(self, limits: Limits) -> WarmKey:
         return WarmKey(
@@ -301,7 +309,19 @@ class BwrapSandbox(Sandbox):
             if group is not None:
                 self.cgroups.remove_soon(group)
 
-        return Warm(proc, release)
+        warm = Warm(proc, release)
+        # Ready once its shell runs: namespaces, mounts and limits are in place by then.
+        assert proc.stdout is not None and proc.stderr is not None
+        try:
+            said = await asyncio.wait_for(proc.stdout.read(len(READY)), WARM_START_TIMEOUT)
+            if said == READY:
+                return warm
+            with contextlib.suppress(TimeoutError):
+                said += await asyncio.wait_for(proc.stderr.read(2000), 1)
+            raise RuntimeError(said.decode(errors="replace").strip() or "it exited at once")
+        except BaseException:
+            await self._discard_warm(warm)
+            raise
 
     async def _discard_warm(self, warm: Warm) -> None:
         await discard_process(warm.proc)

@@ -20,10 +20,12 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-# The shell a warm sandbox runs: read the whole job (cat, so a long one costs one read per
-# 64 KiB, and the trailing "." keeps its trailing newlines), give the job /dev/null as its
-# stdin as a cold start would, then run it in this shell.
-BOOT = 'j=$(cat; echo .) || exit 125; exec </dev/null; eval "${j%.}"'
+# The shell a warm sandbox runs: say it is ready (one "." on stdout, read by the pool before
+# the sandbox counts as ready, never seen by the command's reader), read the whole job (cat, so
+# a long one costs one read per 64 KiB; the trailing "." keeps its trailing newlines), give the
+# job /dev/null as its stdin as a cold start would, then run it in this shell.
+BOOT = 'printf .; j=$(cat; echo .) || exit 125; exec </dev/null; eval "${j%.}"'
+READY = b"."
 
 
 def job_text(command: str, workdir: str, start_dir: str, env: dict[str, str]) -> bytes:
@@ -62,7 +64,9 @@ class WarmPool:
     _closed: bool = False
 
     def take(self, key: Hashable) -> Warm | None:
-        """A live warm sandbox for key, or None; refilling starts in the background."""
+        """A live warm sandbox for key, or None; from now on the pool keeps sandboxes for key.
+        The caller calls refill() once its command is done, so that starting the next sandbox
+        does not compete with the command for the CPU."""
         if self.size <= 0 or self._closed:
             return None
         if key != self.key:
@@ -75,7 +79,6 @@ class WarmPool:
                 found = candidate
             else:
                 self._spawn_discard(candidate)
-        self.refill()
         return found
 
     def refill(self) -> None:
