@@ -47,6 +47,19 @@ async def test_a_warm_sandbox_keeps_the_commands_folder_env_stdin_and_text(runne
     assert syntax.exit_code == 2 and "Syntax error" in runner.data(syntax)["stderr"]
 
 
+async def test_a_variable_name_that_is_not_a_shell_name_never_becomes_shell_code(runner):
+    # exec refuses such names; the sandbox keeps them out of a warm job's text all the same.
+    from tool_runner.sandbox.base import ExecSpec
+
+    sandbox = runner.core.sandbox
+    await filled(runner)
+    outcome = await sandbox.run(
+        ExecSpec(command="echo ran", env={"X=1; touch /workspace/pwned #": "v"})
+    )
+    assert not (runner.workspace / "pwned").exists()
+    assert outcome.stdout.text() in {"ran\n", ""}  # cold: bwrap takes or refuses the name
+
+
 async def test_a_long_command_reaches_a_warm_sandbox_whole(runner):
     await filled(runner)
     payload = "x" * 120_000  # past a pipe's 64 KiB buffer

@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 ETC_FILES = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime"]
 ROOT_LINKS = ["bin", "lib", "lib32", "lib64", "libx32", "sbin"]
 WORKSPACE = "/workspace"
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Seconds a warm sandbox may take to start before it is given up.
 WARM_START_TIMEOUT = 30.0
 
@@ -379,5 +381,8 @@ class BwrapSandbox(Sandbox):
 
 
 def _fits_warm(spec: ExecSpec) -> bool:
-    """A job travels as shell text: a NUL (which no argv can carry either) keeps it cold."""
-    return "\0" not in spec.command and not any("\0" in v for v in spec.env.values())
+    """A job travels as shell text: a NUL (which no argv can carry either), or a variable name
+    that is not a shell name (`export` would read it as code), keeps it cold."""
+    if "\0" in spec.command or any("\0" in v for v in spec.env.values()):
+        return False
+    return all(SHELL_NAME.fullmatch(name) for name in spec.env)
