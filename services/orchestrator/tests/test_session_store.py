@@ -16,6 +16,8 @@ from orchestrator.store.tasks import Task
 from tests.fakes import FakeLLM
 from tests.postgres import fresh_database
 
+TERMINAL = {"task.completed"}
+
 CALL_GROUP = [
     {
         "role": "assistant",
@@ -77,6 +79,30 @@ async def test_events_resume_after_any_id(db: Database) -> None:
     everything = await events.all_events(0)
     assert [e.id for e in everything] == sorted(e.id for e in everything)
     assert [e.task_id for e in await events.all_events(everything[-4].id)] == ["t1", "t2", "t1"]
+
+
+async def test_a_batch_of_events_follows_the_tasks_earlier_ones_in_order(db: Database) -> None:
+    events = EventStore(db)
+    await events.add("t1", "task.started", {"n": 0})
+    await events.add("t2", "other", {})
+    text = '龙虾 "quoted" \\ {json} \u2028'
+    await events.add_many(
+        "t1",
+        [("assistant.delta", {"text": text}, 1.5), ("tool.started", {"args": {"a": [1, 2]}}, 2.5)],
+    )
+    await events.add("t1", "task.completed", {"n": 3})
+    mine = [(e.seq, e.type, e.data, e.ts) async for e in events.follow_task("t1", 0, TERMINAL)]
+    assert [(seq, type_) for seq, type_, _, _ in mine] == [
+        (1, "task.started"),
+        (2, "assistant.delta"),
+        (3, "tool.started"),
+        (4, "task.completed"),
+    ]
+    assert mine[1][2] == {"text": text} and mine[1][3] == 1.5
+    assert mine[2][2] == {"args": {"a": [1, 2]}}
+    everything = await events.all_events(0)
+    assert [e.id for e in everything] == sorted(e.id for e in everything)
+    assert [e.task_id for e in everything] == ["t1", "t2", "t1", "t1", "t1"]
 
 
 async def test_old_tasks_keep_only_their_terminal_event_and_their_streams_still_end(

@@ -16,7 +16,8 @@ from opentelemetry import trace
 from orchestrator.events import TERMINAL_EVENTS, EventOutbox, EventSink
 from orchestrator.jobs import Deliveries, JobQueue, TurnNotBegun, WorkerTiming, job_info
 from orchestrator.store import Database, EventStore, StoredEvent, TaskStore, TurnInterrupted
-from orchestrator.store.tasks import Task, TaskStatus
+from orchestrator.store.events import POLL_SECONDS, sleep_until
+from orchestrator.store.tasks import TERMINAL_STATUSES, Task, TaskStatus
 from orchestrator.store.transcripts import TranscriptMirror
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,6 @@ GLOBAL_RESUME_WINDOW = 10_000  # a new reader of /api/events starts this many ev
 SWEEP_LOCK = 72105
 # A waiter for a task's end reads the store at most once per this many seconds of events: a
 # turn's events come in bursts, and 200 waiting clients would each read every one of them.
-WAIT_SETTLE = 0.005
 
 
 class TaskManager:
@@ -99,15 +99,19 @@ class TaskManager:
         return await self.wait(task.id, wait)
 
     async def wait(self, task_id: str, within: float | None = None) -> Task:
-        """The task once it has ended (or as it is after `within` seconds)."""
-        events = self.events.follow_task(task_id, 0, TERMINAL_EVENTS, settle=WAIT_SETTLE)
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(within):
-                async for _ in events:
-                    pass
-        task = await self.store.get(task_id)
-        assert task is not None
-        return task
+        """The task once it has ended (or as it is after `within` seconds). It reads the task's
+        row when told the task ended, not each of its events."""
+        loop = asyncio.get_running_loop()
+        deadline = None if within is None else loop.time() + within
+        async with self.events.woken_at_end(task_id) as ended:
+            while True:
+                ended.clear()  # before reading: an end told during the read is not lost
+                task = await self.store.get(task_id)
+                assert task is not None
+                left = POLL_SECONDS if deadline is None else deadline - loop.time()
+                if task.status in TERMINAL_STATUSES or left <= 0:
+                    return task
+                await sleep_until(ended, left)
 
     def follow(self, task_id: str, after_seq: int) -> AsyncIterator[StoredEvent]:
         """The task's events after `after_seq`, live, up to its terminal event."""

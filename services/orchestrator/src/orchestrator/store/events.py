@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "crayfish_events"
 POLL_SECONDS = 2.0  # a reader's longest sleep without a notification
+# Payload prefix of the notification that a task ended (its waiters read its row, not events).
+ENDED = "!"
 BATCH = 500
 PRUNE_BATCH = 5_000
 
@@ -63,12 +65,11 @@ class EventStore:
         return StoredEvent(row["id"], row["seq"], task_id, type_, data, ts)
 
     async def add_many(self, task_id: str, events: list[tuple[str, dict[str, Any], float]]) -> None:
-        """Appends a task's events [(type, data, ts)] in order, in one transaction and one
-        round trip (pipelined)."""
-        query = "SELECT id, seq FROM crayfish_add_event(%s, %s, %s, %s, false)"
-        async with self.db.transaction() as conn, conn.pipeline():
-            for type_, data, ts in events:
-                await conn.execute(query, (task_id, type_, Json(data), ts))
+        """Appends a task's events [(type, data, ts)] in order: one statement, one round trip,
+        one notification."""
+        batch = [{"type": type_, "data": data, "ts": ts} for type_, data, ts in events]
+        async with self.db.connection() as conn:
+            await conn.execute("SELECT crayfish_add_events(%s, %s)", (task_id, Json(batch)))
 
     async def task_events(self, task_id: str, after_seq: int) -> list[StoredEvent]:
         async with self.db.connection() as conn:
@@ -113,15 +114,11 @@ class EventStore:
             return int(row["id"] or 0) if row else 0
 
     async def follow_task(
-        self, task_id: str, after_seq: int, terminal: set[str], settle: float = 0.0
+        self, task_id: str, after_seq: int, terminal: set[str]
     ) -> AsyncIterator[StoredEvent]:
-        """The task's events after `after_seq`, live, ending with its terminal event. With
-        `settle`, a notification is followed by that many seconds of gathering before the read
-        (a waiter that wants only the end reads a burst of events once, not once each)."""
+        """The task's events after `after_seq`, live, ending with its terminal event."""
         async with self._woken_by(task_id) as woken:
             while True:
-                if settle and woken.is_set():
-                    await asyncio.sleep(settle)
                 woken.clear()  # before reading: a notification during the read is not lost
                 fresh = await self.task_events(task_id, after_seq)
                 for event in fresh:
@@ -130,7 +127,7 @@ class EventStore:
                     if event.type in terminal:
                         return
                 if len(fresh) < BATCH:
-                    await _sleep_until(woken)
+                    await sleep_until(woken)
 
     async def follow_all(self, after_id: int) -> AsyncIterator[StoredEvent]:
         """Every task's events after `after_id`, live, until the reader leaves."""
@@ -142,7 +139,12 @@ class EventStore:
                     after_id = event.id
                     yield event
                 if len(fresh) < BATCH:
-                    await _sleep_until(woken)
+                    await sleep_until(woken)
+
+    def woken_at_end(self, task_id: str) -> contextlib.AbstractAsyncContextManager[asyncio.Event]:
+        """An event set when the task ends (TaskStore.finish notifies ENDED + its id), at least
+        every POLL_SECONDS through `sleep_until`, and when the listener reconnects."""
+        return self._woken_by(ENDED + task_id)
 
     @contextlib.asynccontextmanager
     async def _woken_by(self, task_id: str | None) -> AsyncIterator[asyncio.Event]:
@@ -161,6 +163,8 @@ class EventStore:
         """Wakes the readers of `task_id` and of every task (all readers when None)."""
         if task_id is None:
             groups = list(self._readers.values())
+        elif task_id.startswith(ENDED):  # only its waiters: the task's events were notified
+            groups = [self._readers.get(task_id, set())]
         else:
             groups = [self._readers.get(task_id, set()), self._readers.get(None, set())]
         for group in groups:
@@ -192,6 +196,7 @@ class EventStore:
                 await asyncio.sleep(1.0)
 
 
-async def _sleep_until(woken: asyncio.Event) -> None:
+async def sleep_until(woken: asyncio.Event, longest: float = POLL_SECONDS) -> None:
+    """Returns when woken, or after `longest` seconds (at most POLL_SECONDS)."""
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(woken.wait(), POLL_SECONDS)
+        await asyncio.wait_for(woken.wait(), min(longest, POLL_SECONDS))

@@ -43,6 +43,7 @@ MIGRATIONS = [
     Migration(2, "job queue: procrastinate 3.10 schema", procrastinate_schema),
     Migration(3, "schedules of turns; images of tasks", sql_file("0003_schedules_images.sql")),
     Migration(4, "skipped firings of schedules", sql_file("0004_schedule_skips.sql")),
+    Migration(5, "a turn's events in one statement", sql_file("0005_event_batches.sql")),
 ]
 
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from psycopg.types.json import Json, Jsonb
 
 from orchestrator.store.database import Connection, Database, lock_session
-from orchestrator.store.events import EventStore
+from orchestrator.store.events import CHANNEL, ENDED, EventStore
 from orchestrator.store.sessions import append_records, pg_text
 from orchestrator.store.transcripts import TranscriptMirror
 
@@ -169,7 +169,8 @@ class TaskStore:
             cursor = await conn.execute(
                 "UPDATE tasks SET status = %s, result = %s, error = %s, delivered = %s,"
                 " usage = %s, finished_at = %s"
-                " WHERE id = %s AND status IN ('queued', 'running') RETURNING id",
+                " WHERE id = %s AND status IN ('queued', 'running')"
+                " RETURNING id, pg_notify(%s, %s || id)",
                 (
                     status,
                     pg_text(task.result),
@@ -178,6 +179,8 @@ class TaskStore:
                     Jsonb(task.usage),
                     task.finished_at,
                     task.id,
+                    CHANNEL,
+                    ENDED,
                 ),
             )
             if await cursor.fetchone() is None:
