@@ -85,7 +85,7 @@ async def test_a_batch_of_events_follows_the_tasks_earlier_ones_in_order(db: Dat
     events = EventStore(db)
     await events.add("t1", "task.started", {"n": 0})
     await events.add("t2", "other", {})
-    text = '龙虾 "quoted" \\ {json} \u2028'
+    text = '龙虾 "quoted" \\ {json} \u2028 \u0000 binary'
     await events.add_many(
         "t1",
         [("assistant.delta", {"text": text}, 1.5), ("tool.started", {"args": {"a": [1, 2]}}, 2.5)],

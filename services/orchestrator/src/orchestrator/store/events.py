@@ -67,9 +67,14 @@ class EventStore:
     async def add_many(self, task_id: str, events: list[tuple[str, dict[str, Any], float]]) -> None:
         """Appends a task's events [(type, data, ts)] in order: one statement, one round trip,
         one notification."""
-        batch = [{"type": type_, "data": data, "ts": ts} for type_, data, ts in events]
+        types = [type_ for type_, _, _ in events]
+        datas = [Json(data) for _, data, _ in events]
+        stamps = [ts for _, _, ts in events]
         async with self.db.connection() as conn:
-            await conn.execute("SELECT crayfish_add_events(%s, %s)", (task_id, Json(batch)))
+            await conn.execute(
+                "SELECT crayfish_add_events(%s, %s::text[], %s::json[], %s::float8[])",
+                (task_id, types, datas, stamps),
+            )
 
     async def task_events(self, task_id: str, after_seq: int) -> list[StoredEvent]:
         async with self.db.connection() as conn:

@@ -138,20 +138,31 @@ async def append_records(
     for kind, body in records:
         if kind == "compaction":
             delta += 1 - int(body["replaced"])
+    # One statement (one round trip): the session row, then its records in their order.
     await conn.execute(
-        "INSERT INTO sessions (id, title, message_count, created_at, updated_at)"
+        "WITH session AS ("
+        " INSERT INTO sessions (id, title, message_count, created_at, updated_at)"
         " VALUES (%(id)s, %(title)s, %(delta)s, %(now)s, %(now)s)"
         " ON CONFLICT (id) DO UPDATE SET message_count = sessions.message_count + %(delta)s,"
         " updated_at = %(now)s,"
-        " title = CASE WHEN sessions.title = '' THEN %(title)s ELSE sessions.title END",
-        {"id": session_id, "title": pg_text(title), "delta": delta, "now": now},
+        " title = CASE WHEN sessions.title = '' THEN %(title)s ELSE sessions.title END"
+        " RETURNING id)"
+        " INSERT INTO session_records (session_id, kind, body, created_at)"
+        " SELECT session.id, record.kind, record.body, %(now)s"
+        " FROM session, unnest(%(kinds)s::text[], %(bodies)s::json[])"
+        " WITH ORDINALITY AS record(kind, body, n)"
+        " ORDER BY record.n",
+        {
+            "id": session_id,
+            "title": pg_text(title),
+            "delta": delta,
+            "now": now,
+            # json[], not one JSON text: a body is never parsed by the server (a tool's output
+            # may hold \u0000, which json accepts and its operators refuse).
+            "kinds": [kind for kind, _ in records],
+            "bodies": [Json(body) for _, body in records],
+        },
     )
-    async with conn.cursor() as cursor:
-        await cursor.executemany(
-            "INSERT INTO session_records (session_id, kind, body, created_at)"
-            " VALUES (%s, %s, %s, %s)",
-            [(session_id, kind, Json(body), now) for kind, body in records],
-        )
 
 
 def effective_history(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from psycopg.types.json import Json, Jsonb
 
-from orchestrator.store.database import Connection, Database, lock_session
+from orchestrator.store.database import SESSION_LOCK, Connection, Database
 from orchestrator.store.events import CHANNEL, ENDED, EventStore
 from orchestrator.store.sessions import append_records, pg_text
 from orchestrator.store.transcripts import TranscriptMirror
@@ -122,11 +122,14 @@ class TaskStore:
         """queued -> running (with `task.started`), or None when the task is no longer queued.
         Waits while the session is being deleted."""
         async with self.db.transaction() as conn:
-            cursor = await conn.execute("SELECT session_id FROM tasks WHERE id = %s", (task_id,))
-            found = await cursor.fetchone()
-            if found is None:
+            # The task's session, locked (as lock_session does) in the same statement.
+            cursor = await conn.execute(
+                "SELECT session_id, pg_advisory_xact_lock(%s, hashtext(session_id))"
+                " FROM tasks WHERE id = %s",
+                (SESSION_LOCK, task_id),
+            )
+            if await cursor.fetchone() is None:
                 return None
-            await lock_session(conn, found["session_id"])
             cursor = await conn.execute(
                 "UPDATE tasks SET status = 'running', started_at = %s, runner = %s"
                 f" WHERE id = %s AND status = 'queued' RETURNING {COLUMNS}",
@@ -143,10 +146,13 @@ class TaskStore:
     async def accept(self, task: Task, message: dict[str, Any]) -> None:
         """Appends the task's message to its session and marks it accepted, together."""
         async with self.db.transaction() as conn:
-            await _still_running(conn, task.id)
+            # Marked and fenced in one statement: the row lock is _still_running's.
+            cursor = await conn.execute(
+                "UPDATE tasks SET accepted = true WHERE id = %s RETURNING status", (task.id,)
+            )
+            _running_or_raise(await cursor.fetchone())
             await append_records(conn, task.session_id, [("message", message)])
             await self.mirror.claim(conn, task.session_id)
-            await conn.execute("UPDATE tasks SET accepted = true WHERE id = %s", (task.id,))
         task.accepted = True
         self.mirror.record(task.session_id, [message])
 
@@ -209,7 +215,12 @@ class TaskStore:
 
 async def _still_running(conn: Connection, task_id: str) -> None:
     cursor = await conn.execute("SELECT status FROM tasks WHERE id = %s FOR UPDATE", (task_id,))
-    row = await cursor.fetchone()
+    _running_or_raise(await cursor.fetchone())
+
+
+def _running_or_raise(row: dict[str, Any] | None) -> None:
+    """Fences a turn's writes: they go on only while its task is running (not ended or taken
+    over elsewhere); the caller's transaction holds the task's row."""
     if row is None or row["status"] != "running":
         status = row["status"] if row else "gone"
         raise TurnInterrupted(f"the task is {status}: its turn no longer writes to the session")
