@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 ReplyFn = Callable[[dict[str, Any]], Reply]
 NO_REPLY_LEFT = "fake LLM: no scripted reply left"
 ENDLESS_PAUSE = 0.05  # seconds between the deltas of an endless stream
+RESET_GRACE = 0.2  # seconds between the last text and a TCP reset
 
 
 class FakeLLM:
@@ -344,6 +345,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.fake._stopping.wait()
             return
         if reply.cut in ("reset", "close"):
+            # A reset discards what the client's kernel holds unread: give the client time to
+            # read the text sent so far, or the test sees a stream broken before any text.
+            if reply.cut == "reset" and not self.fake._sleep(RESET_GRACE):
+                return
             self._break_connection(reset=reply.cut == "reset")
             return
         if not reply.cut:
