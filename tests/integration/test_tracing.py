@@ -50,8 +50,16 @@ def test_one_turn_is_one_trace_across_the_orchestrator_and_the_tool_runner(
         return [s for s in spans if s.trace_id == turn[0].trace_id]
 
     def complete(spans: list[ReceivedSpan]) -> bool:
-        services = {s.service for s in turn_spans(spans)}
-        return {"orchestrator", "tool-runner", "memory"} <= services
+        # Each service exports in batches of its own: wait for the spans asserted below (the
+        # tool-runner's ListTools can arrive before its RunTool).
+        turn = turn_spans(spans)
+        services = {s.service for s in turn}
+        ran = any(s.service == "tool-runner" and "RunTool" in s.name for s in turn)
+        asked = sum(1 for s in turn if s.name == "llm") == 2
+        known = {s.span_id for s in turn}
+        parented = all(s.parent_id in known for s in turn if s.service == "tool-runner")
+        wanted = {"orchestrator", "tool-runner", "memory"} <= services
+        return wanted and ran and asked and parented
 
     spans = turn_spans(otlp.wait_for(complete))
     names = {(s.service, s.name) for s in spans}
