@@ -41,6 +41,8 @@ async def test_a_warm_sandbox_keeps_the_commands_folder_env_stdin_and_text(runne
     data = runner.data(reply)
     assert data["stdout"] == '/workspace/sub dir\nit\'s "quoted" $HOME `x`\ntail\n\n'
     assert data["exit_code"] == 0
+    clean = await runner.sh('echo "[${j-unset}] $0 $#"')
+    assert runner.data(clean)["stdout"] == "[unset] /bin/sh 0\n"  # as `sh -c` starts
     multi = await runner.sh("if true\nthen\n  exit 7\nfi\n")
     assert multi.exit_code == 7
     syntax = await runner.sh("if")

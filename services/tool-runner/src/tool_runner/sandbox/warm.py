@@ -23,8 +23,9 @@ log = logging.getLogger(__name__)
 # The shell a warm sandbox runs: say it is ready (one "." on stdout, read by the pool before
 # the sandbox counts as ready, never seen by the command's reader), read the whole job (cat, so
 # a long one costs one read per 64 KiB; the trailing "." keeps its trailing newlines), give the
-# job /dev/null as its stdin as a cold start would, then run it in this shell.
-BOOT = 'printf .; j=$(cat; echo .) || exit 125; exec </dev/null; eval "${j%.}"'
+# job /dev/null as its stdin as a cold start would, then run it in this shell, with the
+# variable that held it unset first (the job starts with no variables of the boot's, as cold).
+BOOT = 'printf .; j=$(cat; echo .) || exit 125; exec </dev/null; eval "unset j\n${j%.}"'
 READY = b"."
 
 
