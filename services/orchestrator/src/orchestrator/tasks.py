@@ -32,8 +32,6 @@ INTERRUPTED = (
 )
 GLOBAL_RESUME_WINDOW = 10_000  # a new reader of /api/events starts this many events back
 SWEEP_LOCK = 72105
-# A waiter for a task's end reads the store at most once per this many seconds of events: a
-# turn's events come in bursts, and 200 waiting clients would each read every one of them.
 
 
 class TaskManager:
