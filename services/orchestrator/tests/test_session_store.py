@@ -111,7 +111,7 @@ async def test_old_tasks_keep_only_their_terminal_event_and_their_streams_still_
     events = EventStore(db)
     tasks = TaskStore(db, events)
     for task_id, ended in (("old", 1_000.0), ("recent", 9_000.0), ("running", None)):
-        await tasks.create(Task(id=task_id, session_id="s", message="hi"), no_job)
+        await tasks.submit(Task(id=task_id, session_id="s", message="hi"), None)
         for i in range(3):
             await events.add(task_id, "assistant.delta", {"text": str(i)})
         if ended is not None:
@@ -128,10 +128,6 @@ async def test_old_tasks_keep_only_their_terminal_event_and_their_streams_still_
     assert len(await events.task_events("recent", 0)) == 5
     assert len(await events.task_events("running", 0)) == 4
     assert await events.prune(finished_before=5_000.0) == 0
-
-
-async def no_job(conn: object) -> int:
-    return 0
 
 
 def jsonl(*records: dict) -> bytes:

@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 from orchestrator.events import EventSink
-from orchestrator.jobs import WorkerTiming
 from orchestrator.store import Database, TurnInterrupted
 from orchestrator.store.tasks import Task
 from orchestrator.tasks import TaskManager
+from orchestrator.turn_worker import WorkerTiming
 
 from tests.postgres import fresh_database
 
@@ -124,7 +124,7 @@ async def test_a_turn_stopped_by_its_replica_is_interrupted_and_the_session_goes
     dying = await replicas.start(stuck)
     first = await dying.create("s1", "long job")
     await asyncio.wait_for(accepted.wait(), 10)
-    await dying.queue.close()  # the replica stops: its running turn is aborted
+    await dying.worker.close()  # the replica stops: its running turn is aborted
     survivor = await replicas.start(recording_turn([]))
     second = await survivor.create("s1", "are you there?")
     done = await survivor.wait(second.id, 30)
@@ -149,7 +149,7 @@ async def test_a_turn_that_had_not_begun_runs_again_on_another_replica(replicas:
     dying = await replicas.start(never_accepts)
     task = await dying.create("s1", "hello")
     await asyncio.wait_for(fetched.wait(), 10)
-    await dying.queue.close()
+    await dying.worker.close()
     survivor = await replicas.start(recording_turn([]))
     done = await survivor.wait(task.id, 30)
     assert (done.status, done.result) == ("completed", "HELLO")

@@ -25,7 +25,7 @@ from orchestrator.heartbeat import (
     heartbeat_message,
     heartbeat_tasks,
 )
-from orchestrator.jobs import Deliveries, WorkerTiming
+from orchestrator.jobs import Deliveries
 from orchestrator.local_tools import LocalTools
 from orchestrator.media import ImageRejected, vision_refusal
 from orchestrator.metrics import Metrics
@@ -36,6 +36,7 @@ from orchestrator.store.schedules import ScheduleStore
 from orchestrator.store.sessions import check_session_id
 from orchestrator.store.transcripts import TranscriptMirror
 from orchestrator.tasks import Task, TaskManager
+from orchestrator.turn_worker import WorkerTiming
 from orchestrator.webhooks import DeliveryRetryable
 
 log = logging.getLogger(__name__)

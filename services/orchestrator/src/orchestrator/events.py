@@ -28,9 +28,9 @@ def event_body(event: StoredEvent, event_id: int) -> dict[str, Any]:
     return {**base, **event.data}
 
 
-# Text deltas are held at most this many seconds after a write, so a streamed answer is one
-# write per window, not one per token; any other event goes out with the next write.
-DELTA_WINDOW = 0.05
+# Events are held at most this many seconds after a write, so a streamed answer (or a quick tool
+# step) is one write per window, not one per token or event.
+WRITE_WINDOW = 0.05
 # Writes a batch of one task's events, in order: [(type, data, ts)].
 WriteEvents = Callable[[list[tuple[str, dict[str, Any], float]]], Awaitable[None]]
 
@@ -38,19 +38,20 @@ WriteEvents = Callable[[list[tuple[str, dict[str, Any], float]]], Awaitable[None
 class EventOutbox:
     """One running turn's events on their way to the store, written by one background writer so
     the turn never waits for the database: each write takes every pending event in one
-    transaction, in order, consecutive text deltas of a round merged into one. The first delta
-    goes out at once (the first words show without delay), later ones within DELTA_WINDOW of
-    the last write wait for it. A write that fails is raised at the turn's next event, or at
-    `close`, so a turn whose store is gone still fails."""
+    statement, in order, consecutive text deltas of a round merged into one. The first event
+    goes out at once (the first words show without delay), later ones within WRITE_WINDOW of
+    the last write wait for it. What is left at the turn's end is handed over by `drain`, for
+    the statement that records the outcome. A write that fails is raised at the turn's next
+    event, or at `drain`, so a turn whose store is gone still fails."""
 
-    def __init__(self, write: WriteEvents, window: float = DELTA_WINDOW):
+    def __init__(self, write: WriteEvents, window: float = WRITE_WINDOW):
         self.write = write
         self.window = window
         self._pending: list[tuple[str, dict[str, Any], float]] = []
         self._wake = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._error: BaseException | None = None
-        self._closing = False
+        self._draining = False
         self._written_at = -window  # loop time of the last write
 
     async def add(self, type_: str, data: dict[str, Any]) -> None:
@@ -61,14 +62,18 @@ class EventOutbox:
             self._writer = asyncio.create_task(self._run(), name="event-outbox")
         self._wake.set()
 
-    async def close(self) -> None:
-        """Writes what is pending (before the task's terminal event); raises a failed write."""
-        self._closing = True
+    async def drain(self) -> list[tuple[str, dict[str, Any], float]]:
+        """Stops the writer once its write in flight is done and returns what it had not
+        written (deltas merged), to be written before the task's terminal event; raises a
+        failed write."""
+        self._draining = True
         self._wake.set()
         if self._writer is not None:
             await asyncio.shield(self._writer)
         if self._error is not None:
             raise self._error
+        pending, self._pending = merge_deltas(self._pending), []
+        return pending
 
     def abandon(self) -> None:
         """Stops the writer without writing more (the turn was taken over elsewhere)."""
@@ -77,14 +82,13 @@ class EventOutbox:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        while not (self._closing and not self._pending):
+        while not self._draining:
             self._wake.clear()
             if not self._pending:
                 await self._wake.wait()
                 continue
-            only_deltas = all(type_ == "assistant.delta" for type_, _, _ in self._pending)
             hold = self._written_at + self.window - loop.time()
-            if only_deltas and hold > 0 and not self._closing:
+            if hold > 0:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(hold):
                         await self._wake.wait()

@@ -1,5 +1,6 @@
-"""Tasks: one agent turn each, queued per session as a job, with status, result and events
-that every replica reads from the store."""
+"""Tasks: one agent turn each, waiting in its session's line in the store, run by whichever
+replica claims it (at once by the replica that accepted it, when the session is idle), with
+status, result and events that every replica reads from the store."""
 
 from __future__ import annotations
 
@@ -9,21 +10,23 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import trace
 
 from orchestrator.events import TERMINAL_EVENTS, EventOutbox, EventSink
-from orchestrator.jobs import Deliveries, JobQueue, TurnNotBegun, WorkerTiming, job_info
+from orchestrator.jobs import Deliveries, JobQueue
 from orchestrator.store import Database, EventStore, StoredEvent, TaskStore, TurnInterrupted
 from orchestrator.store.events import POLL_SECONDS, sleep_until
 from orchestrator.store.tasks import TERMINAL_STATUSES, Task, TaskStatus
 from orchestrator.store.transcripts import TranscriptMirror
+from orchestrator.turn_worker import TurnWorker, WorkerTiming
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("crayfish.orchestrator")
 
-TurnRunner = Callable[[Task, EventSink], Awaitable[str]]
+RunTurn = Callable[[Task, EventSink], Awaitable[str]]
 # Sees every event this replica publishes (metrics): observer(event type, data).
 EventObserver = Callable[[str, dict[str, Any]], None]
 INTERRUPTED = (
@@ -34,14 +37,23 @@ GLOBAL_RESUME_WINDOW = 10_000  # a new reader of /api/events starts this many ev
 SWEEP_LOCK = 72105
 
 
+@dataclass
+class LiveTurn:
+    """A turn running on this replica: its task (its outcome once recorded), and an event set
+    when its run is over."""
+
+    task: Task
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+
+
 class TaskManager:
-    """Creates tasks, runs those the queue hands this replica, cancels any, and ends the turns
+    """Creates tasks, runs those this replica starts or claims, cancels any, and ends the turns
     of replicas that died."""
 
     def __init__(
         self,
         db: Database,
-        run_turn: TurnRunner,
+        run_turn: RunTurn,
         timing: WorkerTiming,
         name: str,
         mirror: TranscriptMirror | None = None,
@@ -53,16 +65,21 @@ class TaskManager:
         self.name = name
         self.events = EventStore(db)
         self.store = TaskStore(db, self.events, mirror)
-        self.queue = JobQueue(db, self._run_job, timing, deliveries)
+        self.queue = JobQueue(db, timing, deliveries)  # notification deliveries
+        self.worker = TurnWorker(self.store, self._run_task, timing, name)
+        self.events.on_queued = self.worker.queued
+        self.events.on_cancel = self.worker.cancel_told
         self.observers: list[EventObserver] = []
         self.active_count = 0  # queued or running, cluster-wide, as of the last sweep
         self._outboxes: dict[str, EventOutbox] = {}  # of the turns running here
+        self._live: dict[str, LiveTurn] = {}  # the turns running here
         self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         self.events.start_listening()
         await self.queue.open()
         await self.sweep()
+        await self.worker.start()
         self.queue.start_worker(self.name)
         self._sweeper = asyncio.create_task(self._sweep_loop(), name="stalled-turns")
 
@@ -74,11 +91,23 @@ class TaskManager:
         task_id: str | None = None,
         images: list[dict[str, Any]] | None = None,
     ) -> Task:
-        """Records the task and its job in one transaction (the acknowledgement); a task id
-        that exists already is left as it is (nothing more is queued)."""
+        """Records the task durably (the acknowledgement) and, when its session is idle and
+        this replica has room, starts it here at once; else it waits in its session's line. A
+        task id that exists already is left as it is (nothing more is queued)."""
         task = Task(task_id or uuid.uuid4().hex, session_id, message, kind, images=images or [])
-        await self.store.create(task, lambda conn: self.queue.enqueue(conn, task.id, session_id))
-        self._observe("task.queued", {"session_id": session_id, "kind": kind})
+        here = self.worker.reserve()
+        try:
+            created = await self.store.submit(task, self.name if here else None)
+            if created and task.status == "running":
+                self._live[task.id] = LiveTurn(task)
+                self.worker.run(task)
+        finally:
+            if here:
+                self.worker.release()
+        if created:
+            self._observe("task.queued", {"session_id": session_id, "kind": kind})
+            if task.status == "running":
+                self._observe("task.started", {"session_id": session_id, "kind": kind})
         return task
 
     async def get(self, task_id: str) -> Task | None:
@@ -89,27 +118,34 @@ class TaskManager:
 
     async def cancel(self, task: Task, wait: float = 10.0) -> Task:
         """Stops a queued or running task, wherever it runs; returns it as it then is."""
-        if task.job_id is not None and await self.queue.cancel_queued(task.job_id):
-            task.error = "cancelled by request"
-            await self._finish(task, "cancelled")
-        elif task.job_id is not None:
-            await self.queue.abort(task.job_id)
+        task.error = "cancelled by request"
+        if await self._finish(task, "cancelled", only_from=("queued",)):
+            return task
+        if not self.worker.cancel_here(task.id):
+            await self.store.request_cancel(task.id)  # its runner hears, or reads it at a beat
         return await self.wait(task.id, wait)
 
     async def wait(self, task_id: str, within: float | None = None) -> Task:
-        """The task once it has ended (or as it is after `within` seconds). It reads the task's
-        row when told the task ended, not each of its events."""
+        """The task once it has ended (or as it is after `within` seconds). A turn running here
+        is awaited in memory; any other, by reading its row when told it ended."""
+        live = self._live.get(task_id)
+        if live is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(within):
+                    await live.ended.wait()
+            if live.task.done:  # its outcome is stored (else it was taken over: read the row)
+                return live.task
         loop = asyncio.get_running_loop()
         deadline = None if within is None else loop.time() + within
-        async with self.events.woken_at_end(task_id) as ended:
+        async with self.events.woken_at_end(task_id) as told:
             while True:
-                ended.clear()  # before reading: an end told during the read is not lost
+                told.clear()  # before reading: an end told during the read is not lost
                 task = await self.store.get(task_id)
                 assert task is not None
                 left = POLL_SECONDS if deadline is None else deadline - loop.time()
                 if task.status in TERMINAL_STATUSES or left <= 0:
                     return task
-                await sleep_until(ended, left)
+                await sleep_until(told, left)
 
     def follow(self, task_id: str, after_seq: int) -> AsyncIterator[StoredEvent]:
         """The task's events after `after_seq`, live, up to its terminal event."""
@@ -141,64 +177,70 @@ class TaskManager:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
+        await self.worker.close()
         await self.queue.close()
         await self.events.stop_listening()
 
-    async def _run_job(self, task_id: str, cancelled_by_user: Callable[[], bool]) -> None:
-        task: Task | None = None
+    async def _run_task(self, task: Task, cancelled_by_user: Callable[[], bool]) -> None:
+        """Runs a task started on this replica to its end, and records how it ended."""
+        live = self._live.setdefault(task.id, LiveTurn(task))
         try:
-            task = await self.store.start(task_id, self.name)
-            if task is None:
-                return  # cancelled (or ended) before it started
-            self._observe("task.started", {"session_id": task.session_id, "kind": task.kind})
             self._outboxes[task.id] = EventOutbox(
-                lambda batch: self.events.add_many(task_id, batch)
+                lambda batch: self.events.add_many(task.id, batch)
             )
             attributes = {"crayfish.task_id": task.id, "crayfish.session_id": task.session_id}
             with tracer.start_as_current_span(f"turn {task.kind}", attributes=attributes):
                 task.result = await self.run_turn(task, lambda t, d: self.publish(task, t, d))
             await self._finish(task, "completed")
         except asyncio.CancelledError:
-            await self._stopped(cancelled_by_user(), task_id, task)
+            await self._stopped(cancelled_by_user(), task)
             raise
         except TurnInterrupted as exc:  # declared dead elsewhere: it writes nothing more
-            log.warning("task %s stopped: %s", task_id, exc)
+            log.warning("task %s stopped: %s", task.id, exc)
         except Exception as exc:  # the task fails; the server goes on
-            log.exception("task %s failed", task_id)
-            if task is not None:
-                task.error = str(exc) or type(exc).__name__
-                await self._finish(task, "failed")
+            log.exception("task %s failed", task.id)
+            task.error = str(exc) or type(exc).__name__
+            await self._finish(task, "failed")
         finally:
-            outbox = self._outboxes.pop(task_id, None)
+            outbox = self._outboxes.pop(task.id, None)
             if outbox is not None:
                 outbox.abandon()
+            self._live.pop(task.id, None)
+            live.ended.set()
 
-    async def _stopped(self, by_user: bool, task_id: str, task: Task | None) -> None:
-        """A job stopped by a cancel (-> cancelled) or by this replica shutting down: a turn
-        that had begun is interrupted; one that had not is queued again for any replica."""
-        if not by_user and (task is None or not task.accepted):
-            await self.store.requeue(task_id)
-            raise TurnNotBegun(task_id)
-        task = task or await self.store.get(task_id)
-        if task is not None:
-            task.error = "cancelled by request" if by_user else INTERRUPTED
-            await self._finish(task, "cancelled" if by_user else "interrupted")
+    async def _stopped(self, by_user: bool, task: Task) -> None:
+        """A turn stopped by a cancel (-> cancelled) or by this replica shutting down: a turn
+        that had begun is interrupted; one that had not goes back in line for any replica."""
+        if not by_user and not task.accepted and await self.store.requeue(task.id):
+            return
+        task.error = "cancelled by request" if by_user else INTERRUPTED
+        await self._finish(task, "cancelled" if by_user else "interrupted")
 
-    async def _finish(self, task: Task, status: TaskStatus) -> None:
+    async def _finish(
+        self,
+        task: Task,
+        status: TaskStatus,
+        only_from: tuple[TaskStatus, ...] = ("queued", "running"),
+    ) -> bool:
+        """Records the task's outcome with the events its outbox still holds; False if it had
+        ended (or, with `only_from`, was in another state)."""
         outbox = self._outboxes.pop(task.id, None)
-        if outbox is not None:
-            await outbox.close()  # the deltas shown so far, before the terminal event
+        # The deltas shown so far go before the terminal event, in the same statement.
+        pending = await outbox.drain() if outbox is not None else []
         summary = self._summary(task, status)
         try:
-            ended = await self.store.finish(task, status, f"task.{status}", summary)
+            ended = await self.store.finish(
+                task, status, f"task.{status}", summary, pending, only_from
+            )
         except Exception as exc:  # an outcome the store refuses must not leave the task running
             log.exception("task %s: recording its outcome failed", task.id)
             task.result, status = None, "failed"
             task.error = f"its outcome could not be saved: {exc}"
             summary = self._summary(task, status)
-            ended = await self.store.finish(task, status, "task.failed", summary)
+            ended = await self.store.finish(task, status, "task.failed", summary, pending)
         if ended:
             self._observe(f"task.{status}", {"session_id": task.session_id, **summary})
+        return ended
 
     def _observe(self, type_: str, data: dict[str, Any]) -> None:
         for observe in self.observers:
@@ -229,25 +271,17 @@ class TaskManager:
 
     async def _sweep_stalled(self) -> None:
         for delivery in await self.queue.stalled_deliveries():
-            await self.queue.release(delivery, run_again=True)
+            await self.queue.release(delivery)
             log.warning("notification delivery %s of a dead worker: queued again", delivery.id)
-        jobs = await self.queue.stalled()
-        if not jobs:
-            return
-        tasks = await self.store.by_jobs([j.id for j in jobs if j.id is not None])
-        for job in jobs:
-            task = tasks.get(job.id) if job.id is not None else None
-            if task is not None and not task.accepted and not task.done:
-                await self.store.requeue(task.id)
-                await self.queue.release(job, run_again=True)
-                log.warning("turn %s of a dead worker had not begun: queued again", job_info(job))
+        for task in await self.store.stalled(self.timing.stalled_after):
+            if task.id in self._live:
+                continue  # this replica's own (its heartbeat was late): it goes on
+            if not task.accepted and await self.store.requeue(task.id):
+                log.warning("turn %s of a dead replica had not begun: queued again", task.id)
                 continue
-            if task is not None and not task.done:
-                task.error = INTERRUPTED
-                task.finished_at = time.time()
-                await self._finish(task, "interrupted")
-            await self.queue.release(job, run_again=False)
-            log.warning("turn %s of a dead worker: interrupted", job_info(job))
+            task.error = INTERRUPTED
+            if await self._finish(task, "interrupted", only_from=("running",)):
+                log.warning("turn %s of a dead replica: interrupted", task.id)
 
     def _summary(self, task: Task, status: str) -> dict[str, Any]:
         elapsed = (time.time() - task.started_at) if task.started_at else 0.0

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,8 +24,12 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "crayfish_events"
 POLL_SECONDS = 2.0  # a reader's longest sleep without a notification
-# Payload prefix of the notification that a task ended (its waiters read its row, not events).
+# Payload prefixes of notifications that are not a task's events: a task ended (its waiters
+# read its row, not events), a turn waits in line (claimers look), a running task's cancel was
+# asked (its runner stops it).
 ENDED = "!"
+QUEUED = "?"
+CANCEL = "#"
 BATCH = 500
 PRUNE_BATCH = 5_000
 
@@ -47,6 +51,10 @@ class EventStore:
         self.db = db
         self._readers: dict[str | None, set[asyncio.Event]] = {}
         self._listener: asyncio.Task[None] | None = None
+        # Told of QUEUED and CANCEL notifications (and of a reconnect, with None: anything may
+        # have been missed): the replica's turn worker.
+        self.on_queued: Callable[[], None] = lambda: None
+        self.on_cancel: Callable[[str | None], None] = lambda task_id: None
 
     async def add(
         self, task_id: str, type_: str, data: dict[str, Any], conn: Connection | None = None
@@ -168,6 +176,14 @@ class EventStore:
         """Wakes the readers of `task_id` and of every task (all readers when None)."""
         if task_id is None:
             groups = list(self._readers.values())
+            self.on_queued()
+            self.on_cancel(None)
+        elif task_id.startswith(QUEUED):
+            self.on_queued()
+            return
+        elif task_id.startswith(CANCEL):
+            self.on_cancel(task_id[len(CANCEL) :])
+            return
         elif task_id.startswith(ENDED):  # only its waiters: the task's events were notified
             groups = [self._readers.get(task_id, set())]
         else:

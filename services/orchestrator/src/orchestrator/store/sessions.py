@@ -63,15 +63,17 @@ class SessionStore:
     async def append(self, session_id: str, messages: list[dict[str, Any]]) -> None:
         """Writes messages as one group: all of them or none."""
         if messages:
-            async with self.db.transaction() as conn:
-                await append_records(conn, session_id, [("message", m) for m in messages])
-                await self.mirror.claim(conn, session_id)
+            records = [("message", m) for m in messages]
+            async with self.db.connection() as conn:
+                await append_records(
+                    conn, session_id, records, imported=self.mirror.import_mark(session_id)
+                )
             self.mirror.record(session_id, messages)
 
     async def append_compaction(self, session_id: str, summary: str, replaced: int) -> None:
         """Records that the first `replaced` messages of the history are now this summary."""
         body = {"summary": summary, "replaced": replaced}
-        async with self.db.transaction() as conn:
+        async with self.db.connection() as conn:
             await append_records(conn, session_id, [("compaction", body)])
 
     async def load(self, session_id: str) -> list[dict[str, Any]]:
@@ -120,10 +122,36 @@ def _text_of(content: Any) -> str:
     return str(content or "")
 
 
+@dataclass(frozen=True)
+class Fence:
+    """Records appended only while task `task_id` runs (its row held to the commit); `accept`
+    also marks it accepted."""
+
+    task_id: str
+    accept: bool = False
+
+    def cte(self) -> str:
+        if self.accept:
+            return (
+                "fence AS (UPDATE tasks SET accepted = true"
+                " WHERE id = %(task)s AND status = 'running' RETURNING id), "
+            )
+        return (
+            "fence AS (SELECT id FROM tasks"
+            " WHERE id = %(task)s AND status = 'running' FOR UPDATE), "
+        )
+
+
 async def append_records(
-    conn: Connection, session_id: str, records: list[tuple[str, dict[str, Any]]]
-) -> None:
-    """Appends records to a session (made on first use), inside the caller's transaction."""
+    conn: Connection,
+    session_id: str,
+    records: list[tuple[str, dict[str, Any]]],
+    fence: Fence | None = None,
+    imported: str | None = None,
+) -> bool:
+    """Appends records to a session (made on first use) in one statement; with a `fence`, only
+    while its task runs (False when it does not: nothing is written). `imported`: a name to
+    mark in legacy_imports in the same statement (TranscriptMirror.import_mark)."""
     check_session_id(session_id)
     now = time.time()
     title = next(
@@ -138,31 +166,46 @@ async def append_records(
     for kind, body in records:
         if kind == "compaction":
             delta += 1 - int(body["replaced"])
-    # One statement (one round trip): the session row, then its records in their order.
-    await conn.execute(
-        "WITH session AS ("
+    # One statement (one round trip): the fence, the session row, then its records in order.
+    query = (
+        "WITH " + (fence.cte() if fence else "") + "session AS ("
         " INSERT INTO sessions (id, title, message_count, created_at, updated_at)"
-        " VALUES (%(id)s, %(title)s, %(delta)s, %(now)s, %(now)s)"
-        " ON CONFLICT (id) DO UPDATE SET message_count = sessions.message_count + %(delta)s,"
+        " SELECT %(id)s, %(title)s, %(delta)s, %(now)s, %(now)s"
+        + (" FROM fence" if fence else "")
+        + " ON CONFLICT (id) DO UPDATE SET message_count = sessions.message_count + %(delta)s,"
         " updated_at = %(now)s,"
         " title = CASE WHEN sessions.title = '' THEN %(title)s ELSE sessions.title END"
-        " RETURNING id)"
-        " INSERT INTO session_records (session_id, kind, body, created_at)"
+        " RETURNING id), "
+        + (
+            "imported AS (INSERT INTO legacy_imports (name, imported_at)"
+            " SELECT %(imported)s, %(now)s FROM session ON CONFLICT (name) DO NOTHING), "
+            if imported
+            else ""
+        )
+        + "appended AS (INSERT INTO session_records (session_id, kind, body, created_at)"
         " SELECT session.id, record.kind, record.body, %(now)s"
         " FROM session, unnest(%(kinds)s::text[], %(bodies)s::json[])"
         " WITH ORDINALITY AS record(kind, body, n)"
-        " ORDER BY record.n",
+        " ORDER BY record.n)"
+        " SELECT count(*) AS n FROM session"
+    )
+    cursor = await conn.execute(
+        query,
         {
+            "task": fence.task_id if fence else None,
             "id": session_id,
             "title": pg_text(title),
             "delta": delta,
             "now": now,
+            "imported": imported,
             # json[], not one JSON text: a body is never parsed by the server (a tool's output
             # may hold \u0000, which json accepts and its operators refuse).
             "kinds": [kind for kind, _ in records],
             "bodies": [Json(body) for _, body in records],
         },
     )
+    row = await cursor.fetchone()
+    return bool(row and row["n"])
 
 
 def effective_history(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,29 +1,30 @@
-"""Tasks (one chat turn each) in PostgreSQL: created with their job, started, finished once.
+"""Tasks (one chat turn each) in PostgreSQL: created, started, finished once, each transition one
+statement. The tasks table is also the line turns wait in (0006_turn_line.sql): a session's
+tasks run one at a time, in the order they were created, on whichever replica claims them.
 
 A turn's writes to its session are fenced: they commit only while the task is still `running`,
-so a run that was declared dead (and whose session lock was freed) can never write after the
-next run has begun.
+so a run that was declared dead (and whose session was freed) can never write after the next run
+has begun.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from psycopg.types.json import Json, Jsonb
 
-from orchestrator.store.database import SESSION_LOCK, Connection, Database
-from orchestrator.store.events import CHANNEL, ENDED, EventStore
-from orchestrator.store.sessions import append_records, pg_text
+from orchestrator.store.database import Database
+from orchestrator.store.events import CANCEL, CHANNEL, QUEUED, EventStore
+from orchestrator.store.sessions import Fence, append_records, pg_text
 from orchestrator.store.transcripts import TranscriptMirror
 
 TaskStatus = Literal["queued", "running", "completed", "failed", "cancelled", "interrupted"]
 TERMINAL_STATUSES = ("completed", "failed", "cancelled", "interrupted")
 COLUMNS = (
     "id, session_id, kind, message, status, result, error, delivered, usage, accepted,"
-    " job_id, created_at, started_at, finished_at, images"
+    " created_at, started_at, finished_at, images"
 )
 
 
@@ -50,7 +51,6 @@ class Task:
     usage: dict[str, int] = field(default_factory=zero_usage)
     delivered: bool = True
     accepted: bool = False
-    job_id: int | None = None
     # references to the message's images in the workspace (media.py), not their bytes
     images: list[dict[str, Any]] = field(default_factory=list)
 
@@ -60,22 +60,22 @@ class Task:
 
 
 class TaskStore:
-    """Task rows and the transitions a turn goes through, each in one transaction."""
+    """Task rows and the transitions a turn goes through, each in one statement."""
 
     def __init__(self, db: Database, events: EventStore, mirror: TranscriptMirror | None = None):
         self.db = db
         self.events = events
         self.mirror = mirror or TranscriptMirror(None)
 
-    async def create(self, task: Task, enqueue: Callable[[Connection], Awaitable[int]]) -> None:
-        """Records the task, its `task.queued` event and its job (from `enqueue`) together:
-        once this returns the message is acknowledged, and nothing of it exists if it fails.
-        A task id that exists already is left as it is."""
-        async with self.db.transaction() as conn:
+    async def submit(self, task: Task, runner: str | None) -> bool:
+        """Records the task and its `task.queued` event together, durably: once this returns the
+        message is acknowledged. With `runner`, a task whose session has nothing else queued or
+        running starts at once on it (`task.status` says). A task id that exists already is
+        left as it is: False."""
+        now = time.time()
+        async with self.db.connection() as conn:
             cursor = await conn.execute(
-                "INSERT INTO tasks (id, session_id, kind, message, status, created_at, images)"
-                " VALUES (%s, %s, %s, %s, 'queued', %s, %s)"
-                " ON CONFLICT (id) DO NOTHING RETURNING id",
+                "SELECT created, status FROM crayfish_submit(%s, %s, %s, %s, %s, %s, %s, %s)",
                 (
                     task.id,
                     task.session_id,
@@ -83,15 +83,25 @@ class TaskStore:
                     pg_text(task.message),
                     task.created_at,
                     Json(task.images),
+                    runner,
+                    now,
                 ),
             )
-            if await cursor.fetchone() is None:
-                return
-            await self.events.add(
-                task.id, "task.queued", {"session_id": task.session_id, "kind": task.kind}, conn
+            row = await cursor.fetchone()
+        assert row is not None
+        if row["created"]:
+            task.status = row["status"]
+            task.started_at = now if task.status == "running" else None
+        return bool(row["created"])
+
+    async def claim(self, runner: str, limit: int) -> list[Task]:
+        """Starts up to `limit` tasks on `runner`: the heads of their sessions' lines, of
+        sessions that run nothing."""
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                f"SELECT {COLUMNS} FROM crayfish_claim(%s, %s, %s)", (runner, limit, time.time())
             )
-            task.job_id = await enqueue(conn)
-            await conn.execute("UPDATE tasks SET job_id = %s WHERE id = %s", (task.job_id, task.id))
+            return [_task(row) for row in await cursor.fetchall()]
 
     async def get(self, task_id: str) -> Task | None:
         async with self.db.connection() as conn:
@@ -105,7 +115,7 @@ class TaskStore:
             cursor = await conn.execute(
                 f"SELECT {COLUMNS} FROM tasks WHERE status IN ('queued', 'running')"
                 " AND (%(s)s::text IS NULL OR session_id = %(s)s)"
-                " AND (%(k)s::text IS NULL OR kind = %(k)s) ORDER BY created_at",
+                " AND (%(k)s::text IS NULL OR kind = %(k)s) ORDER BY line",
                 {"s": session_id, "k": kind},
             )
             return [_task(row) for row in await cursor.fetchall()]
@@ -118,104 +128,119 @@ class TaskStore:
             row = await cursor.fetchone()
             return int(row["n"]) if row else 0
 
-    async def start(self, task_id: str, runner: str) -> Task | None:
-        """queued -> running (with `task.started`), or None when the task is no longer queued.
-        Waits while the session is being deleted."""
-        async with self.db.transaction() as conn:
-            # The task's session, locked (as lock_session does) in the same statement.
-            cursor = await conn.execute(
-                "SELECT session_id, pg_advisory_xact_lock(%s, hashtext(session_id))"
-                " FROM tasks WHERE id = %s",
-                (SESSION_LOCK, task_id),
-            )
-            if await cursor.fetchone() is None:
-                return None
-            cursor = await conn.execute(
-                "UPDATE tasks SET status = 'running', started_at = %s, runner = %s"
-                f" WHERE id = %s AND status = 'queued' RETURNING {COLUMNS}",
-                (time.time(), runner, task_id),
-            )
-            row = await cursor.fetchone()
-            if row is None:
-                return None
-            task = _task(row)
-            data = {"session_id": task.session_id, "kind": task.kind}
-            await self.events.add(task.id, "task.started", data, conn)
-            return task
-
     async def accept(self, task: Task, message: dict[str, Any]) -> None:
         """Appends the task's message to its session and marks it accepted, together."""
-        async with self.db.transaction() as conn:
-            # Marked and fenced in one statement: the row lock is _still_running's.
-            cursor = await conn.execute(
-                "UPDATE tasks SET accepted = true WHERE id = %s RETURNING status", (task.id,)
-            )
-            _running_or_raise(await cursor.fetchone())
-            await append_records(conn, task.session_id, [("message", message)])
-            await self.mirror.claim(conn, task.session_id)
+        await self._append_fenced(task, [message], accept=True)
         task.accepted = True
-        self.mirror.record(task.session_id, [message])
 
     async def append_turn(self, task: Task, messages: list[dict[str, Any]]) -> None:
         """Appends a message group of the running task to its session (fenced)."""
-        if not messages:
-            return
-        async with self.db.transaction() as conn:
-            await _still_running(conn, task.id)
-            await append_records(conn, task.session_id, [("message", m) for m in messages])
-            await self.mirror.claim(conn, task.session_id)
+        if messages:
+            await self._append_fenced(task, messages, accept=False)
+
+    async def _append_fenced(
+        self, task: Task, messages: list[dict[str, Any]], accept: bool
+    ) -> None:
+        records = [("message", m) for m in messages]
+        imported = self.mirror.import_mark(task.session_id)
+        async with self.db.connection() as conn:
+            fenced = await append_records(
+                conn, task.session_id, records, Fence(task.id, accept), imported
+            )
+            if not fenced:
+                cursor = await conn.execute("SELECT status FROM tasks WHERE id = %s", (task.id,))
+                _running_or_raise(await cursor.fetchone())
         self.mirror.record(task.session_id, messages)
 
     async def finish(
-        self, task: Task, status: TaskStatus, event: str, summary: dict[str, Any]
+        self,
+        task: Task,
+        status: TaskStatus,
+        event: str,
+        summary: dict[str, Any],
+        pending: list[tuple[str, dict[str, Any], float]] | None = None,
+        only_from: tuple[TaskStatus, ...] = ("queued", "running"),
     ) -> bool:
-        """Ends a queued or running task with its terminal event; False if it had ended."""
-        task.finished_at = time.time()
-        async with self.db.transaction() as conn:
+        """Ends the task (if it is in one of `only_from`) with the events still `pending` and
+        its terminal event, durably; False if it was not."""
+        now = time.time()
+        events = [*(pending or []), (event, {"session_id": task.session_id, **summary}, now)]
+        async with self.db.connection() as conn:
             cursor = await conn.execute(
-                "UPDATE tasks SET status = %s, result = %s, error = %s, delivered = %s,"
-                " usage = %s, finished_at = %s"
-                " WHERE id = %s AND status IN ('queued', 'running')"
-                " RETURNING id, pg_notify(%s, %s || id)",
+                "SELECT crayfish_finish(%s, %s::text[], %s, %s, %s, %s, %s, %s,"
+                " %s::text[], %s::json[], %s::float8[]) AS ended",
                 (
+                    task.id,
+                    list(only_from),
                     status,
                     pg_text(task.result),
                     pg_text(task.error),
                     task.delivered,
                     Jsonb(task.usage),
-                    task.finished_at,
-                    task.id,
-                    CHANNEL,
-                    ENDED,
+                    now,
+                    [type_ for type_, _, _ in events],
+                    [Json(data) for _, data, _ in events],
+                    [ts for _, _, ts in events],
                 ),
             )
-            if await cursor.fetchone() is None:
-                return False
-            await self.events.add(task.id, event, {"session_id": task.session_id, **summary}, conn)
-        task.status = status
+            row = await cursor.fetchone()
+        if not row or not row["ended"]:
+            return False
+        task.status, task.finished_at = status, now
         return True
 
-    async def requeue(self, task_id: str) -> None:
-        """running -> queued, for a turn whose worker died before it accepted its message."""
-        async with self.db.connection() as conn:
-            await conn.execute(
-                "UPDATE tasks SET status = 'queued', started_at = NULL"
-                " WHERE id = %s AND status = 'running' AND NOT accepted",
-                (task_id,),
-            )
-
-    async def by_jobs(self, job_ids: list[int]) -> dict[int, Task]:
-        """The tasks of these jobs, by job id."""
+    async def requeue(self, task_id: str) -> bool:
+        """running -> queued (back at the head of its line, for any replica), for a turn that
+        never accepted its message."""
         async with self.db.connection() as conn:
             cursor = await conn.execute(
-                f"SELECT {COLUMNS} FROM tasks WHERE job_id = ANY(%s)", (job_ids,)
+                "UPDATE tasks SET status = 'queued', started_at = NULL, runner = NULL"
+                " WHERE id = %s AND status = 'running' AND NOT accepted"
+                " RETURNING pg_notify(%s, %s)",
+                (task_id, CHANNEL, QUEUED),
             )
-            return {row["job_id"]: _task(row) for row in await cursor.fetchall()}
+            return await cursor.fetchone() is not None
 
+    async def request_cancel(self, task_id: str) -> str | None:
+        """Marks a running task to be stopped and tells its runner; returns the runner (None:
+        the task is not running)."""
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                "UPDATE tasks SET cancel_requested = true WHERE id = %s AND status = 'running'"
+                " RETURNING runner, pg_notify(%s, %s || id)",
+                (task_id, CHANNEL, CANCEL),
+            )
+            row = await cursor.fetchone()
+        return row["runner"] if row else None
 
-async def _still_running(conn: Connection, task_id: str) -> None:
-    cursor = await conn.execute("SELECT status FROM tasks WHERE id = %s FOR UPDATE", (task_id,))
-    _running_or_raise(await cursor.fetchone())
+    async def beat(self, runner: str) -> list[str]:
+        """The runner's heartbeat; returns its running tasks whose cancel was asked."""
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                "WITH beat AS (INSERT INTO runners (name, seen_at) VALUES (%(r)s, crayfish_now())"
+                " ON CONFLICT (name) DO UPDATE SET seen_at = excluded.seen_at)"
+                " SELECT id FROM tasks"
+                " WHERE runner = %(r)s AND status = 'running' AND cancel_requested",
+                {"r": runner},
+            )
+            return [row["id"] for row in await cursor.fetchall()]
+
+    async def forget_runner(self, runner: str) -> None:
+        async with self.db.connection() as conn:
+            await conn.execute("DELETE FROM runners WHERE name = %s", (runner,))
+
+    async def stalled(self, silent_for: float) -> list[Task]:
+        """Running tasks whose runner sent no heartbeat for `silent_for` seconds (or none);
+        forgets such runners."""
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                "WITH gone AS (DELETE FROM runners WHERE seen_at < crayfish_now() - %(s)s)"
+                f" SELECT {COLUMNS} FROM tasks t WHERE status = 'running' AND NOT EXISTS ("
+                " SELECT 1 FROM runners r"
+                " WHERE r.name = t.runner AND r.seen_at >= crayfish_now() - %(s)s)",
+                {"s": silent_for},
+            )
+            return [_task(row) for row in await cursor.fetchall()]
 
 
 def _running_or_raise(row: dict[str, Any] | None) -> None:

@@ -12,13 +12,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from orchestrator.agent.turn_context import content_without_turn_context
-from orchestrator.store.database import Connection
 
 log = logging.getLogger(__name__)
 
@@ -36,17 +34,13 @@ class TranscriptMirror:
     def enabled(self) -> bool:
         return self.folder is not None
 
-    async def claim(self, conn: Connection, session_id: str) -> None:
-        """Inside the transaction that appends to the session: marks its file name as imported,
-        so a start-up never takes the mirror for a JSONL session from before PostgreSQL (the
-        mirror may be the old sessions folder)."""
+    def import_mark(self, session_id: str) -> str | None:
+        """The legacy_imports name to mark in the statement that appends to the session (None
+        when marked already, or the mirror is off), so a start-up never takes the mirror for a
+        JSONL session from before PostgreSQL (the mirror may be the old sessions folder)."""
         if self.folder is None or session_id in self._claimed:
-            return
-        await conn.execute(
-            "INSERT INTO legacy_imports (name, imported_at) VALUES (%s, %s)"
-            " ON CONFLICT (name) DO NOTHING",
-            (f"sessions/{session_id}.jsonl", time.time()),
-        )
+            return None
+        return f"sessions/{session_id}.jsonl"
 
     def record(self, session_id: str, messages: list[dict[str, Any]]) -> None:
         """After the commit: queues the user/assistant text of the group; returns at once."""

@@ -1,0 +1,176 @@
+-- Turns are claimed from the tasks table itself, not from a job queue: each session's tasks wait
+-- in a line (`line`, from one sequence, taken under the session's lock), the head of a line runs
+-- when no other task of its session runs, and a replica that accepts a message for an idle
+-- session starts it in the same statement. Replicas show they are alive in `runners`; a running
+-- task whose runner went silent is ended (or queued again) by the sweep.
+--
+-- Locks, always in this order: the session (72104, hashtext(session id)), then task rows, then
+-- the events lock (7210481, held to the commit so event ids become visible in order).
+
+CREATE SEQUENCE tasks_line_seq;
+ALTER TABLE tasks ADD COLUMN line bigint;
+UPDATE tasks SET line = ordered.n
+    FROM (SELECT id, row_number() OVER (ORDER BY created_at, id) AS n FROM tasks) AS ordered
+    WHERE tasks.id = ordered.id;
+SELECT setval('tasks_line_seq', coalesce((SELECT max(line) FROM tasks), 0) + 1, false);
+ALTER TABLE tasks ALTER COLUMN line SET DEFAULT nextval('tasks_line_seq');
+ALTER TABLE tasks ALTER COLUMN line SET NOT NULL;
+-- set by a cancel of a running task; its runner stops it (told by NOTIFY, or at its heartbeat)
+ALTER TABLE tasks ADD COLUMN cancel_requested boolean NOT NULL DEFAULT false;
+CREATE INDEX tasks_queued_line ON tasks (line) WHERE status = 'queued';
+CREATE INDEX tasks_running_runner ON tasks (runner) WHERE status = 'running';
+
+-- Each replica's last heartbeat, in the database's clock (replicas' clocks may differ).
+CREATE TABLE runners (
+    name text PRIMARY KEY,
+    seen_at double precision NOT NULL
+);
+
+-- The turn jobs of the earlier job queue: their tasks are in the line now.
+DELETE FROM procrastinate_jobs WHERE queue_name = 'turns';
+
+CREATE FUNCTION crayfish_now() RETURNS double precision
+    LANGUAGE sql VOLATILE
+AS $$ SELECT extract(epoch FROM clock_timestamp())::double precision $$;
+
+-- Appends events of one task after its last (seq), under the events lock; notifies its readers.
+CREATE FUNCTION crayfish_put_events(
+    p_task_id text, p_types text[], p_datas json[], p_tss double precision[]
+)
+    RETURNS void
+    LANGUAGE plpgsql
+AS $$
+DECLARE
+    last_seq integer;
+BEGIN
+    PERFORM pg_advisory_xact_lock(7210481);
+    SELECT coalesce(max(e.seq), 0) INTO last_seq FROM events e WHERE e.task_id = p_task_id;
+    INSERT INTO events (id, task_id, seq, type, data, ts)
+        SELECT nextval('events_id_seq'), p_task_id, last_seq + item.n, item.type, item.data,
+               item.ts
+        FROM unnest(p_types, p_datas, p_tss) WITH ORDINALITY AS item(type, data, ts, n)
+        ORDER BY item.n;
+    PERFORM pg_notify('crayfish_events', p_task_id);
+END;
+$$;
+
+-- Records a task with its `task.queued` event (durable: the acknowledgement). When `p_runner` is
+-- given and the session has no other queued or running task, the task starts at once on that
+-- runner (`task.started` too); otherwise it waits in its session's line and claimers are told
+-- ('?'). A task id that exists already is left as it is (`created` false).
+CREATE FUNCTION crayfish_submit(
+    p_id text, p_session text, p_kind text, p_message text, p_created double precision,
+    p_images json, p_runner text, p_now double precision
+)
+    RETURNS TABLE (created boolean, status text)
+    LANGUAGE plpgsql
+AS $$
+DECLARE
+    data json := json_build_object('session_id', p_session, 'kind', p_kind);
+    start boolean;
+BEGIN
+    PERFORM pg_advisory_xact_lock(72104, hashtext(p_session));
+    INSERT INTO tasks (id, session_id, kind, message, status, created_at, images)
+        VALUES (p_id, p_session, p_kind, p_message, 'queued', p_created, p_images)
+        ON CONFLICT (id) DO NOTHING;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT false, t.status FROM tasks t WHERE t.id = p_id;
+        RETURN;
+    END IF;
+    start := p_runner IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM tasks t
+        WHERE t.session_id = p_session AND t.status IN ('queued', 'running') AND t.id <> p_id
+    );
+    IF start THEN
+        UPDATE tasks t SET status = 'running', runner = p_runner, started_at = p_now
+            WHERE t.id = p_id;
+        PERFORM crayfish_put_events(
+            p_id, ARRAY['task.queued', 'task.started'], ARRAY[data, data],
+            ARRAY[p_created, p_now]
+        );
+        RETURN QUERY SELECT true, 'running'::text;
+    ELSE
+        PERFORM crayfish_put_events(p_id, ARRAY['task.queued'], ARRAY[data], ARRAY[p_created]);
+        PERFORM pg_notify('crayfish_events', '?');
+        RETURN QUERY SELECT true, 'queued'::text;
+    END IF;
+END;
+$$;
+
+-- Starts up to `p_limit` tasks for `p_runner`: heads of their lines whose session runs nothing.
+-- A session another transaction holds (a submit, a delete) is left for the next claim. The
+-- events go last: the events lock is never held while a row lock is awaited.
+CREATE FUNCTION crayfish_claim(p_runner text, p_limit integer, p_now double precision)
+    RETURNS SETOF tasks
+    LANGUAGE plpgsql
+AS $$
+DECLARE
+    candidate record;
+    claimed tasks;
+    started tasks[] := ARRAY[]::tasks[];
+BEGIN
+    -- Not waited for on disk: a start lost in a crash leaves its task queued, and the turn's
+    -- first durable write (its acceptance) makes this one durable too.
+    PERFORM set_config('synchronous_commit', 'off', true);
+    FOR candidate IN
+        SELECT q.id, q.session_id FROM tasks q
+        WHERE q.status = 'queued'
+          AND NOT EXISTS (
+              SELECT 1 FROM tasks o
+              WHERE o.session_id = q.session_id AND o.status IN ('queued', 'running')
+                AND (o.status = 'running' OR o.line < q.line))
+        ORDER BY q.line LIMIT p_limit
+    LOOP
+        CONTINUE WHEN NOT pg_try_advisory_xact_lock(72104, hashtext(candidate.session_id));
+        -- Checked again under the session's lock, in a fresh snapshot.
+        UPDATE tasks t SET status = 'running', runner = p_runner, started_at = p_now
+            WHERE t.id = candidate.id AND t.status = 'queued'
+              AND NOT EXISTS (
+                  SELECT 1 FROM tasks o
+                  WHERE o.session_id = t.session_id AND o.status IN ('queued', 'running')
+                    AND (o.status = 'running' OR o.line < t.line))
+            RETURNING t.* INTO claimed;
+        IF FOUND THEN
+            started := started || claimed;
+        END IF;
+    END LOOP;
+    FOREACH claimed IN ARRAY started LOOP
+        PERFORM crayfish_put_events(
+            claimed.id, ARRAY['task.started'],
+            ARRAY[json_build_object('session_id', claimed.session_id, 'kind', claimed.kind)],
+            ARRAY[claimed.started_at]
+        );
+        RETURN NEXT claimed;
+    END LOOP;
+END;
+$$;
+
+-- Ends a task (from one of `p_from`) with its outcome and its last events (what its outbox
+-- still held, then the terminal event), durably; tells its waiters ('!' || id) and, when its
+-- session has more in line, the claimers ('?'). False if it was not in one of `p_from`.
+CREATE FUNCTION crayfish_finish(
+    p_id text, p_from text[], p_status text, p_result text, p_error text, p_delivered boolean,
+    p_usage jsonb, p_now double precision, p_types text[], p_datas json[],
+    p_tss double precision[]
+)
+    RETURNS boolean
+    LANGUAGE plpgsql
+AS $$
+DECLARE
+    session text;
+BEGIN
+    UPDATE tasks t SET status = p_status, result = p_result, error = p_error,
+            delivered = p_delivered, usage = p_usage, finished_at = p_now
+        WHERE t.id = p_id AND t.status = ANY (p_from)
+        RETURNING t.session_id INTO session;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM crayfish_put_events(p_id, p_types, p_datas, p_tss);
+    PERFORM pg_notify('crayfish_events', '!' || p_id);
+    IF EXISTS (SELECT 1 FROM tasks q WHERE q.session_id = session AND q.status = 'queued') THEN
+        PERFORM pg_notify('crayfish_events', '?');
+    END IF;
+    RETURN true;
+END;
+$$;

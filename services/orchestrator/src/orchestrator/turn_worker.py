@@ -1,0 +1,147 @@
+"""This replica's share of the turns: it claims the heads of sessions' lines (told by NOTIFY, and
+every few seconds in case a notification was missed), runs at most `concurrency` turns at once,
+stops a turn whose cancel was asked on any replica, sends its heartbeat, and at shutdown lets
+running turns finish for a grace period before stopping them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from orchestrator.store import TaskStore
+from orchestrator.store.events import POLL_SECONDS
+from orchestrator.store.tasks import Task
+
+log = logging.getLogger(__name__)
+
+# Runs one started task: run(task, cancelled_by_user), where cancelled_by_user() tells, once
+# the turn was cancelled, whether a user asked (else the replica is shutting down).
+RunTask = Callable[[Task, Callable[[], bool]], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class WorkerTiming:
+    concurrency: int = 100
+    heartbeat: float = 2.0  # seconds between a replica's heartbeats
+    stalled_after: float = 10.0  # a replica silent this long is dead, its turns stalled
+    shutdown_grace: float = 3.0  # seconds a stopping replica lets running turns finish
+
+
+class TurnWorker:
+    def __init__(self, store: TaskStore, run: RunTask, timing: WorkerTiming, name: str):
+        self.store = store
+        self.run_task = run
+        self.timing = timing
+        self.name = name
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._by_user: set[str] = set()
+        self._reserved = 0  # slots held by submits of this replica in flight
+        self._wake = asyncio.Event()
+        self._full = False  # a claim was cut short for want of room: claim when a turn ends
+        self._closing = False
+        self._loops: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        """Registers the replica (before it holds any turn), then claims and beats."""
+        await self.store.beat(self.name)
+        self._wake.set()  # what waits in line already
+        self._loops = [
+            asyncio.create_task(self._claim_loop(), name="turn-claims"),
+            asyncio.create_task(self._beat_loop(), name="turn-heartbeat"),
+        ]
+
+    def reserve(self) -> bool:
+        """Holds a slot for a task this replica is submitting (it may start at once); False
+        when full or stopping. Release it with `release` once the submit has returned."""
+        if self._closing or len(self._running) + self._reserved >= self.timing.concurrency:
+            return False
+        self._reserved += 1
+        return True
+
+    def release(self) -> None:
+        self._reserved -= 1
+
+    def run(self, task: Task) -> None:
+        """Runs a task started on this replica (by its submit or a claim)."""
+        self._running[task.id] = asyncio.create_task(self._run_one(task), name=f"turn {task.id}")
+
+    def queued(self) -> None:
+        """A turn waits in some line (a notification, or a reconnect): claim."""
+        self._wake.set()
+
+    def cancel_told(self, task_id: str | None) -> None:
+        """A cancel of `task_id` was asked (None: the listener reconnected, and a request may
+        have been missed; the next heartbeat reads them)."""
+        if task_id is not None:
+            self.cancel_here(task_id)
+
+    def cancel_here(self, task_id: str) -> bool:
+        """Stops the task if it runs here, as cancelled by a user; False if it does not."""
+        running = self._running.get(task_id)
+        if running is None:
+            return False
+        self._by_user.add(task_id)
+        running.cancel()
+        return True
+
+    async def _run_one(self, task: Task) -> None:
+        try:
+            await self.run_task(task, lambda: task.id in self._by_user)
+        except asyncio.CancelledError:
+            pass  # the turn recorded how it stopped
+        except Exception:
+            log.exception("turn %s: its run failed", task.id)
+        finally:
+            self._running.pop(task.id, None)
+            self._by_user.discard(task.id)
+            if self._full:  # a slot is free, and more may wait in line
+                self._wake.set()
+
+    async def _claim_loop(self) -> None:
+        while not self._closing:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), POLL_SECONDS)
+            self._wake.clear()
+            free = self.timing.concurrency - len(self._running) - self._reserved
+            self._full = free <= 0
+            if self._closing or self._full:
+                continue
+            try:
+                claimed = await self.store.claim(self.name, free)
+            except Exception as exc:  # the database may be away for a moment
+                log.warning("claiming turns failed: %s", exc)
+                await asyncio.sleep(1.0)
+                continue
+            for task in claimed:
+                self.run(task)
+            self._full = len(claimed) == free
+
+    async def _beat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.timing.heartbeat)
+            try:
+                for task_id in await self.store.beat(self.name):
+                    self.cancel_here(task_id)
+            except Exception as exc:
+                log.warning("the turn heartbeat failed: %s", exc)
+
+    async def close(self) -> None:
+        """Stops claiming; running turns get `shutdown_grace` seconds, then are stopped (a turn
+        that had begun is interrupted, one that had not goes back in line for any replica)."""
+        self._closing = True
+        self._wake.set()
+        for loop in self._loops:
+            loop.cancel()
+        await asyncio.gather(*self._loops, return_exceptions=True)
+        running = list(self._running.values())
+        if running:
+            await asyncio.wait(running, timeout=self.timing.shutdown_grace)
+        left = list(self._running.values())
+        for turn in left:
+            turn.cancel()
+        await asyncio.gather(*left, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await self.store.forget_runner(self.name)
