@@ -71,7 +71,7 @@ def start_py_spy(folder: Path | None, name: str, pid: int) -> subprocess.Popen[b
     folder.mkdir(parents=True, exist_ok=True)
     out = folder / f"{name.split()[0]}.txt"
     command = ["py-spy", "record", "--pid", str(pid), "--format", "raw", "--output", str(out)]
-    spy = subprocess.Popen([*command, "--rate", "250", "--nonblocking"])
+    spy = subprocess.Popen([*command, "--rate", "1000", "--nonblocking"])
     time.sleep(1)
     return spy
 

@@ -25,9 +25,9 @@ from types import ModuleType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from orchestrator.events import EventOutbox
+from orchestrator.events import EventOutbox, LiveLog
 from orchestrator.store import Database, EventStore, TaskStore
-from orchestrator.store.tasks import Task
+from orchestrator.store.tasks import Numbered, Task
 
 from devstack.postgres import EmbeddedPostgres
 
@@ -110,7 +110,8 @@ async def postgres_turns(url: str) -> tuple[float, float]:
         started = Task(id=uuid.uuid4().hex, session_id=session, message=USER["content"])
         assert await tasks.submit(started, "bench") and started.status == "running"
         await tasks.accept(started, USER)
-        outbox = EventOutbox(lambda batch: events.add_many(task.id, batch))
+        log = LiveLog(started.id, 2)
+        outbox = EventOutbox(log, lambda batch: events.add_numbered(started.id, batch))
         for i in range(EVENTS):
             if i == EVENTS // 2:
                 await tasks.append_turn(started, CALL)
@@ -119,8 +120,11 @@ async def postgres_turns(url: str) -> tuple[float, float]:
         await tasks.append_turn(started, ANSWER)
         started.result = ANSWER[0]["content"]
         summary = {"status": "completed"}
-        pending = await outbox.drain()
-        assert await tasks.finish(started, "completed", "task.completed", summary, pending)
+        numbered = Numbered(await outbox.drain(), log.next_seq)
+        finished = await tasks.finish(
+            started, "completed", "task.completed", summary, numbered=numbered
+        )
+        assert finished
 
     result = await measure(turn)
     await db.close()

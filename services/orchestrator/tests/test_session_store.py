@@ -7,10 +7,18 @@ import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from orchestrator.agent.turn_context import without_turn_context
 from orchestrator.core import OrchestratorCore
-from orchestrator.store import Database, EventStore, InvalidSessionId, SessionStore, TaskStore
+from orchestrator.store import (
+    Database,
+    EventStore,
+    InvalidSessionId,
+    SessionStore,
+    StoredEvent,
+    TaskStore,
+)
 from orchestrator.store.tasks import Task
 
 from tests.fakes import FakeLLM
@@ -81,15 +89,20 @@ async def test_events_resume_after_any_id(db: Database) -> None:
     assert [e.task_id for e in await events.all_events(everything[-4].id)] == ["t1", "t2", "t1"]
 
 
-async def test_a_batch_of_events_follows_the_tasks_earlier_ones_in_order(db: Database) -> None:
+async def test_a_numbered_batch_of_events_keeps_its_numbers_and_its_text(db: Database) -> None:
     events = EventStore(db)
     await events.add("t1", "task.started", {"n": 0})
     await events.add("t2", "other", {})
     text = '龙虾 "quoted" \\ {json} \u2028 \u0000 binary'
-    await events.add_many(
+    await events.add_numbered(
         "t1",
-        [("assistant.delta", {"text": text}, 1.5), ("tool.started", {"args": {"a": [1, 2]}}, 2.5)],
+        [
+            StoredEvent(0, 2, "t1", "assistant.delta", {"text": text}, 1.5),
+            StoredEvent(0, 3, "t1", "tool.started", {"args": {"a": [1, 2]}}, 2.5),
+        ],
     )
+    with pytest.raises(psycopg.errors.UniqueViolation):  # a number taken already: nothing added
+        await events.add_numbered("t1", [StoredEvent(0, 3, "t1", "late", {}, 3.0)])
     await events.add("t1", "task.completed", {"n": 3})
     mine = [(e.seq, e.type, e.data, e.ts) async for e in events.follow_task("t1", 0, TERMINAL)]
     assert [(seq, type_) for seq, type_, _, _ in mine] == [

@@ -153,3 +153,72 @@ async def test_a_turn_that_had_not_begun_runs_again_on_another_replica(replicas:
     survivor = await replicas.start(recording_turn([]))
     done = await survivor.wait(task.id, 30)
     assert (done.status, done.result) == ("completed", "HELLO")
+
+
+async def test_a_turn_of_a_replica_gone_silent_is_interrupted_and_its_line_goes_on(
+    replicas: Replicas,
+):
+    accepted = asyncio.Event()
+
+    async def stuck(task: Task, emit: EventSink) -> str:
+        await silent.store.accept(task, {"role": "user", "content": task.message})
+        accepted.set()
+        await asyncio.sleep(3600)
+        return ""
+
+    silent = await replicas.start(stuck)
+    first = await silent.create("s1", "long job")
+    await asyncio.wait_for(accepted.wait(), 10)
+    await replicas.made[0][0].close()  # its database is gone: no heartbeat, no writes (a crash)
+    survivor = await replicas.start(recording_turn([]))
+    second = await survivor.create("s1", "are you there?")
+    assert second.status == "queued"  # behind the silent replica's turn
+    done = await survivor.wait(second.id, 30)
+    assert (done.status, done.result) == ("completed", "ARE YOU THERE?")
+    ended = await survivor.get(first.id)
+    assert ended is not None and ended.status == "interrupted"
+
+
+async def test_a_replica_runs_at_most_its_concurrency_and_the_rest_wait_in_line(
+    replicas: Replicas,
+):
+    log: list[str] = []
+    one_at_a_time = WorkerTiming(concurrency=1, heartbeat=0.2, stalled_after=0.8)
+    manager = await replicas.start(recording_turn(log, seconds=0.2), one_at_a_time)
+    sent = [await manager.create(f"s{i}", f"turn {i}") for i in range(3)]
+    assert [t.status for t in sent] == ["running", "queued", "queued"]
+    done = [await manager.wait(t.id, 30) for t in sent]
+    assert [t.result for t in done] == ["TURN 0", "TURN 1", "TURN 2"]
+    for i in range(2):  # other sessions, but one slot: never overlapping
+        assert log.index(f"end turn {i}") < log.index(f"start turn {i + 1}")
+
+
+async def test_a_follower_here_sees_the_events_live_numbered_as_the_store_keeps_them(
+    replicas: Replicas,
+):
+    go_on = asyncio.Event()
+
+    async def talking(task: Task, emit: EventSink) -> str:
+        for word in ("one ", "two "):
+            await emit("assistant.delta", {"text": word, "round": 1})
+        await go_on.wait()
+        await emit("tool.started", {"tool": "exec"})
+        await emit("assistant.delta", {"text": "three", "round": 2})
+        return "done"
+
+    manager = await replicas.start(talking)
+    other = await replicas.start(recording_turn([]))
+    task = await manager.create("s1", "hello")
+    seen: list[tuple[int, str, str]] = []
+    async for event in manager.follow(task.id, 0):
+        seen.append((event.seq, event.type, str(event.data.get("text", ""))))
+        if event.type == "assistant.delta" and not go_on.is_set():
+            go_on.set()  # the first words arrive while the turn still runs
+    stored = [(e.seq, e.type, str(e.data.get("text", ""))) async for e in other.follow(task.id, 0)]
+    assert seen == stored  # the same events, the same numbers, in memory here and in the store
+    assert [seq for seq, _, _ in seen] == list(range(1, len(seen) + 1))
+    assert seen[0][1:] == ("task.queued", "") and seen[-1][1] == "task.completed"
+    text = "".join(t for _, type_, t in seen if type_ == "assistant.delta")
+    assert text == "one two three"
+    resumed = [e.seq async for e in manager.follow(task.id, 3)]  # Last-Event-ID: 3
+    assert resumed == [seq for seq, _, _ in seen if seq > 3]

@@ -136,11 +136,11 @@ class OrchestratorCore:
         return await self.tasks.create(session_id, message, kind, task_id)
 
     async def _publish_notification(self, session_id: str, data: dict[str, Any]) -> None:
-        """A `notification` event in the stream of the session's running turn (the turn that
-        called notify), else on its own; either way on the global stream."""
-        running = [t for t in await self.tasks.active(session_id) if t.status == "running"]
-        if running:
-            await self.tasks.publish(running[0], "notification", data)
+        """A `notification` event in the stream of the session's turn running here (the turn
+        that called notify), else on its own; either way on the global stream."""
+        running = self.tasks.running_here(session_id)
+        if running is not None:
+            await self.tasks.publish(running, "notification", data)
         else:
             data = {"session_id": session_id, **data}
             await self.tasks.events.add(f"notify-{uuid.uuid4().hex}", "notification", data)

@@ -6,10 +6,11 @@ Events are stored in PostgreSQL (store/events.py), so any replica serves any str
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from orchestrator.store.events import StoredEvent
@@ -28,31 +29,92 @@ def event_body(event: StoredEvent, event_id: int) -> dict[str, Any]:
     return {**base, **event.data}
 
 
-# Events are held at most this many seconds after a write, so a streamed answer (or a quick tool
-# step) is one write per window, not one per token or event.
-WRITE_WINDOW = 0.05
-# Writes a batch of one task's events, in order: [(type, data, ts)].
-WriteEvents = Callable[[list[tuple[str, dict[str, Any], float]]], Awaitable[None]]
+# A running turn's events are numbered and shown to this replica's followers at most this many
+# seconds after one another (the first at once), consecutive text deltas merged; they are
+# written to the store in batches at most every WRITE_WINDOW, so followers on other replicas
+# see them that much later, and a streamed answer is a few writes, not one per token.
+SHOW_WINDOW = 0.05
+WRITE_WINDOW = 0.5
+# Writes a batch of one task's numbered events, in order.
+WriteEvents = Callable[[list[StoredEvent]], Awaitable[None]]
+
+
+class LiveLog:
+    """The events of a turn running on this replica, numbered in its task's stream (the runner is
+    its one writer), kept in memory for followers here while it runs."""
+
+    def __init__(self, task_id: str, last_seq: int, shown: list[StoredEvent] | None = None):
+        self.task_id = task_id
+        self.events: list[StoredEvent] = list(shown or [])
+        self.first_seq = self.events[0].seq if self.events else last_seq + 1
+        self.next_seq = last_seq + 1
+        self.written_seq = last_seq  # the store has every event up to this one
+        self.closed = False
+        self._grew = asyncio.Event()
+
+    def covers(self, after_seq: int) -> bool:
+        """Whether every event after `after_seq` is (or will be) here."""
+        return after_seq >= self.first_seq - 1
+
+    def append(self, type_: str, data: dict[str, Any], ts: float) -> StoredEvent:
+        event = StoredEvent(0, self.next_seq, self.task_id, type_, data, ts)
+        self.next_seq += 1
+        self.events.append(event)
+        self._wake()
+        return event
+
+    def close(self) -> None:
+        """The run is over (its terminal event, if it recorded one, is the last)."""
+        self.closed = True
+        self._wake()
+
+    async def after(self, after_seq: int) -> AsyncIterator[StoredEvent]:
+        """The events after `after_seq`, live, until the run is over."""
+        while True:
+            grew = self._grew
+            start = bisect.bisect_right(self.events, after_seq, key=lambda e: e.seq)
+            for event in self.events[start:]:
+                after_seq = event.seq
+                yield event
+            if self.closed and (not self.events or self.events[-1].seq <= after_seq):
+                return
+            if self.events and self.events[-1].seq > after_seq:
+                continue
+            await grew.wait()
+
+    def _wake(self) -> None:
+        grew, self._grew = self._grew, asyncio.Event()
+        grew.set()
 
 
 class EventOutbox:
-    """One running turn's events on their way to the store, written by one background writer so
-    the turn never waits for the database: each write takes every pending event in one
-    statement, in order, consecutive text deltas of a round merged into one. The first event
-    goes out at once (the first words show without delay), later ones within WRITE_WINDOW of
-    the last write wait for it. What is left at the turn's end is handed over by `drain`, for
-    the statement that records the outcome. A write that fails is raised at the turn's next
-    event, or at `drain`, so a turn whose store is gone still fails."""
+    """One running turn's events on their way to its followers and the store, by one background
+    task so the turn never waits for the database. Events are numbered into the turn's LiveLog
+    at most SHOW_WINDOW apart (consecutive text deltas of a round merged into one; the first at
+    once, so the first words show without delay), and written at most WRITE_WINDOW apart, each
+    write one statement. What is left at the turn's end is handed over by `drain`, for the
+    statement that records the outcome. A write that fails is raised at the turn's next event,
+    or at `drain`, so a turn whose store is gone still fails."""
 
-    def __init__(self, write: WriteEvents, window: float = WRITE_WINDOW):
+    def __init__(
+        self,
+        log: LiveLog,
+        write: WriteEvents,
+        show_window: float = SHOW_WINDOW,
+        write_window: float = WRITE_WINDOW,
+    ):
+        self.log = log
         self.write = write
-        self.window = window
+        self.show_window = show_window
+        self.write_window = write_window
         self._pending: list[tuple[str, dict[str, Any], float]] = []
+        self._unwritten: list[StoredEvent] = []
         self._wake = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._error: BaseException | None = None
         self._draining = False
-        self._written_at = -window  # loop time of the last write
+        self._shown_at = -show_window  # loop times of the last numbering and the last write
+        self._written_at = asyncio.get_running_loop().time()
 
     async def add(self, type_: str, data: dict[str, Any]) -> None:
         if self._error is not None:
@@ -62,46 +124,55 @@ class EventOutbox:
             self._writer = asyncio.create_task(self._run(), name="event-outbox")
         self._wake.set()
 
-    async def drain(self) -> list[tuple[str, dict[str, Any], float]]:
-        """Stops the writer once its write in flight is done and returns what it had not
-        written (deltas merged), to be written before the task's terminal event; raises a
-        failed write."""
+    async def drain(self) -> list[StoredEvent]:
+        """Numbers what is pending, stops the writer once its write in flight is done, and
+        returns what the store does not have yet, to be written before the task's terminal
+        event; raises a failed write."""
         self._draining = True
         self._wake.set()
         if self._writer is not None:
             await asyncio.shield(self._writer)
         if self._error is not None:
             raise self._error
-        pending, self._pending = merge_deltas(self._pending), []
-        return pending
+        self._number()
+        unwritten, self._unwritten = self._unwritten, []
+        return unwritten
 
     def abandon(self) -> None:
         """Stops the writer without writing more (the turn was taken over elsewhere)."""
         if self._writer is not None:
             self._writer.cancel()
 
+    def _number(self) -> None:
+        for type_, data, ts in merge_deltas(self._pending):
+            self._unwritten.append(self.log.append(type_, data, ts))
+        self._pending = []
+
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while not self._draining:
             self._wake.clear()
-            if not self._pending:
-                await self._wake.wait()
+            now = loop.time()
+            if self._pending and now >= self._shown_at + self.show_window:
+                self._number()
+                self._shown_at = now
+            if self._unwritten and now >= self._written_at + self.write_window:
+                batch, self._unwritten = self._unwritten, []
+                self._written_at = now
+                try:
+                    await self.write(batch)
+                except Exception as exc:  # raised to the turn at its next event
+                    log.warning("writing %d events failed: %s", len(batch), exc)
+                    self._error = exc
+                    return
+                self.log.written_seq = batch[-1].seq
                 continue
-            hold = self._written_at + self.window - loop.time()
-            if hold > 0:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(hold):
-                        await self._wake.wait()
-                continue
-            batch, self._pending = merge_deltas(self._pending), []
-            self._written_at = loop.time()
-            try:
-                await self.write(batch)
-            except Exception as exc:  # raised to the turn at its next event
-                log.warning("writing %d events failed: %s", len(batch), exc)
-                self._error = exc
-                self._pending.clear()
-                return
+            due = [self._shown_at + self.show_window] if self._pending else []
+            if self._unwritten:
+                due.append(self._written_at + self.write_window)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(due) - now if due else None):
+                    await self._wake.wait()
 
 
 def merge_deltas(

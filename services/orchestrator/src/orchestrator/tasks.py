@@ -15,11 +15,11 @@ from typing import Any
 
 from opentelemetry import trace
 
-from orchestrator.events import TERMINAL_EVENTS, EventOutbox, EventSink
+from orchestrator.events import TERMINAL_EVENTS, EventOutbox, EventSink, LiveLog
 from orchestrator.jobs import Deliveries, JobQueue
 from orchestrator.store import Database, EventStore, StoredEvent, TaskStore, TurnInterrupted
 from orchestrator.store.events import POLL_SECONDS, sleep_until
-from orchestrator.store.tasks import TERMINAL_STATUSES, Task, TaskStatus
+from orchestrator.store.tasks import TERMINAL_STATUSES, Numbered, Task, TaskStatus
 from orchestrator.store.transcripts import TranscriptMirror
 from orchestrator.turn_worker import TurnWorker, WorkerTiming
 
@@ -39,10 +39,11 @@ SWEEP_LOCK = 72105
 
 @dataclass
 class LiveTurn:
-    """A turn running on this replica: its task (its outcome once recorded), and an event set
-    when its run is over."""
+    """A turn running on this replica: its task (its outcome once recorded), its events for
+    followers here, and an event set when its run is over."""
 
     task: Task
+    log: LiveLog
     ended: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -99,8 +100,7 @@ class TaskManager:
         try:
             created = await self.store.submit(task, self.name if here else None)
             if created and task.status == "running":
-                self._live[task.id] = LiveTurn(task)
-                self.worker.run(task)
+                self._start_here(task)
         finally:
             if here:
                 self.worker.release()
@@ -110,18 +110,35 @@ class TaskManager:
                 self._observe("task.started", {"session_id": session_id, "kind": kind})
         return task
 
+    def _start_here(self, task: Task) -> None:
+        """Runs a task its submit started here; its first two events (task.queued and
+        task.started, written by the submit) are in its live log already."""
+        data = {"session_id": task.session_id, "kind": task.kind}
+        started = task.started_at or task.created_at
+        shown = [
+            StoredEvent(0, 1, task.id, "task.queued", data, task.created_at),
+            StoredEvent(0, 2, task.id, "task.started", data, started),
+        ]
+        self._live[task.id] = LiveTurn(task, LiveLog(task.id, 2, shown))
+        self.worker.run(task, 2)
+
     async def get(self, task_id: str) -> Task | None:
         return await self.store.get(task_id)
 
     async def active(self, session_id: str | None = None, kind: str | None = None) -> list[Task]:
         return await self.store.active(session_id, kind)
 
+    def running_here(self, session_id: str) -> Task | None:
+        """The session's turn if it runs on this replica."""
+        found = (live.task for live in self._live.values() if live.task.session_id == session_id)
+        return next(found, None)
+
     async def cancel(self, task: Task, wait: float = 10.0) -> Task:
         """Stops a queued or running task, wherever it runs; returns it as it then is."""
-        task.error = "cancelled by request"
-        if await self._finish(task, "cancelled", only_from=("queued",)):
-            return task
         if not self.worker.cancel_here(task.id):
+            task.error = "cancelled by request"
+            if await self._finish(task, "cancelled", only_from=("queued",)):
+                return task
             await self.store.request_cancel(task.id)  # its runner hears, or reads it at a beat
         return await self.wait(task.id, wait)
 
@@ -147,9 +164,36 @@ class TaskManager:
                     return task
                 await sleep_until(told, left)
 
-    def follow(self, task_id: str, after_seq: int) -> AsyncIterator[StoredEvent]:
-        """The task's events after `after_seq`, live, up to its terminal event."""
-        return self.events.follow_task(task_id, after_seq, TERMINAL_EVENTS)
+    async def follow(self, task_id: str, after_seq: int) -> AsyncIterator[StoredEvent]:
+        """The task's events after `after_seq`, live, up to its terminal event: from memory
+        while it runs on this replica, else from the store."""
+
+        def here(seq: int) -> bool:
+            live = self._live.get(task_id)
+            return live is not None and live.log.covers(seq)
+
+        while True:
+            live = self._live.get(task_id)
+            if live is not None and live.log.covers(after_seq):
+                async for event in live.log.after(after_seq):
+                    after_seq = event.seq
+                    yield event
+                    if event.type in TERMINAL_EVENTS:
+                        return
+                # Its run here ended without its terminal event (it was taken over): that event
+                # is in the store, numbered after what the store had, maybe before what was shown.
+                since = min(after_seq, live.log.written_seq)
+                async for event in self.events.follow_task(task_id, since, TERMINAL_EVENTS):
+                    if event.seq > after_seq or event.type in TERMINAL_EVENTS:
+                        yield event
+                return
+            async for event in self.events.follow_task(
+                task_id, after_seq, TERMINAL_EVENTS, until=here
+            ):
+                after_seq = event.seq
+                yield event
+                if event.type in TERMINAL_EVENTS:
+                    return
 
     async def follow_all(self, after_id: int | None) -> AsyncIterator[StoredEvent]:
         """Every task's events after `after_id` (None: the last GLOBAL_RESUME_WINDOW), live."""
@@ -159,18 +203,14 @@ class TaskManager:
             yield event
 
     async def publish(self, task: Task, type_: str, data: dict[str, Any]) -> None:
-        """Records an event of the task (its own stream and the global one); text deltas of a
-        running turn go through its EventOutbox: written in the background, in order."""
+        """Records an event of a task running here (its own stream and the global one),
+        through its EventOutbox: numbered, shown and written in the background, in order."""
         data = {"session_id": task.session_id, **data}
         self._observe(type_, data)
         outbox = self._outboxes.get(task.id)
         if outbox is None:
-            await self._append(task.id, type_, data)
-        else:
-            await outbox.add(type_, data)
-
-    async def _append(self, task_id: str, type_: str, data: dict[str, Any]) -> None:
-        await self.events.add(task_id, type_, data)
+            raise TurnInterrupted(f"task {task.id} does not run on this replica")
+        await outbox.add(type_, data)
 
     async def shutdown(self) -> None:
         if self._sweeper is not None:
@@ -181,65 +221,79 @@ class TaskManager:
         await self.queue.close()
         await self.events.stop_listening()
 
-    async def _run_task(self, task: Task, cancelled_by_user: Callable[[], bool]) -> None:
+    async def _run_task(
+        self, task: Task, last_seq: int, cancelled_by_user: Callable[[], bool]
+    ) -> None:
         """Runs a task started on this replica to its end, and records how it ended."""
-        live = self._live.setdefault(task.id, LiveTurn(task))
+        live = self._live.setdefault(task.id, LiveTurn(task, LiveLog(task.id, last_seq)))
         try:
             self._outboxes[task.id] = EventOutbox(
-                lambda batch: self.events.add_many(task.id, batch)
+                live.log, lambda batch: self.events.add_numbered(task.id, batch)
             )
             attributes = {"crayfish.task_id": task.id, "crayfish.session_id": task.session_id}
             with tracer.start_as_current_span(f"turn {task.kind}", attributes=attributes):
                 task.result = await self.run_turn(task, lambda t, d: self.publish(task, t, d))
-            await self._finish(task, "completed")
+            await self._finish(task, "completed", live=live)
         except asyncio.CancelledError:
-            await self._stopped(cancelled_by_user(), task)
+            await self._stopped(cancelled_by_user(), live)
             raise
         except TurnInterrupted as exc:  # declared dead elsewhere: it writes nothing more
             log.warning("task %s stopped: %s", task.id, exc)
         except Exception as exc:  # the task fails; the server goes on
             log.exception("task %s failed", task.id)
             task.error = str(exc) or type(exc).__name__
-            await self._finish(task, "failed")
+            await self._finish(task, "failed", live=live)
         finally:
             outbox = self._outboxes.pop(task.id, None)
             if outbox is not None:
                 outbox.abandon()
             self._live.pop(task.id, None)
+            live.log.close()
             live.ended.set()
 
-    async def _stopped(self, by_user: bool, task: Task) -> None:
+    async def _stopped(self, by_user: bool, live: LiveTurn) -> None:
         """A turn stopped by a cancel (-> cancelled) or by this replica shutting down: a turn
         that had begun is interrupted; one that had not goes back in line for any replica."""
+        task = live.task
         if not by_user and not task.accepted and await self.store.requeue(task.id):
             return
         task.error = "cancelled by request" if by_user else INTERRUPTED
-        await self._finish(task, "cancelled" if by_user else "interrupted")
+        await self._finish(task, "cancelled" if by_user else "interrupted", live=live)
 
     async def _finish(
         self,
         task: Task,
         status: TaskStatus,
         only_from: tuple[TaskStatus, ...] = ("queued", "running"),
+        live: LiveTurn | None = None,
     ) -> bool:
-        """Records the task's outcome with the events its outbox still holds; False if it had
-        ended (or, with `only_from`, was in another state)."""
-        outbox = self._outboxes.pop(task.id, None)
-        # The deltas shown so far go before the terminal event, in the same statement.
-        pending = await outbox.drain() if outbox is not None else []
+        """Records the task's outcome; of a turn running here (`live`), with the events its
+        outbox still holds, in the same statement. False if it had ended (or, with
+        `only_from`, was in another state)."""
+        numbered = None
+        if live is not None:
+            outbox = self._outboxes.pop(task.id, None)
+            pending = await outbox.drain() if outbox is not None else []
+            numbered = Numbered(pending, live.log.next_seq)
         summary = self._summary(task, status)
         try:
             ended = await self.store.finish(
-                task, status, f"task.{status}", summary, pending, only_from
+                task, status, f"task.{status}", summary, only_from, numbered
             )
         except Exception as exc:  # an outcome the store refuses must not leave the task running
             log.exception("task %s: recording its outcome failed", task.id)
             task.result, status = None, "failed"
             task.error = f"its outcome could not be saved: {exc}"
             summary = self._summary(task, status)
-            ended = await self.store.finish(task, status, "task.failed", summary, pending)
+            ended = await self.store.finish(
+                task, status, "task.failed", summary, only_from, numbered
+            )
         if ended:
-            self._observe(f"task.{status}", {"session_id": task.session_id, **summary})
+            data = {"session_id": task.session_id, **summary}
+            if live is not None:
+                live.log.append(f"task.{status}", data, task.finished_at or time.time())
+                live.log.written_seq = live.log.next_seq - 1
+            self._observe(f"task.{status}", data)
         return ended
 
     def _observe(self, type_: str, data: dict[str, Any]) -> None:

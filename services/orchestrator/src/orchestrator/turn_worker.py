@@ -17,9 +17,10 @@ from orchestrator.store.tasks import Task
 
 log = logging.getLogger(__name__)
 
-# Runs one started task: run(task, cancelled_by_user), where cancelled_by_user() tells, once
-# the turn was cancelled, whether a user asked (else the replica is shutting down).
-RunTask = Callable[[Task, Callable[[], bool]], Awaitable[None]]
+# Runs one started task: run(task, seq of its last event, cancelled_by_user), where
+# cancelled_by_user() tells, once the turn was cancelled, whether a user asked (else the replica
+# is shutting down).
+RunTask = Callable[[Task, int, Callable[[], bool]], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,10 @@ class TurnWorker:
     def release(self) -> None:
         self._reserved -= 1
 
-    def run(self, task: Task) -> None:
+    def run(self, task: Task, last_seq: int) -> None:
         """Runs a task started on this replica (by its submit or a claim)."""
-        self._running[task.id] = asyncio.create_task(self._run_one(task), name=f"turn {task.id}")
+        turn = asyncio.create_task(self._run_one(task, last_seq), name=f"turn {task.id}")
+        self._running[task.id] = turn
 
     def queued(self) -> None:
         """A turn waits in some line (a notification, or a reconnect): claim."""
@@ -87,9 +89,9 @@ class TurnWorker:
         running.cancel()
         return True
 
-    async def _run_one(self, task: Task) -> None:
+    async def _run_one(self, task: Task, last_seq: int) -> None:
         try:
-            await self.run_task(task, lambda: task.id in self._by_user)
+            await self.run_task(task, last_seq, lambda: task.id in self._by_user)
         except asyncio.CancelledError:
             pass  # the turn recorded how it stopped
         except Exception:
@@ -115,8 +117,8 @@ class TurnWorker:
                 log.warning("claiming turns failed: %s", exc)
                 await asyncio.sleep(1.0)
                 continue
-            for task in claimed:
-                self.run(task)
+            for task, last_seq in claimed:
+                self.run(task, last_seq)
             self._full = len(claimed) == free
 
     async def _beat_loop(self) -> None:

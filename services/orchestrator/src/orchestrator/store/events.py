@@ -72,17 +72,32 @@ class EventStore:
         assert row is not None
         return StoredEvent(row["id"], row["seq"], task_id, type_, data, ts)
 
-    async def add_many(self, task_id: str, events: list[tuple[str, dict[str, Any], float]]) -> None:
-        """Appends a task's events [(type, data, ts)] in order: one statement, one round trip,
-        one notification."""
-        types = [type_ for type_, _, _ in events]
-        datas = [Json(data) for _, data, _ in events]
-        stamps = [ts for _, _, ts in events]
+    async def add_numbered(self, task_id: str, events: list[StoredEvent]) -> None:
+        """Appends a running task's events, numbered by its runner, in one statement (not
+        waiting for the disk: the outcome's write, durable, comes after them)."""
         async with self.db.connection() as conn:
             await conn.execute(
-                "SELECT crayfish_add_events(%s, %s::text[], %s::json[], %s::float8[])",
-                (task_id, types, datas, stamps),
+                "SELECT crayfish_put_events(%s, %s::integer[], %s::text[], %s::json[],"
+                " %s::float8[], false)",
+                (
+                    task_id,
+                    [e.seq for e in events],
+                    [e.type for e in events],
+                    [Json(e.data) for e in events],
+                    [e.ts for e in events],
+                ),
             )
+
+    async def last_seqs(self, task_ids: list[str]) -> dict[str, int]:
+        """The seq of each task's last event (0 when it has none)."""
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT task_id, max(seq) AS seq FROM events WHERE task_id = ANY(%s)"
+                " GROUP BY task_id",
+                (task_ids,),
+            )
+            found = {row["task_id"]: row["seq"] for row in await cursor.fetchall()}
+        return {task_id: found.get(task_id, 0) for task_id in task_ids}
 
     async def task_events(self, task_id: str, after_seq: int) -> list[StoredEvent]:
         async with self.db.connection() as conn:
@@ -127,9 +142,14 @@ class EventStore:
             return int(row["id"] or 0) if row else 0
 
     async def follow_task(
-        self, task_id: str, after_seq: int, terminal: set[str]
+        self,
+        task_id: str,
+        after_seq: int,
+        terminal: set[str],
+        until: Callable[[int], bool] = lambda seq: False,
     ) -> AsyncIterator[StoredEvent]:
-        """The task's events after `after_seq`, live, ending with its terminal event."""
+        """The task's events after `after_seq`, live, ending with its terminal event, or
+        earlier once `until(last seq yielded)` holds (checked before each sleep)."""
         async with self._woken_by(task_id) as woken:
             while True:
                 woken.clear()  # before reading: a notification during the read is not lost
@@ -140,6 +160,8 @@ class EventStore:
                     if event.type in terminal:
                         return
                 if len(fresh) < BATCH:
+                    if until(after_seq):
+                        return
                     await sleep_until(woken)
 
     async def follow_all(self, after_id: int) -> AsyncIterator[StoredEvent]:

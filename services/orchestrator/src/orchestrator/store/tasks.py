@@ -16,7 +16,7 @@ from typing import Any, Literal
 from psycopg.types.json import Json, Jsonb
 
 from orchestrator.store.database import Database
-from orchestrator.store.events import CANCEL, CHANNEL, QUEUED, EventStore
+from orchestrator.store.events import CANCEL, CHANNEL, QUEUED, EventStore, StoredEvent
 from orchestrator.store.sessions import Fence, append_records, pg_text
 from orchestrator.store.transcripts import TranscriptMirror
 
@@ -26,6 +26,15 @@ COLUMNS = (
     "id, session_id, kind, message, status, result, error, delivered, usage, accepted,"
     " created_at, started_at, finished_at, images"
 )
+
+
+@dataclass(frozen=True)
+class Numbered:
+    """A running turn's events the store does not have yet (numbered by its runner), and the
+    seq its terminal event takes."""
+
+    pending: list[StoredEvent]
+    terminal_seq: int
 
 
 class TurnInterrupted(RuntimeError):
@@ -94,14 +103,18 @@ class TaskStore:
             task.started_at = now if task.status == "running" else None
         return bool(row["created"])
 
-    async def claim(self, runner: str, limit: int) -> list[Task]:
+    async def claim(self, runner: str, limit: int) -> list[tuple[Task, int]]:
         """Starts up to `limit` tasks on `runner`: the heads of their sessions' lines, of
-        sessions that run nothing."""
+        sessions that run nothing; each with the seq of its last event (its `task.started`)."""
         async with self.db.connection() as conn:
             cursor = await conn.execute(
                 f"SELECT {COLUMNS} FROM crayfish_claim(%s, %s, %s)", (runner, limit, time.time())
             )
-            return [_task(row) for row in await cursor.fetchall()]
+            claimed = [_task(row) for row in await cursor.fetchall()]
+        if not claimed:
+            return []
+        seqs = await self.events.last_seqs([task.id for task in claimed])
+        return [(task, seqs[task.id]) for task in claimed]
 
     async def get(self, task_id: str) -> Task | None:
         async with self.db.connection() as conn:
@@ -158,17 +171,21 @@ class TaskStore:
         status: TaskStatus,
         event: str,
         summary: dict[str, Any],
-        pending: list[tuple[str, dict[str, Any], float]] | None = None,
         only_from: tuple[TaskStatus, ...] = ("queued", "running"),
+        numbered: Numbered | None = None,
     ) -> bool:
-        """Ends the task (if it is in one of `only_from`) with the events still `pending` and
-        its terminal event, durably; False if it was not."""
+        """Ends the task (if it is in one of `only_from`) with its terminal event, durably;
+        False if it was not. Of a turn running here, `numbered` has the events its outbox still
+        held and the terminal event's seq (else it follows the task's last)."""
         now = time.time()
-        events = [*(pending or []), (event, {"session_id": task.session_id, **summary}, now)]
+        terminal = StoredEvent(
+            0, 0, task.id, event, {"session_id": task.session_id, **summary}, now
+        )
+        events = [*(numbered.pending if numbered else []), terminal]
         async with self.db.connection() as conn:
             cursor = await conn.execute(
                 "SELECT crayfish_finish(%s, %s::text[], %s, %s, %s, %s, %s, %s,"
-                " %s::text[], %s::json[], %s::float8[]) AS ended",
+                " %s::integer[], %s::text[], %s::json[], %s::float8[]) AS ended",
                 (
                     task.id,
                     list(only_from),
@@ -178,9 +195,12 @@ class TaskStore:
                     task.delivered,
                     Jsonb(task.usage),
                     now,
-                    [type_ for type_, _, _ in events],
-                    [Json(data) for _, data, _ in events],
-                    [ts for _, _, ts in events],
+                    [*(e.seq for e in numbered.pending), numbered.terminal_seq]
+                    if numbered
+                    else None,
+                    [e.type for e in events],
+                    [Json(e.data) for e in events],
+                    [e.ts for e in events],
                 ),
             )
             row = await cursor.fetchone()

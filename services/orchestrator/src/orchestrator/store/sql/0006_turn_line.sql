@@ -28,26 +28,37 @@ CREATE TABLE runners (
 
 -- The turn jobs of the earlier job queue: their tasks are in the line now.
 DELETE FROM procrastinate_jobs WHERE queue_name = 'turns';
+-- Replaced by crayfish_put_events (numbered by the runner).
+DROP FUNCTION crayfish_add_events(text, text[], json[], double precision[]);
 
 CREATE FUNCTION crayfish_now() RETURNS double precision
     LANGUAGE sql VOLATILE
 AS $$ SELECT extract(epoch FROM clock_timestamp())::double precision $$;
 
--- Appends events of one task after its last (seq), under the events lock; notifies its readers.
+-- Appends events of one task under the events lock and notifies its readers. Their `seq` are
+-- given by the runner that numbered them (the one writer of a running task's stream), or, when
+-- `p_seqs` is NULL, follow the task's last. Unless `p_durable`, the commit does not wait for the
+-- disk: events are a progress report (a task's outcome and terminal event are durable).
 CREATE FUNCTION crayfish_put_events(
-    p_task_id text, p_types text[], p_datas json[], p_tss double precision[]
+    p_task_id text, p_seqs integer[], p_types text[], p_datas json[], p_tss double precision[],
+    p_durable boolean
 )
     RETURNS void
     LANGUAGE plpgsql
 AS $$
 DECLARE
-    last_seq integer;
+    last_seq integer := 0;
 BEGIN
+    IF NOT p_durable THEN
+        PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
     PERFORM pg_advisory_xact_lock(7210481);
-    SELECT coalesce(max(e.seq), 0) INTO last_seq FROM events e WHERE e.task_id = p_task_id;
+    IF p_seqs IS NULL THEN
+        SELECT coalesce(max(e.seq), 0) INTO last_seq FROM events e WHERE e.task_id = p_task_id;
+    END IF;
     INSERT INTO events (id, task_id, seq, type, data, ts)
-        SELECT nextval('events_id_seq'), p_task_id, last_seq + item.n, item.type, item.data,
-               item.ts
+        SELECT nextval('events_id_seq'), p_task_id, coalesce(p_seqs[item.n], last_seq + item.n),
+               item.type, item.data, item.ts
         FROM unnest(p_types, p_datas, p_tss) WITH ORDINALITY AS item(type, data, ts, n)
         ORDER BY item.n;
     PERFORM pg_notify('crayfish_events', p_task_id);
@@ -85,12 +96,14 @@ BEGIN
         UPDATE tasks t SET status = 'running', runner = p_runner, started_at = p_now
             WHERE t.id = p_id;
         PERFORM crayfish_put_events(
-            p_id, ARRAY['task.queued', 'task.started'], ARRAY[data, data],
-            ARRAY[p_created, p_now]
+            p_id, ARRAY[1, 2], ARRAY['task.queued', 'task.started'], ARRAY[data, data],
+            ARRAY[p_created, p_now], true
         );
         RETURN QUERY SELECT true, 'running'::text;
     ELSE
-        PERFORM crayfish_put_events(p_id, ARRAY['task.queued'], ARRAY[data], ARRAY[p_created]);
+        PERFORM crayfish_put_events(
+            p_id, ARRAY[1], ARRAY['task.queued'], ARRAY[data], ARRAY[p_created], true
+        );
         PERFORM pg_notify('crayfish_events', '?');
         RETURN QUERY SELECT true, 'queued'::text;
     END IF;
@@ -136,9 +149,9 @@ BEGIN
     END LOOP;
     FOREACH claimed IN ARRAY started LOOP
         PERFORM crayfish_put_events(
-            claimed.id, ARRAY['task.started'],
+            claimed.id, NULL, ARRAY['task.started'],
             ARRAY[json_build_object('session_id', claimed.session_id, 'kind', claimed.kind)],
-            ARRAY[claimed.started_at]
+            ARRAY[claimed.started_at], false
         );
         RETURN NEXT claimed;
     END LOOP;
@@ -146,11 +159,12 @@ END;
 $$;
 
 -- Ends a task (from one of `p_from`) with its outcome and its last events (what its outbox
--- still held, then the terminal event), durably; tells its waiters ('!' || id) and, when its
--- session has more in line, the claimers ('?'). False if it was not in one of `p_from`.
+-- still held, then the terminal event; numbered as crayfish_put_events says), durably; tells
+-- its waiters ('!' || id) and, when its session has more in line, the claimers ('?'). False if
+-- it was not in one of `p_from`.
 CREATE FUNCTION crayfish_finish(
     p_id text, p_from text[], p_status text, p_result text, p_error text, p_delivered boolean,
-    p_usage jsonb, p_now double precision, p_types text[], p_datas json[],
+    p_usage jsonb, p_now double precision, p_seqs integer[], p_types text[], p_datas json[],
     p_tss double precision[]
 )
     RETURNS boolean
@@ -166,7 +180,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    PERFORM crayfish_put_events(p_id, p_types, p_datas, p_tss);
+    PERFORM crayfish_put_events(p_id, p_seqs, p_types, p_datas, p_tss, true);
     PERFORM pg_notify('crayfish_events', '!' || p_id);
     IF EXISTS (SELECT 1 FROM tasks q WHERE q.session_id = session AND q.status = 'queued') THEN
         PERFORM pg_notify('crayfish_events', '?');
