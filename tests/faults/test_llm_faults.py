@@ -123,7 +123,7 @@ def test_a_rate_limit_waits_for_retry_after_then_answers(api: httpx.Client, fake
     assert result.task["status"] == "completed"
     assert result.streamed == "Here is the answer after the wait."
     assert result.requests == 2
-    assert fake_llm.request_headers[-1]["x-stainless-retry-count"] == "1"
+    assert fake_llm.request_headers[-1]["x-retry-count"] == "1"
     waited = fake_llm.request_times[-1] - fake_llm.request_times[-2]
     assert waited >= 1.0  # the backoff alone would be ~0.01 s here
     survived = next_turn_works(api, fake_llm, session, result)

@@ -1,4 +1,4 @@
-"""LLMClient against the scripted fake LLM: SDK retries, Retry-After, broken streams, deadline."""
+"""LLMClient against the scripted fake LLM: retries, Retry-After, broken streams, deadline."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ async def ask(llm: LLMClient, tools: list[dict[str, Any]] | None = None) -> tupl
 
 
 def retry_counts(fake: FakeLLM) -> list[str]:
-    return [h.get("x-stainless-retry-count", "") for h in fake.request_headers]
+    return [h.get("x-retry-count", "") for h in fake.request_headers]
 
 
 async def test_a_reply_streams_each_piece_once(llm: LLMClient, fake_llm: FakeLLM):
@@ -61,7 +61,7 @@ async def test_a_reply_streams_each_piece_once(llm: LLMClient, fake_llm: FakeLLM
     assert reply.finish_reason == "stop" and reply.completion_tokens > 0
 
 
-async def test_server_errors_are_retried_by_the_sdk_with_a_short_backoff(
+async def test_server_errors_are_retried_with_a_short_backoff(
     llm: LLMClient, fake_llm: FakeLLM
 ):
     for _ in range(3):
@@ -70,7 +70,7 @@ async def test_server_errors_are_retried_by_the_sdk_with_a_short_backoff(
     reply, shown = await ask(llm)
     assert reply.content == shown == "made it"
     assert retry_counts(fake_llm) == ["0", "1", "2", "3"]
-    # CRAYFISH_LLM_RETRY_BASE_DELAY=0.01: the SDK's own curve would wait 0.5 + 1 + 2 s (-25%).
+    # CRAYFISH_LLM_RETRY_BASE_DELAY=0.01: the default curve would wait 0.5 + 1 + 2 s (-25%).
     waited = fake_llm.request_times[-1] - fake_llm.request_times[0]
     assert waited < 2.0
 
@@ -85,7 +85,7 @@ async def test_retry_after_is_honoured(llm: LLMClient, fake_llm: FakeLLM):
     assert second - first >= 0.6 and third - second >= 0.3  # not the 0.01 s backoff
 
 
-async def test_a_retry_after_beyond_the_sdk_cap_fails_at_once(llm: LLMClient, fake_llm: FakeLLM):
+async def test_a_retry_after_beyond_the_cap_fails_at_once(llm: LLMClient, fake_llm: FakeLLM):
     fake_llm.reply_error(429, "Quota exceeded", type="requests", headers={"retry-after": "3600"})
     reply, _ = await ask(llm)
     assert isinstance(reply, LLMError)
@@ -140,7 +140,7 @@ async def test_a_stream_cut_before_any_text_is_restarted(llm: LLMClient, fake_ll
     assert [(c.name, c.arguments) for c in reply.tool_calls] == [("exec", '{"command": "pwd"}')]
 
 
-async def test_a_restarted_request_is_retried_by_the_sdk_again(fake_llm: FakeLLM):
+async def test_a_restarted_request_gets_its_retries_again(fake_llm: FakeLLM):
     llm = make_client(fake_llm, CRAYFISH_LLM_RETRIES=1)
     fake_llm.reply(Reply(cut="close"))
     fake_llm.reply_error(500, "still broken")

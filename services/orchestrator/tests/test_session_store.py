@@ -61,6 +61,28 @@ async def test_round_trip_listing_and_compaction(db: Database) -> None:
     assert not await store.exists("s1") and await store.exists("s2")
 
 
+async def test_a_history_read_here_sees_what_another_replica_appended_deleted_or_compacted(
+    db: Database,
+) -> None:
+    here, there = SessionStore(db), SessionStore(db)
+    await here.append("s", [{"role": "user", "content": "one"}])
+    assert await here.load("s") == [{"role": "user", "content": "one"}]
+    await there.append("s", [{"role": "assistant", "content": "two"}])
+    assert [m["content"] for m in await here.load("s")] == ["one", "two"]
+    await there.append_compaction("s", "one and two", 2)
+    await there.append("s", [{"role": "user", "content": "three"}])
+    contents = [m["content"] for m in await here.load("s")]
+    assert len(contents) == 2 and "one and two" in contents[0] and contents[1] == "three"
+    assert await here.load("s") == await there.load("s")
+    await there.delete("s")
+    assert await here.load("s") == []
+    await here.append("s", [{"role": "user", "content": "four"}])  # kept, then made again there
+    assert len(await here.load("s")) == 1
+    await there.delete("s")
+    await there.append("s", [{"role": "user", "content": "afresh"}])
+    assert await here.load("s") == [{"role": "user", "content": "afresh"}]
+
+
 async def test_a_group_is_stored_whole_or_not_at_all(db: Database) -> None:
     store = SessionStore(db)
     await store.append("s1", [{"role": "user", "content": "hi"}])

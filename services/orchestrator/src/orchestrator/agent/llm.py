@@ -1,35 +1,32 @@
-"""LLM access through the openai SDK: streaming, its retries, a whole-reply deadline, usage."""
+"""LLM access: streamed replies (chat_http.py), restarts of a stream broken before any text,
+a whole-reply deadline, usage."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-import openai
-from openai import AsyncOpenAI, AsyncStream
-from openai._base_client import make_request_options
-from openai._constants import INITIAL_RETRY_DELAY as SDK_FIRST_DELAY
-
+from orchestrator.agent.chat_http import (
+    ChatEndpoint,
+    EventStream,
+    ProviderStatus,
+    ProviderTimeout,
+    ProviderUnreachable,
+    StreamBroke,
+)
 from orchestrator.agent.think import ThinkFilter, strip_think
 from orchestrator.config import Settings
 
 log = logging.getLogger(__name__)
 
 DeltaCallback = Callable[[str], Awaitable[None]]
-# The SDK's retry delays taken during the current `complete` call of this asyncio task.
-_RETRIES: ContextVar[list[float] | None] = ContextVar("llm_retries", default=None)
 
 
 class LLMError(Exception):
     """The provider failed in a way retries did not fix; the message is safe to show."""
-
-
-class _StreamBroke(Exception):
-    """The stream stopped before its finish: cut, stalled, or sent a malformed chunk."""
 
 
 @dataclass
@@ -81,46 +78,22 @@ class _Call:
         return f" (gave up after {self.attempts} attempts)" if self.attempts > 1 else ""
 
 
-class _SDKClient(AsyncOpenAI):
-    """AsyncOpenAI whose backoff starts at `retry_base_delay` (the SDK's is fixed at 0.5 s).
-
-    The SDK retries only before a response is returned, so never mid-stream, and waits what a
-    server's Retry-After / retry-after-ms asks (up to 120 s; a longer wait fails at once).
-    """
-
-    def __init__(self, *, retry_base_delay: float = SDK_FIRST_DELAY, **kwargs: Any):
-        super().__init__(**kwargs)
-        self.retry_base_delay = retry_base_delay
-
-    def _calculate_retry_timeout(
-        self, remaining_retries: int, options: Any, response_headers: Any = None
-    ) -> float:
-        delay = super()._calculate_retry_timeout(remaining_retries, options, response_headers)
-        if delay != self._parse_retry_after_header(response_headers):  # not the server's word
-            delay *= self.retry_base_delay / SDK_FIRST_DELAY
-        taken = _RETRIES.get()
-        if taken is not None:
-            taken.append(delay)
-        log.warning("LLM request failed; retry %d in %.2f s", len(taken or []), delay)
-        return delay
-
-
 class LLMClient:
     """One provider, one model; `complete` streams when given a delta callback."""
 
     def __init__(self, settings: Settings):
         self.settings = settings
         self.model = settings.model
-        self.client = _SDKClient(
-            base_url=settings.openai_base_url,
-            api_key=settings.openai_api_key or "not-needed",
-            timeout=settings.llm_timeout,
-            max_retries=settings.llm_retries,
-            retry_base_delay=settings.llm_retry_base_delay,
+        self.endpoint = ChatEndpoint(
+            settings.openai_base_url,
+            settings.openai_api_key or "not-needed",
+            settings.llm_timeout,
+            settings.llm_retries,
+            settings.llm_retry_base_delay,
         )
 
     async def close(self) -> None:
-        await self.client.close()
+        await self.endpoint.close()
 
     async def complete(
         self,
@@ -131,7 +104,6 @@ class LLMClient:
     ) -> LLMReply:
         """The whole reply; text goes to on_delta as it streams and is never sent twice."""
         call = _Call(on_delta)
-        token = _RETRIES.set(call.retries)
         deadline = self.settings.llm_deadline
         try:
             async with asyncio.timeout(deadline) as timer:
@@ -145,16 +117,14 @@ class LLMClient:
             if call.shown:
                 reason += f", {call.shown} characters in"
             raise LLMError(reason + _partial(call.shown)) from exc
-        finally:
-            _RETRIES.reset(token)
 
     async def _attempts(self, request: dict[str, Any], call: _Call) -> LLMReply:
         """Restarts a stream that broke before any text reached the user, at most
-        CRAYFISH_LLM_RETRIES times (each new request has the SDK's retries again)."""
+        CRAYFISH_LLM_RETRIES times (each new request has its retries again)."""
         while True:
             try:
                 return await self._stream(request, call)
-            except _StreamBroke as exc:
+            except StreamBroke as exc:
                 if call.shown:
                     reason = f"the LLM stream broke after {call.shown} characters ({exc})"
                     raise LLMError(reason + _partial(call.shown)) from exc
@@ -170,7 +140,9 @@ class LLMClient:
         state = _StreamState()
         think = ThinkFilter()
         try:
-            while (chunk := await _next_chunk(stream, self.settings.llm_timeout)) is not None:
+            async for chunk in stream:
+                if not isinstance(chunk, dict):
+                    raise StreamBroke(f"a chunk that is not a JSON object: {chunk!r:.80}")
                 usage = chunk.get("usage")
                 if isinstance(usage, dict):
                     state.usage = usage
@@ -179,38 +151,26 @@ class LLMClient:
         finally:
             await stream.close()
         if not state.finish_reason:
-            raise _StreamBroke("the stream ended without a finish_reason")
+            raise StreamBroke("the stream ended without a finish_reason")
         await call.show(think.flush())
         return _reply_from(state)
 
-    async def _open(self, request: dict[str, Any], call: _Call) -> Any:
-        """The stream, once the SDK's retries got a response; failures become LLMError."""
+    async def _open(self, request: dict[str, Any], call: _Call) -> EventStream:
+        """The stream, once the retries got a response; failures become LLMError."""
         url = self.settings.openai_base_url
         try:
-            # The SDK's own `chat.completions.create` walks the whole request through its typed
-            # transforms (most of a turn's CPU with a long history) and builds a pydantic model
-            # per chunk; a plain dict in and plain dicts out keep its retries, auth and errors.
-            return await self.client.post(
-                "/chat/completions",
-                body=request,
-                options=make_request_options(security={"bearer_auth": True}),
-                cast_to=object,
-                stream=True,
-                stream_cls=AsyncStream[object],
-            )
-        except openai.APIStatusError as exc:
-            reason = f"LLM answered HTTP {exc.status_code}: {_error_message(exc)}"
-            wait = exc.response.headers.get("retry-after")
-            if wait:
-                reason += f"; it asks to retry after {wait} s"
+            return await self.endpoint.stream(request, call.retries)
+        except ProviderStatus as exc:
+            reason = f"LLM answered HTTP {exc.status}: {exc.message}"
+            if exc.retry_after:
+                reason += f"; it asks to retry after {exc.retry_after} s"
             raise LLMError(reason + call.gave_up()) from exc
-        except openai.APITimeoutError as exc:
+        except ProviderTimeout as exc:
             timeout = self.settings.llm_timeout
             reason = f"the LLM at {url} did not answer within {timeout:g} s (CRAYFISH_LLM_TIMEOUT)"
             raise LLMError(reason + call.gave_up()) from exc
-        except openai.APIConnectionError as exc:
-            reason = f"cannot reach the LLM at {url}: {_cause(exc)}"
-            raise LLMError(reason + call.gave_up()) from exc
+        except ProviderUnreachable as exc:
+            raise LLMError(f"cannot reach the LLM at {url}: {exc}" + call.gave_up()) from exc
 
 
 def _request(
@@ -225,25 +185,6 @@ def _request(
         elif choice:
             request["tool_choice"] = {"type": "function", "function": {"name": choice}}
     return request
-
-
-async def _next_chunk(stream: Any, read_timeout: float) -> Any:
-    """The next chunk, None at the end; a cut, a stall or a malformed chunk raises _StreamBroke."""
-    try:
-        chunk = await anext(stream)
-    except StopAsyncIteration:
-        return None
-    except openai.APITimeoutError as exc:
-        raise _StreamBroke(f"no data for {read_timeout:g} s") from exc
-    except openai.APIConnectionError as exc:
-        raise _StreamBroke(f"connection lost: {_cause(exc)}") from exc
-    except openai.APIError as exc:
-        raise _StreamBroke(f"the provider sent an error: {exc.message}") from exc
-    except ValueError as exc:  # json.JSONDecodeError: a data line that is not JSON
-        raise _StreamBroke(f"a chunk that is not JSON: {getattr(exc, 'doc', '')[:80]!r}") from exc
-    if not isinstance(chunk, dict):
-        raise _StreamBroke(f"a chunk that is not a JSON object: {chunk!r:.80}")
-    return chunk
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:
@@ -318,21 +259,3 @@ def _cached_tokens(usage: dict[str, Any]) -> int:
 
 def _partial(shown: int) -> str:
     return "; the unfinished answer shown was not kept: ask again" if shown else ""
-
-
-def _cause(exc: BaseException) -> str:
-    """The innermost explanation in the chain (e.g. "[Errno 104] Connection reset by peer")."""
-    found, seen = str(exc), exc.__cause__ or exc.__context__
-    while seen is not None:
-        found = str(seen) or found
-        seen = seen.__cause__ or seen.__context__
-    return found
-
-
-def _error_message(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])
-    return str(exc.message)

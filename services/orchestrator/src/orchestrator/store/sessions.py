@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ from orchestrator.agent.turn_context import without_turn_context
 from orchestrator.store.database import Connection, Database, lock_session
 from orchestrator.store.transcripts import TranscriptMirror
 
+KEPT_SESSIONS = 64  # histories kept in memory, the most recently read
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 TITLE_CHARS = 80
 
@@ -47,12 +49,23 @@ def check_session_id(session_id: str) -> str:
     return session_id
 
 
+@dataclass
+class KeptHistory:
+    """A session's effective history as of its record `last_seq` (`created_at` tells the
+    session from one deleted and made again under its id)."""
+
+    created_at: float
+    last_seq: int
+    messages: list[dict[str, Any]]
+
+
 class SessionStore:
     """Sessions and their message records in PostgreSQL."""
 
     def __init__(self, db: Database, mirror: TranscriptMirror | None = None):
         self.db = db
         self.mirror = mirror or TranscriptMirror(None)
+        self._kept: OrderedDict[str, KeptHistory] = OrderedDict()  # the latest read sessions
 
     async def exists(self, session_id: str) -> bool:
         check_session_id(session_id)
@@ -77,8 +90,38 @@ class SessionStore:
             await append_records(conn, session_id, [("compaction", body)])
 
     async def load(self, session_id: str) -> list[dict[str, Any]]:
-        """The effective history: messages, with compactions applied."""
+        """The effective history: messages, with compactions applied. A session read lately is
+        kept here and only its records since are read (any replica may have appended them);
+        the list is new, its messages are shared: callers copy a message they change."""
         check_session_id(session_id)
+        kept = self._kept.get(session_id)
+        after = kept.last_seq if kept else 0
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT s.created_at, r.seq, r.kind, r.body FROM sessions s"
+                " LEFT JOIN session_records r ON r.session_id = s.id AND r.seq > %s"
+                " WHERE s.id = %s ORDER BY r.seq",
+                (after, session_id),
+            )
+            rows = await cursor.fetchall()
+        if not rows:
+            self._kept.pop(session_id, None)
+            return []
+        records = [row for row in rows if row["seq"] is not None]
+        if kept is None or kept.created_at != rows[0]["created_at"]:
+            if after:  # deleted and made again since: read it whole
+                self._kept.pop(session_id, None)
+                return await self.load(session_id)
+            kept = KeptHistory(rows[0]["created_at"], 0, [])
+        elif self._kept.get(session_id) is not kept or kept.last_seq != after:
+            return await self._load_whole(session_id)  # another read moved it meanwhile
+        if records:
+            kept.messages = effective_history(records, kept.messages)
+            kept.last_seq = records[-1]["seq"]
+        self._keep(session_id, kept)
+        return list(kept.messages)
+
+    async def _load_whole(self, session_id: str) -> list[dict[str, Any]]:
         async with self.db.connection() as conn:
             cursor = await conn.execute(
                 "SELECT kind, body FROM session_records WHERE session_id = %s ORDER BY seq",
@@ -86,10 +129,17 @@ class SessionStore:
             )
             return effective_history(await cursor.fetchall())
 
+    def _keep(self, session_id: str, kept: KeptHistory) -> None:
+        self._kept[session_id] = kept
+        self._kept.move_to_end(session_id)
+        while len(self._kept) > KEPT_SESSIONS:
+            self._kept.popitem(last=False)
+
     async def delete(self, session_id: str) -> bool:
         check_session_id(session_id)
         async with self.db.connection() as conn:
             gone = await conn.execute("DELETE FROM sessions WHERE id = %s", (session_id,))
+        self._kept.pop(session_id, None)
         self.mirror.delete(session_id)
         return gone.rowcount > 0
 
@@ -111,6 +161,7 @@ class SessionStore:
             await before()
             gone = await conn.execute("DELETE FROM sessions WHERE id = %s", (session_id,))
         # Queued at once after the commit (no await between), so ahead of any later turn's lines.
+        self._kept.pop(session_id, None)
         self.mirror.delete(session_id)
         return gone.rowcount > 0
 
@@ -208,8 +259,11 @@ async def append_records(
     return bool(row and row["n"])
 
 
-def effective_history(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
+def effective_history(
+    records: list[dict[str, Any]], before: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """The messages after `records` (with their compactions applied), following `before`."""
+    messages: list[dict[str, Any]] = list(before or [])
     for record in records:
         if record["kind"] == "compaction":
             info = record["body"]
