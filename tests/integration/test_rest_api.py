@@ -96,7 +96,9 @@ def _skill_zip(name: str, description: str) -> bytes:
     return buffer.getvalue()
 
 
-def test_skills_catalog_install_and_uninstall(api: httpx.Client):
+def test_skills_catalog_install_and_uninstall(api: httpx.Client, fake_llm: FakeLLM):
+    fake_llm.reply_forever_text("noted")
+    chat(api, "hello")  # the skills prompt is fresh: the install below must not wait for it
     catalog = api.get("/api/skills").json()
     assert set(catalog) >= {"skills", "diagnostics"}
     names = {s["name"] for s in catalog["skills"]}
@@ -112,8 +114,12 @@ def test_skills_catalog_install_and_uninstall(api: httpx.Client):
     assert installed.status_code == 201, installed.text
     assert installed.json()["skill"]["source"] == "managed"
     assert "haiku" in {s["name"] for s in api.get("/api/skills").json()["skills"]}
+    chat(api, "write one")
+    assert "<name>haiku</name>" in fake_llm.requests[-1]["messages"][0]["content"]
     assert api.delete("/api/skills/haiku").status_code == 204
     assert "haiku" not in {s["name"] for s in api.get("/api/skills").json()["skills"]}
+    chat(api, "and now?")
+    assert "<name>haiku</name>" not in fake_llm.requests[-1]["messages"][0]["content"]
     assert api.delete("/api/skills/haiku").status_code == 404
 
 

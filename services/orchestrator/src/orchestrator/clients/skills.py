@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from crayfish.skills.v1 import skills_pb2, skills_pb2_grpc
@@ -10,6 +11,9 @@ from orchestrator.clients.errors import raising_typed_errors
 from orchestrator.clients.tool_service import ToolServiceClient
 
 GRPC_SERVICE = "crayfish.skills.v1.SkillsService"
+# Seconds a skills prompt is used again before it is asked for anew (each turn needs it; a
+# skill installed through this client shows at once, one added on disk within this time).
+PROMPT_MAX_AGE = 2.0
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,7 @@ class SkillsClient(ToolServiceClient):
     def __init__(self, address: str, rpc_timeout: float, name: str = "skills"):
         super().__init__(name, address, GRPC_SERVICE, rpc_timeout)
         self._stub = skills_pb2_grpc.SkillsServiceStub(self.channel)
+        self._prompt: tuple[float, SkillsPrompt] | None = None  # (when fetched, prompt)
 
     async def list_skills(self) -> SkillCatalog:
         with raising_typed_errors(self.name):
@@ -72,12 +77,18 @@ class SkillsClient(ToolServiceClient):
         )
 
     async def skills_prompt(self) -> SkillsPrompt:
-        """The skills section of the system prompt and the bodies of `always` skills."""
+        """The skills section of the system prompt and the bodies of `always` skills (as of
+        at most PROMPT_MAX_AGE seconds ago)."""
+        now = time.monotonic()
+        if self._prompt is not None and now - self._prompt[0] < PROMPT_MAX_AGE:
+            return self._prompt[1]
         with raising_typed_errors(self.name):
             reply = await self._stub.GetSkillsPrompt(
                 skills_pb2.GetSkillsPromptRequest(), timeout=self.rpc_timeout
             )
-        return SkillsPrompt(reply.xml, reply.always_bodies)
+        prompt = SkillsPrompt(reply.xml, reply.always_bodies)
+        self._prompt = (now, prompt)
+        return prompt
 
     async def install_archive(self, archive: bytes, name: str, replace: bool) -> Installation:
         """Installs a .zip or .tar.gz archive (`name` tells which)."""
@@ -93,15 +104,21 @@ class SkillsClient(ToolServiceClient):
         )
 
     async def uninstall(self, name: str) -> None:
-        with raising_typed_errors(self.name):
-            await self._stub.UninstallSkill(
-                skills_pb2.UninstallSkillRequest(name=name), timeout=self.rpc_timeout
-            )
+        try:
+            with raising_typed_errors(self.name):
+                await self._stub.UninstallSkill(
+                    skills_pb2.UninstallSkillRequest(name=name), timeout=self.rpc_timeout
+                )
+        finally:
+            self._prompt = None  # the next turn asks for the prompt anew
 
     async def _install(self, request: skills_pb2.InstallSkillRequest) -> Installation:
-        with raising_typed_errors(self.name):
-            # Unpacking and checking an archive takes longer than a plain call.
-            reply = await self._stub.InstallSkill(request, timeout=self.rpc_timeout * 3)
+        try:
+            with raising_typed_errors(self.name):
+                # Unpacking and checking an archive takes longer than a plain call.
+                reply = await self._stub.InstallSkill(request, timeout=self.rpc_timeout * 3)
+        finally:
+            self._prompt = None  # the next turn asks for the prompt anew
         return Installation(_skill(reply.skill), reply.digest, list(reply.warnings))
 
 
