@@ -78,9 +78,9 @@ class Settings(BaseSettings):
     # `make run` starts a local server and sets it; required otherwise.
     database_url: str = Field("", repr=False)
     database_pool_size: int = Field(20, ge=2)
-    # Turns this replica runs at once (the job queue's worker concurrency).
+    # Turns this replica runs at once (more wait in their sessions' lines for any replica).
     worker_concurrency: int = Field(100, ge=1)
-    # Seconds between the worker's heartbeats, and of silence after which a replica counts as
+    # Seconds between the replica's heartbeats, and of silence after which a replica counts as
     # dead: its running turns end as `interrupted` and their sessions are freed.
     worker_heartbeat: float = Field(2.0, gt=0)
     worker_stalled_after: float = Field(10.0, gt=0)

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 RETRY_STATUSES = frozenset({408, 409, 429})  # and every 5xx
 MAX_RETRY_AFTER = 120.0  # seconds a server may ask to wait
-BACKOFF_STEPS = 5  # the backoff doubles at most this many times (0.5 s -> 8 s by default)
+BACKOFF_STEPS = 4  # the backoff doubles at most this many times (0.5 s -> 8 s by default)
 ERROR_BODY_BYTES = 64 * 1024  # read of an error answer, for its message
 CONNECTIONS = 1000  # open connections to the provider, at most
 

@@ -1,8 +1,10 @@
-"""Task events in PostgreSQL, and the LISTEN connection that wakes this replica's readers.
+"""Task events in PostgreSQL, and the LISTEN connection that wakes this replica's readers and
+tells its turn worker of turns waiting in line and of cancels.
 
 Any replica serves any stream: a reader reads what is stored after the id it has, then sleeps
 until a NOTIFY names its task (or, for the global stream, any task), with a slow poll in case
-the listening connection was down when a notification went out.
+the listening connection was down when a notification went out. (A turn running on this
+replica is followed from memory instead: tasks.py.)
 """
 
 from __future__ import annotations
