@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from orchestrator.agent.chat_http import env_proxy
 from orchestrator.agent.llm import LLMClient, LLMError, LLMReply
 
 from tests.fakes import FakeLLM, Reply
@@ -61,9 +62,7 @@ async def test_a_reply_streams_each_piece_once(llm: LLMClient, fake_llm: FakeLLM
     assert reply.finish_reason == "stop" and reply.completion_tokens > 0
 
 
-async def test_server_errors_are_retried_with_a_short_backoff(
-    llm: LLMClient, fake_llm: FakeLLM
-):
+async def test_server_errors_are_retried_with_a_short_backoff(llm: LLMClient, fake_llm: FakeLLM):
     for _ in range(3):
         fake_llm.reply_error(500, "internal error")
     fake_llm.reply_text("made it")
@@ -214,3 +213,21 @@ async def test_an_unreachable_llm_names_the_address(fake_llm: FakeLLM):
     await llm.close()
     assert str(reply).startswith("cannot reach the LLM at http://127.0.0.1:9/v1: [Errno 111]")
     assert str(reply).endswith("(gave up after 2 attempts)")
+
+
+def test_the_proxy_is_the_one_the_environment_names(monkeypatch: pytest.MonkeyPatch):
+    for name in (
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1,.lan")
+    assert env_proxy("https://api.openai.com/v1/chat/completions") == "http://proxy.internal:3128"
+    assert env_proxy("http://127.0.0.1:8080/v1/chat/completions") is None  # NO_PROXY
+    assert env_proxy("https://llm.lan/v1/chat/completions") is None
+    assert env_proxy("http://models.example/v1/chat/completions") is None  # no HTTP_PROXY

@@ -21,6 +21,8 @@ import math
 import random
 import re
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
@@ -79,6 +81,7 @@ class ChatEndpoint:
         }
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
+        self.proxy = env_proxy(self.url)
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -94,7 +97,9 @@ class ChatEndpoint:
         while True:
             headers = {**self.headers, "x-retry-count": str(len(delays))}
             try:
-                response = await self._client().post(self.url, data=payload, headers=headers)
+                response = await self._client().post(
+                    self.url, data=payload, headers=headers, proxy=self.proxy
+                )
             except TimeoutError as exc:
                 failure: Exception = ProviderTimeout(str(exc))
                 wait = self._backoff(len(delays)) if len(delays) < self.retries else None
@@ -118,7 +123,8 @@ class ChatEndpoint:
                 timeout=aiohttp.ClientTimeout(
                     total=None, sock_connect=self.timeout, sock_read=self.timeout
                 ),
-                trust_env=True,  # HTTPS_PROXY, NO_PROXY and the CA files the environment names
+                # The proxy is read from the environment once (`env_proxy`), not per request.
+                trust_env=False,
                 auto_decompress=True,
             )
         return self._session
@@ -222,6 +228,16 @@ def decoded_event(event: bytes, text: str) -> Any:
             message = "An error occurred during streaming"
         raise StreamBroke(f"the provider sent an error: {message}")
     return data
+
+
+def env_proxy(url: str) -> str | None:
+    """The proxy the environment names for `url` (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY),
+    None for none."""
+    parts = urllib.parse.urlsplit(url)
+    if urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    proxies = urllib.request.getproxies()
+    return proxies.get(parts.scheme) or proxies.get("all") or None
 
 
 def should_retry(status: int, headers: Any, asked: float | None) -> bool:

@@ -20,6 +20,7 @@ from orchestrator.clients import (
     ToolServiceClient,
     ToolSpec,
 )
+from orchestrator.single_flight import SingleFlight
 
 log = logging.getLogger(__name__)
 
@@ -80,12 +81,18 @@ class ToolRegistry:
         self.unavailable: dict[str, str] = {}
         self._fetched_at = 0.0
         self._clashes: set[tuple[str, str, str]] = set()
+        self._shared_fetch = SingleFlight(self._fetch)
 
     async def refresh(self, force: bool = False) -> dict[str, OfferedTool]:
         # A service that was down is asked again at once: its tools are back when it is.
         fresh = time.monotonic() - self._fetched_at < self.ttl
         if not force and self.tools and not self.unavailable and fresh:
             return self.tools
+        if force:
+            return await self._fetch()
+        return await self._shared_fetch()  # turns that start together ask the services once
+
+    async def _fetch(self) -> dict[str, OfferedTool]:
         tools: dict[str, OfferedTool] = {}
         unavailable: dict[str, str] = {}
         listed = await asyncio.gather(*(_listing(s) for s in self.services))

@@ -9,6 +9,7 @@ from crayfish.skills.v1 import skills_pb2, skills_pb2_grpc
 
 from orchestrator.clients.errors import raising_typed_errors
 from orchestrator.clients.tool_service import ToolServiceClient
+from orchestrator.single_flight import SingleFlight
 
 GRPC_SERVICE = "crayfish.skills.v1.SkillsService"
 # Seconds a skills prompt is used again before it is asked for anew (each turn needs it; a
@@ -63,7 +64,9 @@ class SkillsClient(ToolServiceClient):
     def __init__(self, address: str, rpc_timeout: float, name: str = "skills"):
         super().__init__(name, address, GRPC_SERVICE, rpc_timeout)
         self._stub = skills_pb2_grpc.SkillsServiceStub(self.channel)
-        self._prompt: tuple[float, SkillsPrompt] | None = None  # (when fetched, prompt)
+        self._prompt: tuple[float, SkillsPrompt] | None = None  # (when asked, prompt)
+        self._shared_prompt = SingleFlight(self._fetch_prompt)
+        self._generation = 0  # installs and uninstalls through this client
 
     async def list_skills(self) -> SkillCatalog:
         with raising_typed_errors(self.name):
@@ -78,17 +81,27 @@ class SkillsClient(ToolServiceClient):
 
     async def skills_prompt(self) -> SkillsPrompt:
         """The skills section of the system prompt and the bodies of `always` skills (as of
-        at most PROMPT_MAX_AGE seconds ago)."""
-        now = time.monotonic()
-        if self._prompt is not None and now - self._prompt[0] < PROMPT_MAX_AGE:
+        at most PROMPT_MAX_AGE seconds ago; turns that start together ask once)."""
+        if self._prompt is not None and time.monotonic() - self._prompt[0] < PROMPT_MAX_AGE:
             return self._prompt[1]
+        return await self._shared_prompt()
+
+    async def _fetch_prompt(self) -> SkillsPrompt:
+        asked, generation = time.monotonic(), self._generation
         with raising_typed_errors(self.name):
             reply = await self._stub.GetSkillsPrompt(
                 skills_pb2.GetSkillsPromptRequest(), timeout=self.rpc_timeout
             )
         prompt = SkillsPrompt(reply.xml, reply.always_bodies)
-        self._prompt = (now, prompt)
+        if generation == self._generation:  # no install or uninstall since it was asked
+            self._prompt = (asked, prompt)
         return prompt
+
+    def _skills_changed(self) -> None:
+        """After an install or uninstall: the next turn asks for the prompt anew."""
+        self._generation += 1
+        self._prompt = None
+        self._shared_prompt.forget()
 
     async def install_archive(self, archive: bytes, name: str, replace: bool) -> Installation:
         """Installs a .zip or .tar.gz archive (`name` tells which)."""
@@ -110,7 +123,7 @@ class SkillsClient(ToolServiceClient):
                     skills_pb2.UninstallSkillRequest(name=name), timeout=self.rpc_timeout
                 )
         finally:
-            self._prompt = None  # the next turn asks for the prompt anew
+            self._skills_changed()
 
     async def _install(self, request: skills_pb2.InstallSkillRequest) -> Installation:
         try:
@@ -118,7 +131,7 @@ class SkillsClient(ToolServiceClient):
                 # Unpacking and checking an archive takes longer than a plain call.
                 reply = await self._stub.InstallSkill(request, timeout=self.rpc_timeout * 3)
         finally:
-            self._prompt = None  # the next turn asks for the prompt anew
+            self._skills_changed()
         return Installation(_skill(reply.skill), reply.digest, list(reply.warnings))
 
 
