@@ -2,8 +2,11 @@
 `POST /v1/chat/completions`, the fake LLM taking 0.5 s per request (streamed over that time).
 
 Prints, per scenario, the wall time from the first request to the last answer against the
-LLM-bound ideal (0.5 s per LLM request of a turn), and the CPU each service spent per turn
-(from /proc, the process groups of the four services). Scenarios: no tool with auto-recall off,
+LLM-bound ideal (0.5 s per LLM request of a turn) and against the harness alone measured in the
+same run (the same clients sending the turns' LLM requests straight to the fake LLM: on 2 cores
+the fake LLM's own CPU is not free), and the CPU each service spent per turn
+(from /proc, the process groups of the four services), of PostgreSQL and of this process (the
+clients and the fake LLM, on the same 2 cores). Scenarios: no tool with auto-recall off,
 no tool with auto-recall on (a memory search per turn), one `exec` per turn (recall off).
 
 Run: .venv/bin/python bench/concurrency.py [--sessions 200] [--llm-delay 0.5]
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -21,13 +25,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from process_memory import cpu_seconds, group_pids
+from process_memory import cpu_seconds, group_pids, tree_pids
 
 from tests.fakes import FakeLLM, Reply, ToolCall
+from tests.postgres import server_pid
 from tests.stacks import running_stack
 
 MEMORY = "# Memory\n\n- The user's sister Ada lives in Lisbon and plays the cello.\n"
@@ -46,21 +51,46 @@ def script(delay: float, with_exec: bool):
 
 async def burst(url: str, sessions: int, tag: str) -> tuple[float, int]:
     """(wall seconds, failures) of `sessions` turns sent at once, each in its own session."""
-    limits = httpx.Limits(max_connections=sessions + 10, max_keepalive_connections=sessions + 10)
-    async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as client:
+    connector = aiohttp.TCPConnector(limit=0)
+    timeout = aiohttp.ClientTimeout(total=300)
+    async with aiohttp.ClientSession(url, connector=connector, timeout=timeout) as client:
 
         async def one(i: int) -> bool:
-            response = await client.post(
-                "/v1/chat/completions",
-                headers={"x-crayfish-session": f"{tag}-{i}"},
-                json={"model": "crayfish", "messages": [{"role": "user", "content": f"hi {i}"}]},
-            )
-            return response.status_code == 200
+            body = {"model": "crayfish", "messages": [{"role": "user", "content": f"hi {i}"}]}
+            headers = {"x-crayfish-session": f"{tag}-{i}"}
+            async with client.post("/v1/chat/completions", json=body, headers=headers) as answer:
+                await answer.read()
+                return answer.status == 200
 
         await asyncio.gather(*(one(i) for i in range(3)))  # warm connections and caches
         started = time.perf_counter()
         results = await asyncio.gather(*(one(i) for i in range(3, sessions + 3)))
         return time.perf_counter() - started, results.count(False)
+
+
+async def llm_alone(llm_url: str, sessions: int, requests: int) -> float:
+    """The harness without Crayfish: wall seconds of `sessions` clients at once, each sending
+    its `requests` streamed LLM requests straight to the fake LLM, one after the other (what a
+    turn's LLM requests cost this machine by themselves: the fake LLM and the clients share its
+    2 cores with everything else)."""
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as client:
+
+        async def one(i: int) -> None:
+            for _ in range(requests):
+                body = {
+                    "model": "fake-model",
+                    "stream": True,
+                    "messages": [{"role": "user", "content": f"hi {i}"}],
+                }
+                async with client.post(f"{llm_url}/chat/completions", json=body) as answer:
+                    async for _ in answer.content.iter_any():
+                        pass
+
+        await asyncio.gather(*(one(i) for i in range(3)))
+        started = time.perf_counter()
+        await asyncio.gather(*(one(i) for i in range(3, sessions + 3)))
+        return time.perf_counter() - started
 
 
 def start_py_spy(folder: Path | None, name: str, pid: int) -> subprocess.Popen[bytes] | None:
@@ -77,7 +107,16 @@ def start_py_spy(folder: Path | None, name: str, pid: int) -> subprocess.Popen[b
 
 
 def service_cpu(stack: Any) -> dict[str, float]:
-    return {name: cpu_seconds(group_pids(process.pid)) for name, process in stack.processes.items()}
+    """CPU seconds so far of each service, of PostgreSQL (its server and backends) and of this
+    process (the clients and the fake LLM: they share the 2 cores with the services)."""
+    found = {
+        name: cpu_seconds(group_pids(process.pid)) for name, process in stack.processes.items()
+    }
+    postgres = server_pid()
+    if postgres is not None:
+        found["postgres"] = cpu_seconds(tree_pids(postgres))
+    found["bench (clients + fake LLM)"] = sum(os.times()[:2])
+    return found
 
 
 def scenario(args: argparse.Namespace, name: str, recall: bool, with_exec: bool) -> None:
@@ -89,6 +128,10 @@ def scenario(args: argparse.Namespace, name: str, recall: bool, with_exec: bool)
         "CRAYFISH_DATABASE_POOL_SIZE": "40",
         "CRAYFISH_REPEAT_LIMIT": "100",
     }
+    requests = 2 if with_exec else 1
+    with FakeLLM() as fake:
+        fake.reply_forever_with(script(args.llm_delay, False))
+        alone = asyncio.run(llm_alone(fake.base_url, args.sessions, requests))
     with FakeLLM() as fake:
         fake.reply_forever_with(script(args.llm_delay, with_exec))
         with running_stack(fake.base_url, files={"MEMORY.md": MEMORY}, env=env) as stack:
@@ -100,13 +143,14 @@ def scenario(args: argparse.Namespace, name: str, recall: bool, with_exec: bool)
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
                 spy.wait(30)
-    ideal = args.llm_delay * (2 if with_exec else 1)
+    ideal = args.llm_delay * requests
     turns = args.sessions + 3  # the warm-up turns' CPU is in the figures too
     cpu = {k: (after[k] - before.get(k, 0.0)) / turns * 1000 for k in after}
     per_service = ", ".join(f"{k} {v:.1f}" for k, v in cpu.items() if v >= 0.05)
     print(
         f"{name:28} wall {wall:6.2f} s  ideal {ideal:.2f} s  ratio {wall / ideal:5.2f}  "
-        f"failed {failed}\n{'':28} CPU ms per turn: {per_service}"
+        f"failed {failed}\n{'':28} the LLM requests alone: {alone:.2f} s  "
+        f"ratio to them {wall / alone:5.2f}\n{'':28} CPU ms per turn: {per_service}"
     )
 
 

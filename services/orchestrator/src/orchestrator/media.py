@@ -295,7 +295,13 @@ def user_content(text: str, images: list[dict[str, Any]]) -> str | list[dict[str
 
 
 def has_image_refs(messages: list[dict[str, Any]]) -> bool:
-    return any(_refs(message) for message in messages)
+    for message in messages:  # a plain loop: it runs over the whole history every turn
+        content = message.get("content")
+        if isinstance(content, list) and any(
+            isinstance(p, dict) and p.get("type") == "image_ref" for p in content
+        ):
+            return True
+    return False
 
 
 def _refs(message: dict[str, Any]) -> list[dict[str, Any]]:

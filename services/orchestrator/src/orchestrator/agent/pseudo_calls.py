@@ -128,7 +128,8 @@ class CallSniffer:
 
     def __init__(self, silent_tokens: tuple[str, ...] = ()) -> None:
         self.silent_tokens = silent_tokens
-        self.seen = ""
+        self.seen = ""  # what was shown
+        self.spoken = False  # something other than white space was shown
         self.held = ""
         self.holding = False
 
@@ -139,12 +140,12 @@ class CallSniffer:
         text = self.held + delta
         self.held = ""
         start = text.strip()
-        if not self.seen.strip() and (
+        if not self.spoken and (
             not start or any(t.startswith(start) or start.startswith(t) for t in self.silent_tokens)
         ):
             self.held = text  # maybe a silent reply like NO_REPLY: show nothing yet
             return ""
-        if not self.seen.strip() and text.lstrip()[:1] in "{[":
+        if not self.spoken and text.lstrip()[:1] in "{[":
             self.holding, self.held = True, text
             return ""
         at = min((i for i in (text.find(t) for t in _TRIGGERS) if i >= 0), default=-1)
@@ -157,6 +158,7 @@ class CallSniffer:
 
     def _emit(self, text: str) -> str:
         self.seen += text
+        self.spoken = self.spoken or (bool(text) and not text.isspace())
         return text
 
     def flush(self) -> str:

@@ -54,7 +54,9 @@ class ThinkFilter:
 
 def partial_tag_suffix(text: str, tag: str) -> int:
     """Length of the longest suffix of text that is a prefix of tag (a tag split across deltas)."""
-    for size in range(min(len(tag) - 1, len(text)), 0, -1):
-        if text.endswith(tag[:size]):
-            return size
+    at = text.find(tag[0], max(0, len(text) - len(tag) + 1))
+    while at >= 0:  # the earliest start in the window is the longest suffix
+        if tag.startswith(text[at:]):
+            return len(text) - at
+        at = text.find(tag[0], at + 1)
     return 0

@@ -79,8 +79,9 @@ class EventStore:
         waiting for the disk: the outcome's write, durable, comes after them)."""
         async with self.db.connection() as conn:
             await conn.execute(
-                "SELECT crayfish_put_events(%s, %s::integer[], %s::text[], %s::json[],"
-                " %s::float8[], false)",
+                # Arrays as binary parameters: text ones are escaped element by element.
+                "SELECT crayfish_put_events(%s, %b::integer[], %b::text[], %b::json[],"
+                " %b::float8[], false)",
                 (
                     task_id,
                     [e.seq for e in events],

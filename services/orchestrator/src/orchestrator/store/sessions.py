@@ -235,7 +235,7 @@ async def append_records(
         )
         + "appended AS (INSERT INTO session_records (session_id, kind, body, created_at)"
         " SELECT session.id, record.kind, record.body, %(now)s"
-        " FROM session, unnest(%(kinds)s::text[], %(bodies)s::json[])"
+        " FROM session, unnest(%(kinds)b::text[], %(bodies)b::json[])"
         " WITH ORDINALITY AS record(kind, body, n)"
         " ORDER BY record.n)"
         " SELECT count(*) AS n FROM session"

@@ -184,8 +184,8 @@ class TaskStore:
         events = [*(numbered.pending if numbered else []), terminal]
         async with self.db.connection() as conn:
             cursor = await conn.execute(
-                "SELECT crayfish_finish(%s, %s::text[], %s, %s, %s, %s, %s, %s,"
-                " %s::integer[], %s::text[], %s::json[], %s::float8[]) AS ended",
+                "SELECT crayfish_finish(%s, %b::text[], %s, %s, %s, %s, %s, %s,"
+                " %b::integer[], %b::text[], %b::json[], %b::float8[]) AS ended",
                 (
                     task.id,
                     list(only_from),
