@@ -203,3 +203,36 @@ async def test_jsonl_sessions_and_the_inbox_are_imported_once(
     again: OrchestratorCore = await core_factory(CRAYFISH_DATABASE_URL=database)  # a restart
     assert await again.store.load("old") == history
     assert len([s for s in await again.store.list() if s.id == "old"]) == 1
+
+
+async def test_a_turn_reads_its_history_as_it_accepts_and_writes_its_answer_with_its_outcome(
+    db: Database,
+) -> None:
+    here, there = SessionStore(db), SessionStore(db)  # this replica's store and another's
+    tasks = TaskStore(db, EventStore(db), sessions=here)
+    await there.append("s", [{"role": "user", "content": "earlier"}])
+    await there.append("s", [{"role": "assistant", "content": "yes"}])
+    first = Task(id="t1", session_id="s", message="now")
+    assert await tasks.submit(first, "me") and first.status == "running"
+    before = await tasks.accept(first, {"role": "user", "content": "now"})
+    assert [m["content"] for m in before] == ["earlier", "yes"]
+    await tasks.append_turn(first, [{"role": "assistant", "content": "the answer"}])
+    assert [m["content"] for m in await there.load("s")] == ["earlier", "yes", "now"]
+    first.result = "the answer"
+    assert await tasks.finish(first, "completed", "task.completed", {})
+    whole = ["earlier", "yes", "now", "the answer"]
+    assert [m["content"] for m in await there.load("s")] == whole
+    second = Task(id="t2", session_id="s", message="more")
+    assert await tasks.submit(second, "me")
+    assert [
+        m["content"] for m in await tasks.accept(second, {"role": "user", "content": "more"})
+    ] == whole
+    assert await here.load("s") == await there.load("s")
+    # A turn ended elsewhere (declared dead) writes nothing more, its answer included.
+    await tasks.append_turn(second, [{"role": "assistant", "content": "too late"}])
+    elsewhere = TaskStore(db, EventStore(db), sessions=there)
+    stalled = await elsewhere.get("t2")
+    assert stalled is not None
+    assert await elsewhere.finish(stalled, "interrupted", "task.interrupted", {}, ("running",))
+    assert not await tasks.finish(second, "completed", "task.completed", {})
+    assert [m["content"] for m in await there.load("s")] == [*whole, "more"]

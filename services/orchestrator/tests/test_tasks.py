@@ -15,6 +15,18 @@ from orchestrator.turn_worker import WorkerTiming
 
 from tests.postgres import fresh_database
 
+# A message group a turn writes at once (a tool call and its result; an answer waits for the
+# outcome).
+LATE_CALL = [
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "exec", "arguments": "{}"}}
+        ],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": "late"},
+]
 FAST = WorkerTiming(concurrency=10, heartbeat=0.2, stalled_after=0.8, shutdown_grace=0.5)
 
 
@@ -118,7 +130,7 @@ async def test_a_turn_stopped_by_its_replica_is_interrupted_and_the_session_goes
         await dying.store.accept(task, {"role": "user", "content": task.message})
         accepted.set()
         await release.wait()
-        await dying.store.append_turn(task, [{"role": "assistant", "content": "late"}])
+        await dying.store.append_turn(task, LATE_CALL)
         return "late"
 
     dying = await replicas.start(stuck)
@@ -135,7 +147,7 @@ async def test_a_turn_stopped_by_its_replica_is_interrupted_and_the_session_goes
     types = [e.type async for e in survivor.follow(first.id, 0)]
     assert types[-1] == "task.interrupted"
     with pytest.raises(TurnInterrupted):  # the old run can no longer write to the session
-        await survivor.store.append_turn(ended, [{"role": "assistant", "content": "late"}])
+        await survivor.store.append_turn(ended, LATE_CALL)
 
 
 async def test_a_turn_that_had_not_begun_runs_again_on_another_replica(replicas: Replicas):

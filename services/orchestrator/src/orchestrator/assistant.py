@@ -109,12 +109,10 @@ class Assistant:
         if task.images and not self.vision:
             raise ValueError(vision_refusal(self.settings))
         with tracer.start_as_current_span("turn setup"):
-            history, system, recall = await asyncio.gather(
-                self.store.load(task.session_id),
-                self.system_prompt("full"),
-                self.recall(task.message, emit),
+            system, recall = await asyncio.gather(
+                self.system_prompt("full"), self.recall(task.message, emit)
             )
-            user = await self._accept(task, recall)
+            history, user = await self._accept(task, recall)
             history = await self.compactor.fit(
                 task.session_id, system, history, user, emit, task.usage
             )
@@ -123,25 +121,27 @@ class Assistant:
     async def run_heartbeat(self, task: Task, emit: EventSink) -> str:
         """A light turn: the standing tasks and no history; an acknowledgement is dropped."""
         system = await self.system_prompt("full")
-        user = await self._accept(task)
+        _, user = await self._accept(task)
         text, rounds = await self._loop(task, emit, [system_message(system), user])
         if is_acknowledgement(text):
             task.delivered = False
             text = ""
         return await self._deliver(text, rounds, task, emit)
 
-    async def _accept(self, task: Task, recall: str = "") -> dict[str, Any]:
+    async def _accept(
+        self, task: Task, recall: str = ""
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Persists the task's message, with the turn context (time, recall) at its end, as the
         session's next user message: later turns re-send exactly these bytes (a provider's
         prompt cache holds). From here on the turn has side effects, so a crash ends it as
-        interrupted instead of running it again."""
+        interrupted instead of running it again. Returns (the history before it, it)."""
         context = turn_context(self.settings.timezone, recall)
         user = {
             "role": "user",
             "content": user_content(with_turn_context(task.message, context), task.images),
         }
-        await self.turns.accept(task, user)
-        return user
+        history = await self.turns.accept(task, user)
+        return history, user
 
     async def _loop(
         self, task: Task, emit: EventSink, messages: list[dict[str, Any]]

@@ -73,7 +73,7 @@ class OrchestratorCore:
             settings.notify_backoff,
         )
         self.tasks = TaskManager(
-            self.db, self._run_turn, timing, name, self.transcripts, deliveries
+            self.db, self._run_turn, timing, name, self.transcripts, deliveries, self.store
         )
         self.scheduler = Scheduler(ScheduleStore(self.db), self._submit_scheduled, settings)
         self.notifier = Notifier(

@@ -17,7 +17,14 @@ from opentelemetry import trace
 
 from orchestrator.events import TERMINAL_EVENTS, EventOutbox, EventSink, LiveLog
 from orchestrator.jobs import Deliveries, JobQueue
-from orchestrator.store import Database, EventStore, StoredEvent, TaskStore, TurnInterrupted
+from orchestrator.store import (
+    Database,
+    EventStore,
+    SessionStore,
+    StoredEvent,
+    TaskStore,
+    TurnInterrupted,
+)
 from orchestrator.store.events import POLL_SECONDS, sleep_until
 from orchestrator.store.tasks import TERMINAL_STATUSES, Numbered, Task, TaskStatus
 from orchestrator.store.transcripts import TranscriptMirror
@@ -59,13 +66,14 @@ class TaskManager:
         name: str,
         mirror: TranscriptMirror | None = None,
         deliveries: Deliveries | None = None,
+        sessions: SessionStore | None = None,
     ):
         self.db = db
         self.run_turn = run_turn
         self.timing = timing
         self.name = name
         self.events = EventStore(db)
-        self.store = TaskStore(db, self.events, mirror)
+        self.store = TaskStore(db, self.events, mirror, sessions)
         self.queue = JobQueue(db, timing, deliveries)  # notification deliveries
         self.worker = TurnWorker(self.store, self._run_task, timing, name)
         self.events.on_queued = self.worker.queued

@@ -121,6 +121,67 @@ class SessionStore:
         self._keep(session_id, kept)
         return list(kept.messages)
 
+    async def append_fenced(
+        self, fence: Fence, session_id: str, messages: list[dict[str, Any]], load: bool = False
+    ) -> list[dict[str, Any]] | None:
+        """Appends a message group of a running task (`fence`) in one statement; None when the
+        task does not run (nothing is written). With `load`, that statement also reads the
+        history before the group, which is returned (as `load` would have)."""
+        appending = Appending(
+            session_id, [("message", m) for m in messages], self.mirror.import_mark(session_id)
+        )
+        params = {**appending.params(), "task": fence.task_id}
+        kept = self._kept.get(session_id) if load else None
+        params["after"] = kept.last_seq if kept else 0
+        if load:
+            query = (
+                f"WITH {fence.cte()}, appended AS ("
+                f" SELECT a.seq, a.created_at FROM fence, LATERAL {APPEND} a)"
+                " SELECT true AS new, a.created_at, a.seq, NULL::text AS kind, NULL::json AS body"
+                " FROM appended a"
+                " UNION ALL SELECT false, NULL, r.seq, r.kind, r.body FROM session_records r"
+                " WHERE r.session_id = %(id)s AND r.seq > %(after)s"
+                " AND EXISTS (SELECT 1 FROM appended) ORDER BY 1, 3"
+            )
+        else:
+            query = f"WITH {fence.cte()} SELECT true AS new FROM fence, LATERAL {APPEND} a"
+        async with self.db.connection() as conn:
+            rows = await (await conn.execute(query, params)).fetchall()
+        if not any(row["new"] for row in rows):
+            return None
+        self.mirror.record(session_id, messages)
+        if not load:
+            return []
+        return await self._kept_after_append(session_id, kept, params["after"], rows, messages)
+
+    async def _kept_after_append(
+        self,
+        session_id: str,
+        kept: KeptHistory | None,
+        after: int,
+        rows: list[dict[str, Any]],
+        messages: list[dict[str, Any]],
+    ) -> list[dict[str, Any]]:
+        """The history before `messages`, from the records after `after` that `rows` hold;
+        the kept history moves on past them."""
+        new = [row for row in rows if row["new"]]
+        created_at = new[0]["created_at"]
+        if kept is None:
+            kept = KeptHistory(created_at, 0, [])
+        elif (
+            kept.created_at != created_at
+            or self._kept.get(session_id) is not kept
+            or kept.last_seq != after
+        ):  # deleted and made again since, or moved by another read: read it whole
+            self._kept.pop(session_id, None)
+            whole = await self._load_whole(session_id)
+            return whole[: len(whole) - len(messages)]
+        history = effective_history([row for row in rows if not row["new"]], kept.messages)
+        kept.messages = [*history, *messages]
+        kept.last_seq = max(row["seq"] for row in new)
+        self._keep(session_id, kept)
+        return list(history)
+
     async def _load_whole(self, session_id: str) -> list[dict[str, Any]]:
         async with self.db.connection() as conn:
             cursor = await conn.execute(
@@ -185,12 +246,53 @@ class Fence:
         if self.accept:
             return (
                 "fence AS (UPDATE tasks SET accepted = true"
-                " WHERE id = %(task)s AND status = 'running' RETURNING id), "
+                " WHERE id = %(task)s AND status = 'running' RETURNING id)"
             )
         return (
-            "fence AS (SELECT id FROM tasks"
-            " WHERE id = %(task)s AND status = 'running' FOR UPDATE), "
+            "fence AS (SELECT id FROM tasks WHERE id = %(task)s AND status = 'running' FOR UPDATE)"
         )
+
+
+@dataclass(frozen=True)
+class Appending:
+    """Records to append, as crayfish_append_records takes them (`imported`: the
+    legacy_imports name to mark with them, TranscriptMirror.import_mark)."""
+
+    session_id: str
+    records: list[tuple[str, dict[str, Any]]]
+    imported: str | None = None
+
+    def params(self) -> dict[str, Any]:
+        check_session_id(self.session_id)
+        title = next(
+            (
+                without_turn_context(_text_of(body.get("content")))[:TITLE_CHARS]
+                for kind, body in self.records
+                if kind == "message" and body.get("role") == "user"
+            ),
+            "",
+        )
+        delta = sum(1 for kind, _ in self.records if kind == "message")
+        for kind, body in self.records:
+            if kind == "compaction":
+                delta += 1 - int(body["replaced"])
+        return {
+            "id": self.session_id,
+            "title": pg_text(title),
+            "delta": delta,
+            "now": time.time(),
+            # json[] (binary), not one JSON text: a body is never parsed by the server (a
+            # tool's output may hold \u0000, which json accepts and its operators refuse).
+            "kinds": [kind for kind, _ in self.records],
+            "bodies": [Json(body) for _, body in self.records],
+            "imported": self.imported,
+        }
+
+
+APPEND = (
+    "crayfish_append_records(%(id)s, %(title)s, %(delta)s, %(now)s, %(kinds)b::text[],"
+    " %(bodies)b::json[], %(imported)s)"
+)
 
 
 async def append_records(
@@ -201,60 +303,14 @@ async def append_records(
     imported: str | None = None,
 ) -> bool:
     """Appends records to a session (made on first use) in one statement; with a `fence`, only
-    while its task runs (False when it does not: nothing is written). `imported`: a name to
-    mark in legacy_imports in the same statement (TranscriptMirror.import_mark)."""
-    check_session_id(session_id)
-    now = time.time()
-    title = next(
-        (
-            without_turn_context(_text_of(body.get("content")))[:TITLE_CHARS]
-            for kind, body in records
-            if kind == "message" and body.get("role") == "user"
-        ),
-        "",
-    )
-    delta = sum(1 for kind, _ in records if kind == "message")
-    for kind, body in records:
-        if kind == "compaction":
-            delta += 1 - int(body["replaced"])
-    # One statement (one round trip): the fence, the session row, then its records in order.
-    query = (
-        "WITH " + (fence.cte() if fence else "") + "session AS ("
-        " INSERT INTO sessions (id, title, message_count, created_at, updated_at)"
-        " SELECT %(id)s, %(title)s, %(delta)s, %(now)s, %(now)s"
-        + (" FROM fence" if fence else "")
-        + " ON CONFLICT (id) DO UPDATE SET message_count = sessions.message_count + %(delta)s,"
-        " updated_at = %(now)s,"
-        " title = CASE WHEN sessions.title = '' THEN %(title)s ELSE sessions.title END"
-        " RETURNING id), "
-        + (
-            "imported AS (INSERT INTO legacy_imports (name, imported_at)"
-            " SELECT %(imported)s, %(now)s FROM session ON CONFLICT (name) DO NOTHING), "
-            if imported
-            else ""
-        )
-        + "appended AS (INSERT INTO session_records (session_id, kind, body, created_at)"
-        " SELECT session.id, record.kind, record.body, %(now)s"
-        " FROM session, unnest(%(kinds)b::text[], %(bodies)b::json[])"
-        " WITH ORDINALITY AS record(kind, body, n)"
-        " ORDER BY record.n)"
-        " SELECT count(*) AS n FROM session"
-    )
-    cursor = await conn.execute(
-        query,
-        {
-            "task": fence.task_id if fence else None,
-            "id": session_id,
-            "title": pg_text(title),
-            "delta": delta,
-            "now": now,
-            "imported": imported,
-            # json[], not one JSON text: a body is never parsed by the server (a tool's output
-            # may hold \u0000, which json accepts and its operators refuse).
-            "kinds": [kind for kind, _ in records],
-            "bodies": [Json(body) for _, body in records],
-        },
-    )
+    while its task runs (False when it does not: nothing is written)."""
+    params = Appending(session_id, records, imported).params()
+    if fence is None:
+        query = f"SELECT count(*) AS n FROM {APPEND}"
+    else:
+        params["task"] = fence.task_id
+        query = f"WITH {fence.cte()} SELECT count(*) AS n FROM fence, LATERAL {APPEND} a"
+    cursor = await conn.execute(query, params)
     row = await cursor.fetchone()
     return bool(row and row["n"])
 

@@ -17,7 +17,7 @@ from psycopg.types.json import Json, Jsonb
 
 from orchestrator.store.database import Database
 from orchestrator.store.events import CANCEL, CHANNEL, QUEUED, EventStore, StoredEvent
-from orchestrator.store.sessions import Fence, append_records, pg_text
+from orchestrator.store.sessions import Appending, Fence, SessionStore, pg_text
 from orchestrator.store.transcripts import TranscriptMirror
 
 TaskStatus = Literal["queued", "running", "completed", "failed", "cancelled", "interrupted"]
@@ -62,6 +62,8 @@ class Task:
     accepted: bool = False
     # references to the message's images in the workspace (media.py), not their bytes
     images: list[dict[str, Any]] = field(default_factory=list)
+    # the turn's answer, written with its outcome (TaskStore.append_turn); never a column
+    held: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     @property
     def done(self) -> bool:
@@ -71,10 +73,18 @@ class Task:
 class TaskStore:
     """Task rows and the transitions a turn goes through, each in one statement."""
 
-    def __init__(self, db: Database, events: EventStore, mirror: TranscriptMirror | None = None):
+    def __init__(
+        self,
+        db: Database,
+        events: EventStore,
+        mirror: TranscriptMirror | None = None,
+        sessions: SessionStore | None = None,
+    ):
         self.db = db
         self.events = events
         self.mirror = mirror or TranscriptMirror(None)
+        # The session store whose kept histories a turn's appends move on.
+        self.sessions = sessions or SessionStore(db, self.mirror)
 
     async def submit(self, task: Task, runner: str | None) -> bool:
         """Records the task and its `task.queued` event together, durably: once this returns the
@@ -141,29 +151,37 @@ class TaskStore:
             row = await cursor.fetchone()
             return int(row["n"]) if row else 0
 
-    async def accept(self, task: Task, message: dict[str, Any]) -> None:
-        """Appends the task's message to its session and marks it accepted, together."""
-        await self._append_fenced(task, [message], accept=True)
+    async def accept(self, task: Task, message: dict[str, Any]) -> list[dict[str, Any]]:
+        """Appends the task's message to its session and marks it accepted, together; returns
+        the session's history before it (read in the same statement)."""
+        history = await self.sessions.append_fenced(
+            Fence(task.id, accept=True), task.session_id, [message], load=True
+        )
+        if history is None:
+            await self._refused(task)
         task.accepted = True
+        return history or []
 
     async def append_turn(self, task: Task, messages: list[dict[str, Any]]) -> None:
-        """Appends a message group of the running task to its session (fenced)."""
-        if messages:
-            await self._append_fenced(task, messages, accept=False)
+        """Appends a message group of the running task to its session (fenced). The turn's
+        answer (a lone assistant message without tool calls) is held and written with the
+        outcome, in the statement that records it; one held before goes first."""
+        if not messages:
+            return
+        if len(messages) == 1 and is_answer(messages[0]):
+            task.held.extend(messages)
+            return
+        group, task.held = [*task.held, *messages], []
+        fenced = await self.sessions.append_fenced(Fence(task.id), task.session_id, group)
+        if fenced is None:
+            await self._refused(task)
 
-    async def _append_fenced(
-        self, task: Task, messages: list[dict[str, Any]], accept: bool
-    ) -> None:
-        records = [("message", m) for m in messages]
-        imported = self.mirror.import_mark(task.session_id)
+    async def _refused(self, task: Task) -> None:
+        """Raises TurnInterrupted: the task no longer runs (its write was fenced off)."""
         async with self.db.connection() as conn:
-            fenced = await append_records(
-                conn, task.session_id, records, Fence(task.id, accept), imported
-            )
-            if not fenced:
-                cursor = await conn.execute("SELECT status FROM tasks WHERE id = %s", (task.id,))
-                _running_or_raise(await cursor.fetchone())
-        self.mirror.record(task.session_id, messages)
+            cursor = await conn.execute("SELECT status FROM tasks WHERE id = %s", (task.id,))
+            _running_or_raise(await cursor.fetchone())
+        raise TurnInterrupted("the task's write was refused")  # it ran again meanwhile
 
     async def finish(
         self,
@@ -174,18 +192,25 @@ class TaskStore:
         only_from: tuple[TaskStatus, ...] = ("queued", "running"),
         numbered: Numbered | None = None,
     ) -> bool:
-        """Ends the task (if it is in one of `only_from`) with its terminal event, durably;
-        False if it was not. Of a turn running here, `numbered` has the events its outbox still
-        held and the terminal event's seq (else it follows the task's last)."""
+        """Ends the task (if it is in one of `only_from`) with the messages its turn held (its
+        answer) and its terminal event, durably; False if it was not. Of a turn running here,
+        `numbered` has the events its outbox still held and the terminal event's seq (else it
+        follows the task's last)."""
         now = time.time()
         terminal = StoredEvent(
             0, 0, task.id, event, {"session_id": task.session_id, **summary}, now
         )
         events = [*(numbered.pending if numbered else []), terminal]
+        held = Appending(
+            task.session_id,
+            [("message", m) for m in task.held],
+            self.mirror.import_mark(task.session_id),
+        ).params()
         async with self.db.connection() as conn:
             cursor = await conn.execute(
                 "SELECT crayfish_finish(%s, %b::text[], %s, %s, %s, %s, %s, %s,"
-                " %b::integer[], %b::text[], %b::json[], %b::float8[]) AS ended",
+                " %b::integer[], %b::text[], %b::json[], %b::float8[],"
+                " %s, %s, %b::text[], %b::json[], %s) AS ended",
                 (
                     task.id,
                     list(only_from),
@@ -201,11 +226,19 @@ class TaskStore:
                     [e.type for e in events],
                     [Json(e.data) for e in events],
                     [e.ts for e in events],
+                    held["title"],
+                    held["delta"],
+                    held["kinds"],
+                    held["bodies"],
+                    held["imported"],
                 ),
             )
             row = await cursor.fetchone()
         if not row or not row["ended"]:
             return False
+        if task.held:
+            self.mirror.record(task.session_id, task.held)
+            task.held = []
         task.status, task.finished_at = status, now
         return True
 
@@ -261,6 +294,11 @@ class TaskStore:
                 {"s": silent_for},
             )
             return [_task(row) for row in await cursor.fetchall()]
+
+
+def is_answer(message: dict[str, Any]) -> bool:
+    """A turn's final answer: an assistant message that calls no tool."""
+    return message.get("role") == "assistant" and not message.get("tool_calls")
 
 
 def _running_or_raise(row: dict[str, Any] | None) -> None:

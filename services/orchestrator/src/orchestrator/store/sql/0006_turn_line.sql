@@ -65,6 +65,39 @@ BEGIN
 END;
 $$;
 
+-- Appends records to a session (made on first use) in their order: the one way history is
+-- written. `p_delta` is the change of its message count, `p_imported` a legacy_imports name to
+-- mark with it (the transcript mirror's file). Returns each record's seq with the session's
+-- created_at (a session deleted and made again under its id has another).
+CREATE FUNCTION crayfish_append_records(
+    p_session text, p_title text, p_delta integer, p_now double precision, p_kinds text[],
+    p_bodies json[], p_imported text
+)
+    RETURNS TABLE (seq bigint, created_at double precision)
+    LANGUAGE plpgsql
+AS $$
+DECLARE
+    made double precision;
+BEGIN
+    INSERT INTO sessions AS s (id, title, message_count, created_at, updated_at)
+        VALUES (p_session, p_title, p_delta, p_now, p_now)
+        ON CONFLICT (id) DO UPDATE SET message_count = s.message_count + p_delta,
+            updated_at = p_now,
+            title = CASE WHEN s.title = '' THEN p_title ELSE s.title END
+        RETURNING s.created_at INTO made;
+    IF p_imported IS NOT NULL THEN
+        INSERT INTO legacy_imports (name, imported_at) VALUES (p_imported, p_now)
+            ON CONFLICT (name) DO NOTHING;
+    END IF;
+    RETURN QUERY
+        INSERT INTO session_records AS r (session_id, kind, body, created_at)
+            SELECT p_session, item.kind, item.body, p_now
+            FROM unnest(p_kinds, p_bodies) WITH ORDINALITY AS item(kind, body, n)
+            ORDER BY item.n
+        RETURNING r.seq, made;
+END;
+$$;
+
 -- Records a task with its `task.queued` event (durable: the acknowledgement). When `p_runner` is
 -- given and the session has no other queued or running task, the task starts at once on that
 -- runner (`task.started` too); otherwise it waits in its session's line and claimers are told
@@ -158,27 +191,35 @@ BEGIN
 END;
 $$;
 
--- Ends a task (from one of `p_from`) with its outcome and its last events (what its outbox
--- still held, then the terminal event; numbered as crayfish_put_events says), durably; tells
--- its waiters ('!' || id) and, when its session has more in line, the claimers ('?'). False if
--- it was not in one of `p_from`.
+-- Ends a task (from one of `p_from`) with its outcome, the records its turn still held (its
+-- answer) and its last events (what its outbox still held, then the terminal event; numbered as
+-- crayfish_put_events says), durably; tells its waiters ('!' || id) and, when its session has
+-- more in line, the claimers ('?'). False if it was not in one of `p_from`.
 CREATE FUNCTION crayfish_finish(
     p_id text, p_from text[], p_status text, p_result text, p_error text, p_delivered boolean,
     p_usage jsonb, p_now double precision, p_seqs integer[], p_types text[], p_datas json[],
-    p_tss double precision[]
+    p_tss double precision[], p_title text, p_delta integer, p_kinds text[], p_bodies json[],
+    p_imported text
 )
     RETURNS boolean
     LANGUAGE plpgsql
 AS $$
 DECLARE
     session text;
+    was text;
 BEGIN
+    SELECT t.session_id, t.status INTO session, was FROM tasks t WHERE t.id = p_id FOR UPDATE;
+    IF NOT FOUND OR NOT was = ANY (p_from) THEN
+        RETURN false;
+    END IF;
     UPDATE tasks t SET status = p_status, result = p_result, error = p_error,
             delivered = p_delivered, usage = p_usage, finished_at = p_now
-        WHERE t.id = p_id AND t.status = ANY (p_from)
-        RETURNING t.session_id INTO session;
-    IF NOT FOUND THEN
-        RETURN false;
+        WHERE t.id = p_id;
+    -- The turn's last message group (its answer), with its outcome: only a running turn's.
+    IF was = 'running' AND cardinality(p_kinds) > 0 THEN
+        PERFORM crayfish_append_records(
+            session, p_title, p_delta, p_now, p_kinds, p_bodies, p_imported
+        );
     END IF;
     PERFORM crayfish_put_events(p_id, p_seqs, p_types, p_datas, p_tss, true);
     PERFORM pg_notify('crayfish_events', '!' || p_id);
