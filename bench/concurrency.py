@@ -94,7 +94,7 @@ async def llm_alone(llm_url: str, sessions: int, requests: int) -> float:
 
 
 def start_py_spy(folder: Path | None, name: str, pid: int) -> subprocess.Popen[bytes] | None:
-    """py-spy (a dev tool, not installed by the project) sampling the orchestrator during the
+    """py-spy (a dev tool, not installed by the project) sampling a service during the
     burst, as collapsed stacks in folder/<scenario>.txt."""
     if folder is None:
         return None
@@ -136,7 +136,7 @@ def scenario(args: argparse.Namespace, name: str, recall: bool, with_exec: bool)
         fake.reply_forever_with(script(args.llm_delay, with_exec))
         with running_stack(fake.base_url, files={"MEMORY.md": MEMORY}, env=env) as stack:
             time.sleep(2)  # memory indexes MEMORY.md
-            spy = start_py_spy(args.py_spy, name, stack.processes["orchestrator"].pid)
+            spy = start_py_spy(args.py_spy, name, stack.processes[args.py_spy_of].pid)
             before = service_cpu(stack)
             wall, failed = asyncio.run(burst(stack.url, args.sessions, name.split()[0]))
             after = service_cpu(stack)
@@ -160,6 +160,7 @@ def main() -> int:
     parser.add_argument("--llm-delay", type=float, default=0.5)
     parser.add_argument("--only", default="", help="plain, recall or exec")
     parser.add_argument("--py-spy", type=Path, default=None, help="folder for py-spy samples")
+    parser.add_argument("--py-spy-of", default="orchestrator", help="the service py-spy samples")
     args = parser.parse_args()
     print(
         f"{args.sessions} concurrent sessions, one turn each, fake LLM {args.llm_delay} s per "
