@@ -76,3 +76,29 @@ def test_one_turn_is_one_trace_across_the_orchestrator_and_the_tool_runner(
     parents = {ids[s.parent_id].service for s in runner if s.parent_id in ids}
     assert parents == {"orchestrator"}
     assert len({s.trace_id for s in spans}) == 1
+
+
+def test_a_turn_that_waited_in_line_joins_the_trace_of_the_request_that_sent_it(
+    traced_stack: LocalStack, fake_llm: FakeLLM, otlp: OTLPReceiver
+):
+    fake_llm.reply_text("first, slowly", delay=1.0)
+    fake_llm.reply_text("second")
+    with httpx.Client(base_url=traced_stack.url, timeout=60) as api:
+        body = {"message": "one", "session_id": "traced-line"}
+        first = api.post("/api/chat", json=body).json()["task_id"]
+        second = api.post("/api/chat", json={**body, "message": "two"}).json()["task_id"]
+        assert api.get(f"/api/tasks/{second}").json()["status"] == "queued"  # behind the first
+        assert wait_task(api, second)["status"] == "completed"
+        assert wait_task(api, first)["status"] == "completed"
+
+    def turn(spans: list[ReceivedSpan]) -> list[ReceivedSpan]:
+        mine = [s for s in spans if s.attributes.get("crayfish.task_id") == second]
+        return [s for s in spans if mine and s.trace_id == mine[0].trace_id]
+
+    def complete(spans: list[ReceivedSpan]) -> bool:
+        names = {s.name for s in turn(spans)}
+        return {"POST /api/chat", "turn chat", "llm"} <= names
+
+    spans = turn(otlp.wait_for(complete))
+    assert sum(1 for s in spans if s.name == "POST /api/chat") == 1  # its own request's
+    assert sum(1 for s in spans if s.name == "turn chat") == 1

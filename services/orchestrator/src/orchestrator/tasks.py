@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from crayfish_common.tracing import attach_carrier, current_carrier, detach
 from opentelemetry import trace
 
 from orchestrator.events import TERMINAL_EVENTS, EventOutbox, EventSink, LiveLog
@@ -104,6 +105,7 @@ class TaskManager:
         this replica has room, starts it here at once; else it waits in its session's line. A
         task id that exists already is left as it is (nothing more is queued)."""
         task = Task(task_id or uuid.uuid4().hex, session_id, message, kind, images=images or [])
+        task.trace = current_carrier() or None  # the turn's spans join the request's trace
         here = self.worker.reserve()
         try:
             created = await self.store.submit(task, self.name if here else None)
@@ -234,6 +236,7 @@ class TaskManager:
     ) -> None:
         """Runs a task started on this replica to its end, and records how it ended."""
         live = self._live.setdefault(task.id, LiveTurn(task, LiveLog(task.id, last_seq)))
+        token = attach_carrier(task.trace)
         try:
             self._outboxes[task.id] = EventOutbox(
                 live.log, lambda batch: self.events.add_numbered(task.id, batch)
@@ -258,6 +261,7 @@ class TaskManager:
             self._live.pop(task.id, None)
             live.log.close()
             live.ended.set()
+            detach(token)
 
     async def _stopped(self, by_user: bool, live: LiveTurn) -> None:
         """A turn stopped by a cancel (-> cancelled) or by this replica shutting down: a turn

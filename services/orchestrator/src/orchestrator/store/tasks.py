@@ -24,7 +24,7 @@ TaskStatus = Literal["queued", "running", "completed", "failed", "cancelled", "i
 TERMINAL_STATUSES = ("completed", "failed", "cancelled", "interrupted")
 COLUMNS = (
     "id, session_id, kind, message, status, result, error, delivered, usage, accepted,"
-    " created_at, started_at, finished_at, images"
+    " created_at, started_at, finished_at, images, trace"
 )
 
 
@@ -62,6 +62,8 @@ class Task:
     accepted: bool = False
     # references to the message's images in the workspace (media.py), not their bytes
     images: list[dict[str, Any]] = field(default_factory=list)
+    # the W3C trace context of the request that queued it (crayfish_common.tracing)
+    trace: dict[str, str] | None = None
     # the turn's answer, written with its outcome (TaskStore.append_turn); never a column
     held: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
@@ -94,7 +96,7 @@ class TaskStore:
         now = time.time()
         async with self.db.connection() as conn:
             cursor = await conn.execute(
-                "SELECT created, status FROM crayfish_submit(%s, %s, %s, %s, %s, %s, %s, %s)",
+                "SELECT created, status FROM crayfish_submit(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 (
                     task.id,
                     task.session_id,
@@ -104,6 +106,7 @@ class TaskStore:
                     Json(task.images),
                     runner,
                     now,
+                    Json(task.trace) if task.trace else None,
                 ),
             )
             row = await cursor.fetchone()

@@ -17,6 +17,8 @@ ALTER TABLE tasks ALTER COLUMN line SET DEFAULT nextval('tasks_line_seq');
 ALTER TABLE tasks ALTER COLUMN line SET NOT NULL;
 -- set by a cancel of a running task; its runner stops it (told by NOTIFY, or at its heartbeat)
 ALTER TABLE tasks ADD COLUMN cancel_requested boolean NOT NULL DEFAULT false;
+-- the W3C trace context of the request that queued it (its turn joins that trace, wherever it runs)
+ALTER TABLE tasks ADD COLUMN trace json;
 CREATE INDEX tasks_queued_line ON tasks (line) WHERE status = 'queued';
 CREATE INDEX tasks_running_runner ON tasks (runner) WHERE status = 'running';
 
@@ -104,7 +106,7 @@ $$;
 -- ('?'). A task id that exists already is left as it is (`created` false).
 CREATE FUNCTION crayfish_submit(
     p_id text, p_session text, p_kind text, p_message text, p_created double precision,
-    p_images json, p_runner text, p_now double precision
+    p_images json, p_runner text, p_now double precision, p_trace json
 )
     RETURNS TABLE (created boolean, status text)
     LANGUAGE plpgsql
@@ -114,8 +116,8 @@ DECLARE
     start boolean;
 BEGIN
     PERFORM pg_advisory_xact_lock(72104, hashtext(p_session));
-    INSERT INTO tasks (id, session_id, kind, message, status, created_at, images)
-        VALUES (p_id, p_session, p_kind, p_message, 'queued', p_created, p_images)
+    INSERT INTO tasks (id, session_id, kind, message, status, created_at, images, trace)
+        VALUES (p_id, p_session, p_kind, p_message, 'queued', p_created, p_images, p_trace)
         ON CONFLICT (id) DO NOTHING;
     IF NOT FOUND THEN
         RETURN QUERY SELECT false, t.status FROM tasks t WHERE t.id = p_id;
