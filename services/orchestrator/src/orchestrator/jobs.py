@@ -126,13 +126,8 @@ class JobQueue:
     async def close(self) -> None:
         """Stops the worker: a delivery in flight gets `shutdown_grace` seconds."""
         self._closing = True
-        if self._worker_task is not None:
-            # Asked again until it stops: a worker whose run() had not begun yet clears a stop
-            # asked before (procrastinate's run() resets its stop event when it starts).
-            while not self._worker_task.done():
-                if self._worker is not None:
-                    self._worker.stop()
-                await asyncio.wait({self._worker_task}, timeout=0.5)
+        if self._worker is not None and self._worker_task is not None:
+            self._worker.stop()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._worker_task
         await self.app.close_async()
