@@ -76,7 +76,7 @@ class TaskManager:
         self.events = EventStore(db)
         self.store = TaskStore(db, self.events, mirror, sessions)
         self.queue = JobQueue(db, timing, deliveries)  # notification deliveries
-        self.worker = TurnWorker(self.store, self._run_task, timing, name)
+        self.worker = TurnWorker(self.store, self._run_task, timing, name, self._gone)
         self.events.on_queued = self.worker.queued
         self.events.on_cancel = self.worker.cancel_told
         self.observers: list[EventObserver] = []
@@ -258,10 +258,17 @@ class TaskManager:
             outbox = self._outboxes.pop(task.id, None)
             if outbox is not None:
                 outbox.abandon()
-            self._live.pop(task.id, None)
+            self._gone(task)
+            detach(token)
+
+    def _gone(self, task: Task) -> None:
+        """Its run here is over: its followers and waiters here are told (a waiter then reads
+        the row, if the run recorded no outcome, e.g. one stopped before it began: the sweep of
+        another replica puts that back in line)."""
+        live = self._live.pop(task.id, None)
+        if live is not None:
             live.log.close()
             live.ended.set()
-            detach(token)
 
     async def _stopped(self, by_user: bool, live: LiveTurn) -> None:
         """A turn stopped by a cancel (-> cancelled) or by this replica shutting down: a turn

@@ -32,9 +32,17 @@ class WorkerTiming:
 
 
 class TurnWorker:
-    def __init__(self, store: TaskStore, run: RunTask, timing: WorkerTiming, name: str):
+    def __init__(
+        self,
+        store: TaskStore,
+        run: RunTask,
+        timing: WorkerTiming,
+        name: str,
+        gone: Callable[[Task], None] = lambda task: None,
+    ):
         self.store = store
         self.run_task = run
+        self.gone = gone  # told when a run is over, even one cancelled before it began
         self.timing = timing
         self.name = name
         self._running: dict[str, asyncio.Task[None]] = {}
@@ -68,6 +76,8 @@ class TurnWorker:
     def run(self, task: Task, last_seq: int) -> None:
         """Runs a task started on this replica (by its submit or a claim)."""
         turn = asyncio.create_task(self._run_one(task, last_seq), name=f"turn {task.id}")
+        # A task cancelled before it began never runs _run_one's `finally`: this does.
+        turn.add_done_callback(lambda _: self._over(task))
         self._running[task.id] = turn
 
     def queued(self) -> None:
@@ -96,11 +106,13 @@ class TurnWorker:
             pass  # the turn recorded how it stopped
         except Exception:
             log.exception("turn %s: its run failed", task.id)
-        finally:
-            self._running.pop(task.id, None)
-            self._by_user.discard(task.id)
-            if self._full:  # a slot is free, and more may wait in line
-                self._wake.set()
+
+    def _over(self, task: Task) -> None:
+        self._running.pop(task.id, None)
+        self._by_user.discard(task.id)
+        self.gone(task)
+        if self._full:  # a slot is free, and more may wait in line
+            self._wake.set()
 
     async def _claim_loop(self) -> None:
         while not self._closing:
