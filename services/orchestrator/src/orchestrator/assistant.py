@@ -121,7 +121,7 @@ class Assistant:
     async def run_heartbeat(self, task: Task, emit: EventSink) -> str:
         """A light turn: the standing tasks and no history; an acknowledgement is dropped."""
         system = await self.system_prompt("full")
-        _, user = await self._accept(task)
+        _, user = await self._accept(task, history=False)
         text, rounds = await self._loop(task, emit, [system_message(system), user])
         if is_acknowledgement(text):
             task.delivered = False
@@ -129,19 +129,20 @@ class Assistant:
         return await self._deliver(text, rounds, task, emit)
 
     async def _accept(
-        self, task: Task, recall: str = ""
+        self, task: Task, recall: str = "", history: bool = True
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Persists the task's message, with the turn context (time, recall) at its end, as the
         session's next user message: later turns re-send exactly these bytes (a provider's
         prompt cache holds). From here on the turn has side effects, so a crash ends it as
-        interrupted instead of running it again. Returns (the history before it, it)."""
+        interrupted instead of running it again. Returns (the history before it, when asked
+        for, and it)."""
         context = turn_context(self.settings.timezone, recall)
         user = {
             "role": "user",
             "content": user_content(with_turn_context(task.message, context), task.images),
         }
-        history = await self.turns.accept(task, user)
-        return history, user
+        before = await self.turns.accept(task, user, load=history)
+        return before, user
 
     async def _loop(
         self, task: Task, emit: EventSink, messages: list[dict[str, Any]]

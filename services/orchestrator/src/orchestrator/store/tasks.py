@@ -154,11 +154,13 @@ class TaskStore:
             row = await cursor.fetchone()
             return int(row["n"]) if row else 0
 
-    async def accept(self, task: Task, message: dict[str, Any]) -> list[dict[str, Any]]:
+    async def accept(
+        self, task: Task, message: dict[str, Any], load: bool = True
+    ) -> list[dict[str, Any]]:
         """Appends the task's message to its session and marks it accepted, together; returns
-        the session's history before it (read in the same statement)."""
+        the session's history before it, read in the same statement (with `load`; else [])."""
         history = await self.sessions.append_fenced(
-            Fence(task.id, accept=True), task.session_id, [message], load=True
+            Fence(task.id, accept=True), task.session_id, [message], load=load
         )
         if history is None:
             await self._refused(task)
