@@ -303,6 +303,10 @@ class TaskManager:
             log.exception("task %s: recording its outcome failed", task.id)
             task.result, status = None, "failed"
             task.error = f"its outcome could not be saved: {exc}"
+            # Just the failure this time (a full disk may still take that much): the answer
+            # and the events not yet written are dropped (followers here have seen them).
+            task.held = []
+            numbered = Numbered([], numbered.terminal_seq) if numbered else None
             summary = self._summary(task, status)
             ended = await self.store.finish(
                 task, status, "task.failed", summary, only_from, numbered
