@@ -117,6 +117,15 @@ def make_settings(tmp_path: Path, llm_url: str, tool_port: int, **overrides: obj
     return settings_from_env(values)
 
 
+def call_group(result: str) -> list[dict[str, object]]:
+    """A tool step's message group: an assistant message calling `exec`, and its result."""
+    call = {"id": "c1", "type": "function", "function": {"name": "exec", "arguments": "{}"}}
+    return [
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": result},
+    ]
+
+
 def settings_from_env(env: Mapping[str, object]) -> Settings:
     """Settings read from these environment variables (set only while reading them)."""
     with mock.patch.dict(os.environ, {name: str(value) for name, value in env.items()}):

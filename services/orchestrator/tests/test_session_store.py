@@ -24,18 +24,11 @@ from orchestrator.store.tasks import Task
 from tests.fakes import FakeLLM
 from tests.postgres import fresh_database
 
+from .conftest import call_group
+
 TERMINAL = {"task.completed"}
 
-CALL_GROUP = [
-    {
-        "role": "assistant",
-        "content": "",
-        "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "exec", "arguments": "{}"}}
-        ],
-    },
-    {"role": "tool", "tool_call_id": "c1", "content": "ok \u0000 binary"},
-]
+CALL_GROUP = call_group("ok \u0000 binary")
 
 
 @pytest.fixture

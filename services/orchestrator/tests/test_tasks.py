@@ -15,18 +15,10 @@ from orchestrator.turn_worker import WorkerTiming
 
 from tests.postgres import fresh_database
 
-# A message group a turn writes at once (a tool call and its result; an answer waits for the
-# outcome).
-LATE_CALL = [
-    {
-        "role": "assistant",
-        "content": "",
-        "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "exec", "arguments": "{}"}}
-        ],
-    },
-    {"role": "tool", "tool_call_id": "c1", "content": "late"},
-]
+from .conftest import call_group
+
+# A message group a turn writes at once (an answer waits for the outcome).
+LATE_CALL = call_group("late")
 FAST = WorkerTiming(concurrency=10, heartbeat=0.2, stalled_after=0.8, shutdown_grace=0.5)
 
 
