@@ -226,3 +226,19 @@ async def test_a_follower_here_sees_the_events_live_numbered_as_the_store_keeps_
     assert text == "one two three"
     resumed = [e.seq async for e in manager.follow(task.id, 3)]  # Last-Event-ID: 3
     assert resumed == [seq for seq, _, _ in seen if seq > 3]
+
+
+async def test_a_message_whose_sender_gave_up_mid_submit_still_runs_and_frees_its_session(
+    replicas: Replicas,
+):
+    log: list[str] = []
+    manager = await replicas.start(recording_turn(log))
+    sender = asyncio.create_task(manager.create("s1", "hello"))
+    await asyncio.sleep(0)  # its submit is on its way to the database
+    sender.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await sender
+    second = await manager.create("s1", "again")  # queued behind the first, which runs
+    done = await manager.wait(second.id, 30)
+    assert (done.status, done.result) == ("completed", "AGAIN")
+    assert log.index("end hello") < log.index("start again")

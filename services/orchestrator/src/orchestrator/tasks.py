@@ -106,6 +106,12 @@ class TaskManager:
         task id that exists already is left as it is (nothing more is queued)."""
         task = Task(task_id or uuid.uuid4().hex, session_id, message, kind, images=images or [])
         task.trace = current_carrier() or None  # the turn's spans join the request's trace
+        # Shielded: a caller cancelled mid-submit must not leave a task the submit started here
+        # without its run (it would hold its session while this replica lives).
+        return await asyncio.shield(self._submit(task))
+
+    async def _submit(self, task: Task) -> Task:
+        session_id, kind = task.session_id, task.kind
         here = self.worker.reserve()
         try:
             created = await self.store.submit(task, self.name if here else None)
