@@ -76,7 +76,7 @@ class TurnWorker:
     def run(self, task: Task, last_seq: int) -> None:
         """Runs a task started on this replica (by its submit or a claim)."""
         turn = asyncio.create_task(self._run_one(task, last_seq), name=f"turn {task.id}")
-        # A task cancelled before it began never runs _run_one's `finally`: this does.
+        # Cleans up however it ends: a task cancelled before it began never runs _run_one.
         turn.add_done_callback(lambda _: self._over(task))
         self._running[task.id] = turn
 
