@@ -39,6 +39,16 @@ def fresh_database() -> str:
         return _with_database(admin, name)
 
 
+def empty_database() -> str:
+    """The URL of a new database with no schema at all (to migrate step by step)."""
+    with _lock:
+        admin = _admin()
+        name = f"crayfish_empty_{os.getpid()}_{next(_names)}"
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return _with_database(admin, name)
+
+
 def server_pid() -> int | None:
     return _server.pid if _server is not None else None
 

@@ -6,14 +6,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 
+import psycopg
 import pytest
 from orchestrator.events import EventSink
-from orchestrator.store import Database, TurnInterrupted
+from orchestrator.store import Database, TurnInterrupted, migrations
 from orchestrator.store.tasks import Task
 from orchestrator.tasks import TaskManager
 from orchestrator.turn_worker import WorkerTiming
 
-from tests.postgres import fresh_database
+from tests.postgres import empty_database, fresh_database
 
 from .conftest import call_group
 
@@ -242,3 +243,33 @@ async def test_a_message_whose_sender_gave_up_mid_submit_still_runs_and_frees_it
     done = await manager.wait(second.id, 30)
     assert (done.status, done.result) == ("completed", "AGAIN")
     assert log.index("end hello") < log.index("start again")
+
+
+async def test_a_store_of_the_job_queue_version_runs_its_waiting_turns_once_upgraded(
+    replicas: Replicas, monkeypatch: pytest.MonkeyPatch
+):
+    replicas.url = empty_database()
+    async with await psycopg.AsyncConnection.connect(replicas.url, autocommit=True) as conn:
+        monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:5])
+        await migrations.migrate(conn)  # the schema as the job-queue version left it
+        monkeypatch.undo()
+        await conn.execute(
+            "INSERT INTO tasks (id, session_id, kind, message, status, created_at, accepted,"
+            " runner, started_at) VALUES"
+            " ('waiting', 's1', 'chat', 'waiting', 'queued', 1.0, false, NULL, NULL),"
+            " ('begun', 's2', 'chat', 'begun', 'running', 2.0, true, 'old:1:2', 2.5),"
+            " ('not-begun', 's3', 'chat', 'not begun', 'running', 3.0, false, 'old:1:2', 3.5)"
+        )
+        await conn.execute(
+            "INSERT INTO procrastinate_jobs (queue_name, task_name, lock, args) VALUES"
+            " ('turns', 'crayfish.turn', 'session:s1', '{\"task_id\": \"waiting\"}')"
+        )
+        assert await migrations.migrate(conn) == [6]
+        left = await (await conn.execute("SELECT count(*) FROM procrastinate_jobs")).fetchone()
+        assert left == (0,)
+    manager = await replicas.start(recording_turn([]))
+    waiting, not_begun = await manager.wait("waiting", 30), await manager.wait("not-begun", 30)
+    assert (waiting.status, waiting.result) == ("completed", "WAITING")
+    assert (not_begun.status, not_begun.result) == ("completed", "NOT BEGUN")  # run again
+    begun = await manager.wait("begun", 30)
+    assert begun.status == "interrupted"  # it may have had side effects: not run again
