@@ -31,21 +31,20 @@ _folder: Path | None = None
 
 def fresh_database() -> str:
     """The URL of a new, migrated, empty database."""
-    with _lock:
-        admin = _admin()
-        name = f"crayfish_test_{os.getpid()}_{next(_names)}"
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{TEMPLATE}" STRATEGY FILE_COPY')
-        return _with_database(admin, name)
+    return _new_database("test", f'TEMPLATE "{TEMPLATE}" STRATEGY FILE_COPY')
 
 
 def empty_database() -> str:
     """The URL of a new database with no schema at all (to migrate step by step)."""
+    return _new_database("empty", "")
+
+
+def _new_database(kind: str, options: str) -> str:
     with _lock:
         admin = _admin()
-        name = f"crayfish_empty_{os.getpid()}_{next(_names)}"
+        name = f"crayfish_{kind}_{os.getpid()}_{next(_names)}"
         with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
+            conn.execute(f'CREATE DATABASE "{name}" {options}'.strip())
         return _with_database(admin, name)
 
 
