@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Json
 
-from orchestrator.store.database import Connection, Database
+from orchestrator.store.database import Database
 
 log = logging.getLogger(__name__)
 
@@ -58,19 +58,15 @@ class EventStore:
         self.on_queued: Callable[[], None] = lambda: None
         self.on_cancel: Callable[[str | None], None] = lambda task_id: None
 
-    async def add(
-        self, task_id: str, type_: str, data: dict[str, Any], conn: Connection | None = None
-    ) -> StoredEvent:
-        """Appends one event; inside `conn`'s transaction when given (then it is as durable as
-        that transaction)."""
+    async def add(self, task_id: str, type_: str, data: dict[str, Any]) -> StoredEvent:
+        """Appends one event (not waiting for the disk: a progress report)."""
         ts = time.time()
-        query = "SELECT id, seq FROM crayfish_add_event(%s, %s, %s, %s, %s)"
-        args = (task_id, type_, Json(data), ts, conn is not None)
-        if conn is not None:
-            row = await (await conn.execute(query, args)).fetchone()
-        else:
-            async with self.db.connection() as own:
-                row = await (await own.execute(query, args)).fetchone()
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT id, seq FROM crayfish_add_event(%s, %s, %s, %s, false)",
+                (task_id, type_, Json(data), ts),
+            )
+            row = await cursor.fetchone()
         assert row is not None
         return StoredEvent(row["id"], row["seq"], task_id, type_, data, ts)
 

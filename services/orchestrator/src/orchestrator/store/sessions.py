@@ -299,20 +299,12 @@ async def append_records(
     conn: Connection,
     session_id: str,
     records: list[tuple[str, dict[str, Any]]],
-    fence: Fence | None = None,
     imported: str | None = None,
-) -> bool:
-    """Appends records to a session (made on first use) in one statement; with a `fence`, only
-    while its task runs (False when it does not: nothing is written)."""
+) -> None:
+    """Appends records to a session (made on first use) in one statement, inside the caller's
+    transaction if it has one. (A running task's groups: SessionStore.append_fenced.)"""
     params = Appending(session_id, records, imported).params()
-    if fence is None:
-        query = f"SELECT count(*) AS n FROM {APPEND}"
-    else:
-        params["task"] = fence.task_id
-        query = f"WITH {fence.cte()} SELECT count(*) AS n FROM fence, LATERAL {APPEND} a"
-    cursor = await conn.execute(query, params)
-    row = await cursor.fetchone()
-    return bool(row and row["n"])
+    await conn.execute(f"SELECT count(*) AS n FROM {APPEND}", params)
 
 
 def effective_history(
