@@ -1,4 +1,4 @@
-"""Traces across the services: one turn is one trace, from the REST request through the job
+"""Traces across the services: one turn is one trace, from the REST request through the turn
 to the LLM, the tool-runner's `exec` and the memory search, exported by OTLP."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def test_one_turn_is_one_trace_across_the_orchestrator_and_the_tool_runner(
 
     spans = turn_spans(otlp.wait_for(complete))
     names = {(s.service, s.name) for s in spans}
-    # The request that queued the turn, the turn in its job, and what it did, in one trace.
+    # The request that sent the turn, the turn, and what it did, in one trace.
     assert ("orchestrator", "POST /api/chat") in names
     assert ("orchestrator", "turn chat") in names
     assert sum(1 for s in spans if s.name == "llm") == 2
