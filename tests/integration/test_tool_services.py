@@ -11,7 +11,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +27,6 @@ from tests.stacks import wait_task
 DB_PORT = free_port()
 DB_ADDRESS = f"127.0.0.1:{DB_PORT}"
 STACK_ENV = {"CRAYFISH_TOOL_SERVICES": f"db={DB_ADDRESS}"}
-DATABASE = Path(tempfile.mkdtemp(prefix="crayfish-db-query-")) / "monitoring.db"
 
 
 def tool_outputs(body: dict[str, Any]) -> list[str]:
@@ -49,17 +47,22 @@ def chat(api: httpx.Client, message: str) -> dict[str, Any]:
     return wait_task(api, accepted.json()["task_id"])
 
 
+@pytest.fixture(scope="module")
+def database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("db-query") / "monitoring.db"
+
+
 @pytest.fixture(scope="module", autouse=True)
-def db_service() -> Iterator[subprocess.Popen[bytes]]:
+def db_service(database: Path) -> Iterator[subprocess.Popen[bytes]]:
     """The example service on DB_PORT over a small monitoring database, started before the stack."""
-    with sqlite3.connect(DATABASE) as connection:
+    with sqlite3.connect(database) as connection:
         connection.executescript(
             "CREATE TABLE hosts (name TEXT, datacenter TEXT, cpu REAL);"
             "INSERT INTO hosts VALUES ('web-1', 'fra', 71.5), ('web-2', 'fra', 12.0),"
             " ('db-1', 'ams', 93.25);"
         )
     connection.close()
-    env = {**os.environ, "DB_QUERY_DATABASE": str(DATABASE), "DB_QUERY_PORT": str(DB_PORT)}
+    env = {**os.environ, "DB_QUERY_DATABASE": str(database), "DB_QUERY_PORT": str(DB_PORT)}
     process = subprocess.Popen(
         [sys.executable, "-m", "db_query_tool"], env=env, start_new_session=True
     )
@@ -119,12 +122,14 @@ def test_readyz_lists_the_custom_service(api: httpx.Client):
     assert db == {"name": "db", "address": DB_ADDRESS, "ok": True, "detail": "SERVING"}
 
 
-def test_write_attempts_are_refused_and_change_nothing(api: httpx.Client, fake_llm: FakeLLM):
+def test_write_attempts_are_refused_and_change_nothing(
+    api: httpx.Client, fake_llm: FakeLLM, database: Path
+):
     seen = len(fake_llm.requests)
-    before = digest(DATABASE)
+    before = digest(database)
     attempts = [
         "DELETE FROM hosts",
-        f"ATTACH DATABASE '{DATABASE.parent / 'copy.db'}' AS copy",
+        f"ATTACH DATABASE '{database.parent / 'copy.db'}' AS copy",
         "PRAGMA journal_mode = WAL",
         "UPDATE hosts SET cpu = 0",
     ]
@@ -139,8 +144,8 @@ def test_write_attempts_are_refused_and_change_nothing(api: httpx.Client, fake_l
     for needs, output in zip(["DELETE", "ATTACH", "PRAGMA", "UPDATE"], refusals, strict=True):
         assert "only reads (SELECT)" in output and needs in output, output
     assert tool_outputs(after_count)[-1].startswith('columns: ["count(*)"]\n[3]')
-    assert digest(DATABASE) == before
-    assert not (DATABASE.parent / "copy.db").exists()
+    assert digest(database) == before
+    assert not (database.parent / "copy.db").exists()
 
 
 def test_a_dead_tool_service_fails_readiness_and_the_other_tools_keep_working(
