@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from orchestrator.api.schemas import lone_surrogate
 from orchestrator.app import create_app
 
 from tests.fakes import FakeLLM
@@ -119,3 +121,43 @@ def test_openapi_documents_every_route_with_schemas(client: TestClient) -> None:
 def test_a_token_is_required_to_listen_beyond_loopback() -> None:
     with pytest.raises(ValueError, match="CRAYFISH_API_TOKEN"):
         settings_from_env({"CRAYFISH_HTTP_HOST": "0.0.0.0", "CRAYFISH_API_TOKEN": ""})
+
+
+def test_a_lone_surrogate_is_refused_where_it_is(client: TestClient) -> None:
+    """JSON can escape half a surrogate pair; no store or provider takes it: 400, not 500."""
+    lone = "\\ud800"
+    cases = [
+        ("/api/chat", '{"message": "hi %s"}', "message"),
+        ("/api/chat", '{"message": "hi", "images": ["%s"]}', "images.0"),
+        (
+            "/v1/chat/completions",
+            '{"model": "m", "messages": [{"role": "user", "content": "a%s"}]}',
+            "messages.0.content",
+        ),
+        (
+            "/v1/chat/completions",
+            '{"model": "m", "messages": [{"role": "user",'
+            ' "content": [{"type": "text", "text": "%s"}]}]}',
+            "messages.0.content.0.text",
+        ),
+        (
+            "/v1/chat/completions",
+            '{"model": "%s", "messages": [{"role": "user", "content": "a"}]}',
+            "model",
+        ),
+        ("/api/memory/search", '{"query": "q", "path_prefix": "%s"}', "path_prefix"),
+        ("/api/memory/notes", '{"text": "note %s"}', "text"),
+        ("/api/schedules", '{"message": "%s", "every": 60}', "message"),
+    ]
+    for path, body, where in cases:
+        reply = client.post(
+            path, headers={**AUTH, "content-type": "application/json"}, content=body % lone
+        )
+        assert reply.status_code == 400, (path, reply.status_code, reply.text)
+        message = reply.json()["error"]["message"]
+        assert f"{where} holds a lone surrogate" in message, message
+
+
+def test_a_surrogate_pair_is_one_character_not_a_lone_half() -> None:
+    assert lone_surrogate({"message": json.loads('"\\ud83e\\udd9e crayfish"')}) is None
+    assert lone_surrogate({"message": json.loads('"\\udd9e\\ud83e"')}) == "message"

@@ -107,7 +107,7 @@ def install_error_handlers(app: FastAPI) -> None:
         problems = []
         for err in exc.errors():
             where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
-            problems.append(f"{where}: {err.get('msg', 'invalid')}")
+            problems.append(f"{where}: {err.get('msg', 'invalid').removeprefix('Value error, ')}")
         message = "invalid request: " + "; ".join(problems)
         return error_response(400, message, "invalid_request")
 

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from orchestrator.api.deps import CoreDep
+from orchestrator.api.schemas import RequestBody
 from orchestrator.core import OrchestratorCore
 
 router = APIRouter(tags=["memory"])
@@ -15,7 +16,7 @@ router = APIRouter(tags=["memory"])
 MAX_LINE = 2**31 - 2
 
 
-class MemorySearch(BaseModel):
+class MemorySearch(RequestBody):
     query: str = Field(min_length=1, max_length=4000)
     top_k: int = Field(0, ge=0, le=100, strict=True, description="0 = the service default (6)")
     # strict: JSON true is not a score (lax validation would read it as 1.0)
@@ -47,7 +48,7 @@ class MemoryLines(BaseModel):
     text: str
 
 
-class MemoryNote(BaseModel):
+class MemoryNote(RequestBody):
     text: str = Field(min_length=1, max_length=100_000)
     path: str = Field("", description="under memory/; empty = memory/YYYY-MM-DD.md of today")
 

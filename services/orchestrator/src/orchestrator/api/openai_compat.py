@@ -13,6 +13,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError, error_body
+from orchestrator.api.schemas import RequestBody
 from orchestrator.api.sse import sse_comment, sse_event, sse_response
 from orchestrator.core import OrchestratorCore
 from orchestrator.media import ImageRejected, user_content
@@ -33,7 +34,7 @@ class StreamOptions(BaseModel):
     include_usage: bool = Field(False, strict=True)
 
 
-class CompletionRequest(BaseModel):
+class CompletionRequest(RequestBody):
     model_config = ConfigDict(extra="allow")
     model: str
     messages: list[ChatMessage] = Field(min_length=1)

@@ -9,13 +9,14 @@ from pydantic import BaseModel, Field
 
 from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
+from orchestrator.api.schemas import RequestBody
 from orchestrator.local_tools import describe_schedule
 from orchestrator.schedule_rules import ScheduleInvalid
 
 router = APIRouter(tags=["schedules"])
 
 
-class ScheduleRequest(BaseModel):
+class ScheduleRequest(RequestBody):
     message: str = Field(min_length=1, max_length=20_000, description="The turn's message.")
     session_id: str | None = Field(
         None, description="The session its turns run in; its own (`schedule-<id>`) if omitted."

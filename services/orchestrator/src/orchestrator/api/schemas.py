@@ -4,10 +4,44 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 
-class ChatRequest(BaseModel):
+def lone_surrogate(value: Any, where: str = "") -> str | None:
+    """Where in a parsed JSON value a string holds a lone surrogate (None: nowhere)."""
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return where or "body"
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            found = lone_surrogate(key, where) or lone_surrogate(item, f"{where}.{key}".strip("."))
+            if found:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = lone_surrogate(item, f"{where}.{index}".strip("."))
+            if found:
+                return found
+    return None
+
+
+class RequestBody(BaseModel):
+    """A request's JSON body. JSON may escape a lone surrogate (`"\\ud800"`), which parses but is
+    not Unicode that UTF-8 can carry: no store, service or provider would take it, so the body is
+    refused here, saying where."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_unicode(cls, data: Any) -> Any:
+        where = lone_surrogate(data)
+        if where is not None:
+            raise ValueError(f"{where} holds a lone surrogate (\\ud800-\\udfff): not valid Unicode")
+        return data
+
+
+class ChatRequest(RequestBody):
     message: str = Field(min_length=1, max_length=200_000, description="The user's message.")
     session_id: str | None = Field(
         None, description="Continue this session; a new one is created when omitted."

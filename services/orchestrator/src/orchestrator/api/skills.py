@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
+from orchestrator.api.schemas import RequestBody
 from orchestrator.clients.skills import Installation
 
 router = APIRouter(tags=["skills"])
@@ -49,7 +50,7 @@ class Installed(BaseModel):
     warnings: list[str]
 
 
-class FolderInstall(BaseModel):
+class FolderInstall(RequestBody):
     folder: str
     replace: bool = False
 
