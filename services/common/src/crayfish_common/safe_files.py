@@ -170,11 +170,19 @@ class SafeRoot:
         """The bytes of a regular file, refusing devices, FIFOs, hard links and oversize files."""
         return self._read(user_path, max_bytes, refuse_larger=True)[0]
 
+    def read_stat(self, user_path: str, max_bytes: int) -> tuple[bytes, os.stat_result]:
+        """`read_bytes`, with the file's status as its open descriptor had it before the read."""
+        data, _, info = self._read(user_path, max_bytes, refuse_larger=True)
+        return data, info
+
     def read_head(self, user_path: str, max_bytes: int) -> tuple[bytes, bool]:
         """At most `max_bytes` of a regular file, and whether that is all of it."""
-        return self._read(user_path, max_bytes, refuse_larger=False)
+        data, whole, _ = self._read(user_path, max_bytes, refuse_larger=False)
+        return data, whole
 
-    def _read(self, user_path: str, max_bytes: int, refuse_larger: bool) -> tuple[bytes, bool]:
+    def _read(
+        self, user_path: str, max_bytes: int, refuse_larger: bool
+    ) -> tuple[bytes, bool, os.stat_result]:
         with self.open(user_path, os.O_RDONLY) as fd:
             info = os.fstat(fd)
             require_regular(user_path, info)
@@ -193,8 +201,8 @@ class SafeRoot:
                         raise FileRefused(
                             f"{user_path}: grew past the {max_bytes}-byte read limit", "too_large"
                         )
-                    return b"".join(chunks)[:max_bytes], False
-            return b"".join(chunks), True
+                    return b"".join(chunks)[:max_bytes], False, info
+            return b"".join(chunks), True, info
 
     def read_text(self, user_path: str, max_bytes: int) -> str:
         """A regular file's text (UTF-8, bad bytes replaced), within `max_bytes`."""
