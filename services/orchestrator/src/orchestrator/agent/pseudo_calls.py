@@ -117,6 +117,7 @@ def strip_call_syntax(text: str) -> str:
 
 
 _TRIGGERS = ("<tool_call", "<|tool_call", "[TOOL_CALL", "<function", "<|python_tag", "```")
+_TRIGGER_STARTS = re.compile("[" + re.escape("".join({t[0] for t in _TRIGGERS})) + "]")
 
 
 class CallSniffer:
@@ -148,6 +149,8 @@ class CallSniffer:
         if not self.spoken and text.lstrip()[:1] in "{[":
             self.holding, self.held = True, text
             return ""
+        if not _TRIGGER_STARTS.search(text):  # most prose: no trigger, whole or begun
+            return self._emit(text)
         at = min((i for i in (text.find(t) for t in _TRIGGERS) if i >= 0), default=-1)
         if at >= 0:
             self.holding, self.held = True, text[at:]
