@@ -35,6 +35,7 @@ from tests.fakes import FakeLLM, Reply, ToolCall
 from tests.postgres import server_pid
 from tests.stacks import running_stack
 
+WARM_UP = 3  # turns before the figures
 MEMORY = "# Memory\n\n- The user's sister Ada lives in Lisbon and plays the cello.\n"
 
 
@@ -49,8 +50,9 @@ def script(delay: float, with_exec: bool):
     return reply
 
 
-async def burst(url: str, sessions: int, tag: str) -> tuple[float, int]:
-    """(wall seconds, failures) of `sessions` turns sent at once, each in its own session."""
+async def burst(url: str, sessions: int, tag: str, first: int = 0) -> tuple[float, int]:
+    """(wall seconds, failures) of `sessions` turns sent at once, each in its own session
+    (numbered from `first`)."""
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=300)
     async with aiohttp.ClientSession(url, connector=connector, timeout=timeout) as client:
@@ -62,9 +64,8 @@ async def burst(url: str, sessions: int, tag: str) -> tuple[float, int]:
                 await answer.read()
                 return answer.status == 200
 
-        await asyncio.gather(*(one(i) for i in range(3)))  # warm connections and caches
         started = time.perf_counter()
-        results = await asyncio.gather(*(one(i) for i in range(3, sessions + 3)))
+        results = await asyncio.gather(*(one(i) for i in range(first, first + sessions)))
         return time.perf_counter() - started, results.count(False)
 
 
@@ -136,15 +137,19 @@ def scenario(args: argparse.Namespace, name: str, recall: bool, with_exec: bool)
         fake.reply_forever_with(script(args.llm_delay, with_exec))
         with running_stack(fake.base_url, files={"MEMORY.md": MEMORY}, env=env) as stack:
             time.sleep(2)  # memory indexes MEMORY.md
+            tag = name.split()[0]
+            # First requests build what the services make once (routes, caches, connections):
+            # sent before the figures start.
+            asyncio.run(burst(stack.url, WARM_UP, tag))
             spy = start_py_spy(args.py_spy, name, stack.processes[args.py_spy_of].pid)
             before = service_cpu(stack)
-            wall, failed = asyncio.run(burst(stack.url, args.sessions, name.split()[0]))
+            wall, failed = asyncio.run(burst(stack.url, args.sessions, tag, first=WARM_UP))
             after = service_cpu(stack)
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
                 spy.wait(30)
     ideal = args.llm_delay * requests
-    turns = args.sessions + 3  # the warm-up turns' CPU is in the figures too
+    turns = args.sessions
     cpu = {k: (after[k] - before.get(k, 0.0)) / turns * 1000 for k in after}
     per_service = ", ".join(f"{k} {v:.1f}" for k, v in cpu.items() if v >= 0.05)
     print(

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from crayfish_common.heap import freeze_startup_heap
 from crayfish_common.settings import ServiceSettings
 from crayfish_common.tracing import grpc_server_interceptors
 
@@ -66,6 +67,7 @@ async def serve(
     """Serves until SIGTERM or SIGINT, then drains in-flight RPCs within the grace period."""
     service = GrpcService(service_names, registrars)
     port = await service.start(settings.listen_address)
+    freeze_startup_heap()
     log.info("serving %s on %s:%d", ", ".join(service_names), settings.host, port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -8,6 +8,7 @@ import signal
 
 from crayfish.memory.v1 import memory_pb2_grpc
 from crayfish_common.grpc_server import GrpcService
+from crayfish_common.heap import freeze_startup_heap
 
 from memory.config import MemorySettings
 from memory.core import MemoryCore
@@ -36,6 +37,7 @@ async def serve(settings: MemorySettings) -> int:
     port = await service.start(settings.listen_address)
     log.info("serving %s on %s:%d", SERVICE_NAME, settings.host, port)
     core.start()
+    freeze_startup_heap()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -39,7 +39,7 @@ def main() -> int:
         )
     log.info("LLM %s at %s", settings.model, settings.openai_base_url)
     config = uvicorn.Config(
-        create_app(settings),
+        create_app(settings, freeze_heap=True),
         host=settings.http_host,
         port=settings.http_port,
         log_level=settings.log_level.lower(),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from crayfish_common.heap import freeze_startup_heap
 from crayfish_common.tracing import tracing_enabled
 from fastapi import FastAPI
 
@@ -29,7 +30,9 @@ from orchestrator.mcp_server.http import mount_mcp
 from orchestrator.metrics import Metrics
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings, freeze_heap: bool = False) -> FastAPI:
+    """The HTTP app. With `freeze_heap` (the service's own process), the heap start-up built is
+    frozen once the core has started (`freeze_startup_heap`): never in a test's process."""
     metrics = Metrics()  # its own registry: two apps in one process count apart
 
     @asynccontextmanager
@@ -41,6 +44,8 @@ def create_app(settings: Settings) -> FastAPI:
         except BaseException:
             await core.close()
             raise
+        if freeze_heap:  # a process of its own (not a test's app)
+            freeze_startup_heap()
         try:
             async with mcp_sessions:
                 yield
