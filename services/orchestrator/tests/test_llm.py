@@ -62,6 +62,17 @@ async def test_a_reply_streams_each_piece_once(llm: LLMClient, fake_llm: FakeLLM
     assert reply.finish_reason == "stop" and reply.completion_tokens > 0
 
 
+async def test_half_a_surrogate_pair_arrives_as_a_replacement_character(
+    llm: LLMClient, fake_llm: FakeLLM
+):
+    """JSON can escape a lone surrogate, which no store, page or next request could carry."""
+    chunk = '{"choices": [{"index": 0, "delta": {"content": " w\\ud800rld \\ud83e\\udd9e"}}]}'
+    fake_llm.reply(Reply(text="Hello", garbage=chunk))
+    reply, shown = await ask(llm)
+    assert reply.content == shown == "Hello w\ufffdrld \U0001f99e"
+    reply.content.encode()  # UTF-8 can carry it
+
+
 async def test_server_errors_are_retried_with_a_short_backoff(llm: LLMClient, fake_llm: FakeLLM):
     for _ in range(3):
         fake_llm.reply_error(500, "internal error")

@@ -223,6 +223,8 @@ def decoded_event(event: bytes, text: str) -> Any:
         data = json.loads(text)
     except ValueError as exc:
         raise StreamBroke(f"a chunk that is not JSON: {text[:80]!r}") from exc
+    if "\\ud" in text or "\\uD" in text:  # an escaped surrogate: a pair, or half of one
+        data = without_lone_surrogates(data)
     if isinstance(data, dict) and (event == b"error" or data.get("error")):
         error = data.get("error")
         message = error.get("message") if isinstance(error, dict) else None
@@ -230,6 +232,22 @@ def decoded_event(event: bytes, text: str) -> Any:
             message = "An error occurred during streaming"
         raise StreamBroke(f"the provider sent an error: {message}")
     return data
+
+
+def without_lone_surrogates(value: Any) -> Any:
+    """The value with each lone surrogate (half a pair, which JSON can escape) as U+FFFD: text
+    that UTF-8 can carry to the user, the store and the next request."""
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return value
+    if isinstance(value, dict):
+        return {k: without_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_lone_surrogates(v) for v in value]
+    return value
 
 
 def env_proxy(url: str) -> str | None:
