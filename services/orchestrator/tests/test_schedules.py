@@ -17,6 +17,7 @@ from orchestrator.app import create_app
 from orchestrator.core import OrchestratorCore
 from orchestrator.local_tools import describe_schedule
 from orchestrator.schedule_rules import ScheduleInvalid, Timing, next_run, parse_timing
+from orchestrator.scheduler import Scheduler
 
 from tests.fakes import FakeLLM, Reply, ToolCall
 
@@ -182,6 +183,28 @@ async def test_two_cores_fire_each_due_time_once(core_factory, fake_llm: FakeLLM
     asked = [r for r in fake_llm.requests if "tick" in r["messages"][-1]["content"]]
     assert len(asked) == len(fired)  # each firing reached the model once
     assert entry.session_id == "ticks"
+
+
+async def test_closing_mid_firing_finishes_it_queued_and_recorded(core_factory, fake_llm):
+    fake_llm.reply_forever_text("NO_REPLY")
+    core: OrchestratorCore = await core_factory(**FAST)
+    await core.scheduler.close()  # only the slow scheduler below fires
+    entered = asyncio.Event()
+
+    async def slow_submit(session_id: str, message: str, kind: str, task_id: str) -> object:
+        entered.set()
+        await asyncio.sleep(0.3)  # closing arrives while the turn is being queued
+        return await core.tasks.create(session_id, message, kind, task_id)
+
+    slow = Scheduler(core.scheduler.store, slow_submit, core.settings)
+    at = datetime.fromtimestamp(time.time() + 0.1, UTC).isoformat()
+    entry = await slow.add("once", session_id="closing", at=at)
+    slow.start()
+    await asyncio.wait_for(entered.wait(), 5)
+    await slow.close()
+    (task,) = await tasks_of(core)
+    assert entry.id in task.id
+    assert await slow.entries() == []  # the firing was recorded: the `at` schedule is done
 
 
 async def test_the_models_tools_are_bounded_per_session(core_factory):

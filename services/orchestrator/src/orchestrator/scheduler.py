@@ -26,6 +26,7 @@ from orchestrator.store.sessions import InvalidSessionId, check_session_id
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 20_000
+CLOSE_GRACE = 5.0  # seconds a closing scheduler lets a firing under way finish
 # submit(session id, message, kind, task id): queues a turn (a no-op if the id exists).
 Submit = Callable[[str, str, str, str], Awaitable[object]]
 
@@ -42,6 +43,7 @@ class Scheduler:
         self.submit = submit
         self.settings = settings
         self._loop: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
 
     async def add(
         self,
@@ -111,12 +113,14 @@ class Scheduler:
                 return False
         return await self.store.delete(schedule_id)
 
-    async def fire_due(self) -> list[str]:
-        """Queues a turn for each due schedule; returns the ids of the tasks this replica
-        recorded a firing for."""
+    async def fire_due(self, stop: asyncio.Event | None = None) -> list[str]:
+        """Queues a turn for each due schedule (until `stop` is set); returns the ids of the
+        tasks this replica recorded a firing for."""
         now = time.time()
         fired = []
         for entry in await self.store.due(now):
+            if stop is not None and stop.is_set():
+                break  # closing: the rest fire on the next look, here or on another replica
             task_id = f"sched-{entry.id}-{round(entry.next_run * 1000)}"
             try:
                 if await self._skipped(entry, now):
@@ -153,18 +157,25 @@ class Scheduler:
             self._loop = asyncio.create_task(self._run(), name="schedules")
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping.is_set():
             try:
-                await self.fire_due()
+                await self.fire_due(self._stopping)
             except Exception:  # the database may be away for a moment
                 log.exception("looking for due schedules failed")
-            await asyncio.sleep(self.settings.schedule_poll)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.settings.schedule_poll)
 
     async def close(self) -> None:
-        if self._loop is not None:
-            self._loop.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loop
+        """Stops firing. A firing under way is finished first (its turn queued and the firing
+        recorded, or neither), for at most CLOSE_GRACE seconds before it is cut."""
+        self._stopping.set()
+        if self._loop is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._loop), CLOSE_GRACE)
+        self._loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._loop
 
 
 def scheduled_message(entry: ScheduledTurn) -> str:
