@@ -76,6 +76,20 @@ async def test_a_history_read_here_sees_what_another_replica_appended_deleted_or
     assert await here.load("s") == [{"role": "user", "content": "afresh"}]
 
 
+async def test_messages_come_back_from_the_server_as_they_went_in(db: Database) -> None:
+    # JSON parameters are written by orjson, and by json.dumps what orjson refuses (integers
+    # past 64 bits, keys that are not strings): either way the history reads back the same.
+    text = '龙虾 "quoted" \\ {json} \u2028 \u0000 😀'
+    sent = [
+        {"role": "user", "content": text, "meta": {"big": 2**70, "ratio": 0.1}},
+        {"role": "assistant", "content": "ok", "counts": {1: "one"}},
+    ]
+    await SessionStore(db).append("s1", sent)
+    read = await SessionStore(db).load("s1")  # another store: read from the server
+    assert read[0] == sent[0]
+    assert read[1]["counts"] == {"1": "one"}  # as json.dumps writes an integer key
+
+
 async def test_a_group_is_stored_whole_or_not_at_all(db: Database) -> None:
     store = SessionStore(db)
     await store.append("s1", [{"role": "user", "content": "hi"}])

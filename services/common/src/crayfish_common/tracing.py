@@ -4,11 +4,12 @@ OTEL_EXPORTER_OTLP_ENDPOINT is set (the exporter reads the standard OTEL_* varia
 Each service calls `setup_tracing(name)` once at start, before it builds gRPC channels or
 servers; `grpc_client_interceptors()` and `grpc_server_interceptors()` then carry the W3C trace
 context in gRPC metadata (health checks are left out). With tracing off they are empty and the
-API's tracer does nothing, so the code that makes spans costs next to nothing.
+API's tracer does nothing, so the code that makes spans (through `span`) costs next to nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -17,6 +18,8 @@ from opentelemetry import context, propagate, trace
 
 ENDPOINT_VARIABLE = "OTEL_EXPORTER_OTLP_ENDPOINT"
 _enabled = False
+# What `span` gives with tracing off: no context switch, a span whose setters do nothing.
+_NO_SPAN = contextlib.nullcontext(trace.INVALID_SPAN)
 
 
 def setup_tracing(service_name: str, exporter: Any = None) -> bool:
@@ -68,6 +71,16 @@ def grpc_server_interceptors() -> list[Any]:
     from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 
     return [aio_server_interceptor(filter_=filters.negate(filters.health_check()))]
+
+
+def span(
+    tracer: trace.Tracer, name: str, attributes: Mapping[str, Any] | None = None
+) -> contextlib.AbstractContextManager[trace.Span]:
+    """`tracer.start_as_current_span(name)`; with tracing off, a shared no-op (~0.1 us against
+    ~7 us for the API's non-recording span: a turn makes several)."""
+    if not _enabled:
+        return _NO_SPAN
+    return tracer.start_as_current_span(name, attributes=attributes)  # type: ignore[arg-type]
 
 
 def current_carrier() -> dict[str, str]:

@@ -6,6 +6,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, cast
 
+from crayfish_common.tracing import span
 from crayfish_common.url_guard import AllowList
 from opentelemetry import trace
 
@@ -108,7 +109,7 @@ class Assistant:
         """The turn with the session's history, memory recall and the tool loop."""
         if task.images and not self.vision:
             raise ValueError(vision_refusal(self.settings))
-        with tracer.start_as_current_span("turn setup"):
+        with span(tracer, "turn setup"):
             system, recall = await asyncio.gather(
                 self.system_prompt("full"), self.recall(task.message, emit)
             )
@@ -210,7 +211,7 @@ class Assistant:
         if not self.settings.auto_recall or not query.strip():
             return ""
         try:
-            with tracer.start_as_current_span("memory recall"):
+            with span(tracer, "memory recall"):
                 found = await self.clients.memory.search(
                     query,
                     top_k=self.settings.auto_recall_hits,

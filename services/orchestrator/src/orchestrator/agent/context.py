@@ -22,9 +22,27 @@ PRUNED_MARKER = "[older tool result pruned to save context; {chars} chars]"
 WIDE = re.compile("[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
+# Estimates of texts seen, by the text: history is estimated whole at every turn, and a kept
+# history holds the same string objects turn after turn (a str caches its hash, and equality
+# starts with identity). Bounded by characters; emptied when full.
+_estimates: dict[str, int] = {}
+_estimated_chars = 0
+ESTIMATES_MAX_CHARS = 8_000_000
+
+
 def estimate_text(text: str) -> int:
+    global _estimated_chars
+    known = _estimates.get(text)
+    if known is not None:
+        return known
     wide = len(WIDE.findall(text))
-    return wide + (len(text) - wide + 3) // 4
+    tokens = wide + (len(text) - wide + 3) // 4
+    if _estimated_chars + len(text) > ESTIMATES_MAX_CHARS:
+        _estimates.clear()
+        _estimated_chars = 0
+    _estimates[text] = tokens
+    _estimated_chars += len(text)
+    return tokens
 
 
 # An image costs the same whatever its size here: providers bill a tile grid (~85-1,100 tokens
@@ -51,8 +69,29 @@ def estimate_tokens(messages: list[dict[str, Any]]) -> int:
     total = 0
     for message in messages:
         total += MESSAGE_OVERHEAD + estimate_content(message.get("content"))
-        if message.get("tool_calls"):
-            total += estimate_text(json.dumps(message["tool_calls"], ensure_ascii=False))
+        calls = message.get("tool_calls")
+        if calls:
+            total += estimate_calls(calls)
+    return total
+
+
+# A call's JSON around its name and arguments ({"id": "call_...", "type": "function", ...}).
+CALL_FRAMING_TOKENS = 24
+
+
+def estimate_calls(calls: Any) -> int:
+    """Tokens of an assistant message's tool calls: their names and arguments, and framing."""
+    if not isinstance(calls, list):
+        return estimate_text(json.dumps(calls, ensure_ascii=False))
+    total = 0
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict):
+            total += estimate_text(json.dumps(call, ensure_ascii=False))
+            continue
+        name, arguments = function.get("name"), function.get("arguments")
+        total += CALL_FRAMING_TOKENS + estimate_text(str(name or ""))
+        total += estimate_text(arguments if isinstance(arguments, str) else json.dumps(arguments))
     return total
 
 

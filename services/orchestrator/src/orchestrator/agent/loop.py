@@ -13,6 +13,7 @@ from typing import Any
 
 from crayfish_common.textcap import cap_text
 from crayfish_common.tools import ToolResult
+from crayfish_common.tracing import span
 from opentelemetry import trace
 
 from orchestrator.agent.guard import RepeatGuard
@@ -160,7 +161,7 @@ class AgentLoop:
                 await emit("assistant.delta", {"round": round_no, "text": visible})
 
         started = time.perf_counter()
-        with tracer.start_as_current_span("llm", attributes={"crayfish.round": round_no}) as span:
+        with span(tracer, "llm", {"crayfish.round": round_no}) as llm_span:
             if self.limits.tool_mode == "text":
                 reply = await self.llm.complete(to_text_protocol(messages), None, on_delta)
             else:
@@ -169,7 +170,7 @@ class AgentLoop:
                 if choice not in ("", "auto", "required", "none") and choice not in tools:
                     choice = ""  # forcing a tool this turn does not offer would be rejected
                 reply = await self.llm.complete(messages, offered or None, on_delta, choice)
-            span.set_attributes(
+            llm_span.set_attributes(
                 {
                     "gen_ai.usage.input_tokens": reply.prompt_tokens,
                     "gen_ai.usage.output_tokens": reply.completion_tokens,
@@ -247,11 +248,9 @@ class AgentLoop:
             data = {"call_id": call.id, "tool": call.name, "stream": stream, "text": text}
             await emit("tool.output", data)
 
-        with tracer.start_as_current_span(
-            f"tool {call.name}", attributes={"crayfish.call_id": call.id}
-        ) as span:
+        with span(tracer, f"tool {call.name}", {"crayfish.call_id": call.id}) as tool_span:
             outcome = await tools.run(call.name, call.arguments, session_id, call.id, on_output)
-            span.set_attribute("crayfish.ok", outcome.ok)
+            tool_span.set_attribute("crayfish.ok", outcome.ok)
         capped = cap_text(outcome.output, self.limits.result_max_chars, CAP_HEAD_SHARE)
         truncated = outcome.truncated or capped.truncated
         outcome.output = capped.text

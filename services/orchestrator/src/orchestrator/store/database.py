@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from typing import Any
 
+import orjson
 import psycopg
 from psycopg.rows import DictRow, dict_row
+from psycopg.types.json import set_json_dumps
 from psycopg_pool import AsyncConnectionPool
 
 from orchestrator.store.migrations import migrate
@@ -40,7 +44,7 @@ class Database:
             # Not `autocommit` in kwargs: the job queue opens its listening connection with
             # these kwargs plus its own autocommit=True.
             kwargs={"row_factory": dict_row},
-            configure=_autocommit,
+            configure=_configure,
             # No `check` on each checkout (a round trip per query): a connection the server
             # dropped fails one query and is then replaced by the pool.
             open=False,
@@ -96,8 +100,18 @@ def _disk_full_as_os_error() -> Iterator[None]:
         raise OSError(errno.ENOSPC, f"the database's disk is full ({detail})") from exc
 
 
-async def _autocommit(conn: Connection) -> None:
+async def _configure(conn: Connection) -> None:
     await conn.set_autocommit(True)
+    set_json_dumps(json_for_server, conn)
+
+
+def json_for_server(value: Any) -> bytes:
+    """JSON parameters (events, messages) by orjson, ~10x json.dumps; by json.dumps what orjson
+    refuses (keys that are not strings, integers past 64 bits, lone surrogates), as before."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(value).encode()
 
 
 async def lock_session(conn: Connection, session_id: str) -> None:
