@@ -229,6 +229,42 @@ async def test_a_follower_here_sees_the_events_live_numbered_as_the_store_keeps_
     assert resumed == [seq for seq, _, _ in seen if seq > 3]
 
 
+async def test_a_follower_elsewhere_sees_a_turn_as_it_goes_and_unfollowed_ones_write_at_the_end(
+    replicas: Replicas,
+):
+    go_on = asyncio.Event()
+
+    async def talking(task: Task, emit: EventSink) -> str:
+        await emit("assistant.delta", {"text": "first words", "round": 1})
+        await go_on.wait()
+        await emit("assistant.delta", {"text": " and the rest", "round": 2})
+        return "done"
+
+    runner = await replicas.start(talking)
+    elsewhere = await replicas.start(recording_turn([]))
+    quiet = await runner.create("s1", "nobody follows this one from the store")
+    await asyncio.sleep(1.5)  # three write windows: a watched turn would have written by now
+    stored = [e.type for e in await runner.events.task_events(quiet.id, 0)]
+    assert stored == ["task.queued", "task.started"]  # the rest goes with its outcome
+    go_on.set()
+    finished = await runner.wait(quiet.id, 10)
+    stored = [e.type for e in await runner.events.task_events(quiet.id, 0)]
+    assert finished.status == "completed" and stored.count("assistant.delta") == 2
+
+    go_on.clear()
+    followed = await runner.create("s2", "followed from another replica")
+    events = elsewhere.follow(followed.id, 0)
+    async with asyncio.timeout(10):  # the turn waits for its first words to be seen there
+        async for event in events:
+            if event.type == "assistant.delta":  # seen from the store while the turn runs
+                assert event.data["text"] == "first words"
+                assert (await elsewhere.get(followed.id)).status == "running"  # type: ignore[union-attr]
+                break
+    go_on.set()
+    rest = [e.type async for e in events]
+    assert rest[-2:] == ["assistant.delta", "task.completed"]
+
+
 async def test_a_message_whose_sender_gave_up_mid_submit_still_runs_and_frees_its_session(
     replicas: Replicas,
 ):

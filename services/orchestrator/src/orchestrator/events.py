@@ -13,7 +13,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from orchestrator.store.events import StoredEvent
+from orchestrator.store.events import WATCH_TTL, StoredEvent
 
 log = logging.getLogger(__name__)
 
@@ -30,11 +30,15 @@ def event_body(event: StoredEvent, event_id: int) -> dict[str, Any]:
 
 
 # A running turn's events are numbered and shown to this replica's followers at most this many
-# seconds after one another (the first at once), consecutive text deltas merged; they are
-# written to the store in batches at most every WRITE_WINDOW, so followers on other replicas
-# see them that much later, and a streamed answer is a few writes, not one per token.
+# seconds after one another (the first at once), consecutive text deltas merged. They are
+# written to the store with the turn's outcome; before it only while some reader follows them
+# from the store (a follower on another replica, or of the global stream: `Watches`), in
+# batches at most every WRITE_WINDOW, so that reader sees them that much later, and a streamed
+# answer is a few writes, not one per token. Unwatched, a batch is written once it holds
+# UNWRITTEN_MAX events, which bounds the outcome's statement.
 SHOW_WINDOW = 0.05
 WRITE_WINDOW = 0.5
+UNWRITTEN_MAX = 256
 # Writes a batch of one task's numbered events, in order.
 WriteEvents = Callable[[list[StoredEvent]], Awaitable[None]]
 
@@ -87,14 +91,43 @@ class LiveLog:
         grew.set()
 
 
+class Watches:
+    """Which tasks' events some reader follows from the store, on any replica: each reader
+    announces its watch (store/events.py, WATCH notifications) when it begins to wait for more
+    and again every WATCH_RENEW seconds; a watch lasts `ttl` seconds after its last one."""
+
+    def __init__(self, ttl: float = WATCH_TTL):
+        self.ttl = ttl
+        self._until: dict[str, float] = {}
+        self._all_until = 0.0
+
+    def told(self, task_id: str | None) -> None:
+        """A reader follows `task_id` (None: every task, the global stream)."""
+        until = time.monotonic() + self.ttl
+        if task_id is None:
+            self._all_until = until
+            return
+        if len(self._until) >= 1000:  # watches of tasks that never ran here
+            now = time.monotonic()
+            self._until = {t: u for t, u in self._until.items() if u > now}
+        self._until[task_id] = until
+
+    def watched(self, task_id: str) -> bool:
+        now = time.monotonic()
+        return self._all_until > now or self._until.get(task_id, 0.0) > now
+
+    def forget(self, task_id: str) -> None:
+        self._until.pop(task_id, None)
+
+
 class EventOutbox:
     """One running turn's events on their way to its followers and the store, by one background
     task so the turn never waits for the database. Events are numbered into the turn's LiveLog
     at most SHOW_WINDOW apart (consecutive text deltas of a round merged into one; the first at
-    once, so the first words show without delay), and written at most WRITE_WINDOW apart, each
-    write one statement. What is left at the turn's end is handed over by `drain`, for the
-    statement that records the outcome. A write that fails is raised at the turn's next event,
-    or at `drain`, so a turn whose store is gone still fails."""
+    once, so the first words show without delay), and, while `watched` (see WRITE_WINDOW),
+    written at most WRITE_WINDOW apart, each write one statement. What is left at the turn's end
+    is handed over by `drain`, for the statement that records the outcome. A write that fails is
+    raised at the turn's next event, or at `drain`, so a turn whose store is gone still fails."""
 
     def __init__(
         self,
@@ -102,9 +135,11 @@ class EventOutbox:
         write: WriteEvents,
         show_window: float = SHOW_WINDOW,
         write_window: float = WRITE_WINDOW,
+        watched: Callable[[], bool] = lambda: True,
     ):
         self.log = log
         self.write = write
+        self.watched = watched  # whether a reader follows the task's events from the store
         self.show_window = show_window
         self.write_window = write_window
         self._pending: list[tuple[str, dict[str, Any], float]] = []
@@ -138,6 +173,10 @@ class EventOutbox:
         unwritten, self._unwritten = self._unwritten, []
         return unwritten
 
+    def wake(self) -> None:
+        """Looks again at what to write (a reader began to follow from the store)."""
+        self._wake.set()
+
     def abandon(self) -> None:
         """Stops the writer without writing more (the turn was taken over elsewhere)."""
         if self._writer is not None:
@@ -156,7 +195,8 @@ class EventOutbox:
             if self._pending and now >= self._shown_at + self.show_window:
                 self._number()
                 self._shown_at = now
-            if self._unwritten and now >= self._written_at + self.write_window:
+            to_write = self._unwritten and (self.watched() or len(self._unwritten) >= UNWRITTEN_MAX)
+            if to_write and now >= self._written_at + self.write_window:
                 batch, self._unwritten = self._unwritten, []
                 self._written_at = now
                 try:
@@ -168,7 +208,7 @@ class EventOutbox:
                 self.log.written_seq = batch[-1].seq
                 continue
             due = [self._shown_at + self.show_window] if self._pending else []
-            if self._unwritten:
+            if to_write:
                 due.append(self._written_at + self.write_window)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(min(due) - now if due else None):

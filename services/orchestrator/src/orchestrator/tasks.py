@@ -16,7 +16,7 @@ from typing import Any
 from crayfish_common.tracing import attach_carrier, current_carrier, detach, span
 from opentelemetry import trace
 
-from orchestrator.events import TERMINAL_EVENTS, EventOutbox, EventSink, LiveLog
+from orchestrator.events import TERMINAL_EVENTS, EventOutbox, EventSink, LiveLog, Watches
 from orchestrator.jobs import Deliveries, JobQueue
 from orchestrator.store import (
     Database,
@@ -79,6 +79,8 @@ class TaskManager:
         self.worker = TurnWorker(self.store, self._run_task, timing, name, self._gone)
         self.events.on_queued = self.worker.queued
         self.events.on_cancel = self.worker.cancel_told
+        self.events.on_watch = self._watch_told
+        self.watches = Watches()  # readers following events from the store, on any replica
         self.observers: list[EventObserver] = []
         self.active_count = 0  # queued or running, cluster-wide, as of the last sweep
         self._outboxes: dict[str, EventOutbox] = {}  # of the turns running here
@@ -245,7 +247,9 @@ class TaskManager:
         token = attach_carrier(task.trace)
         try:
             self._outboxes[task.id] = EventOutbox(
-                live.log, lambda batch: self.events.add_numbered(task.id, batch)
+                live.log,
+                lambda batch: self.events.add_numbered(task.id, batch),
+                watched=lambda: self.watches.watched(task.id),
             )
             attributes = {"crayfish.task_id": task.id, "crayfish.session_id": task.session_id}
             with span(tracer, f"turn {task.kind}", attributes):
@@ -272,9 +276,20 @@ class TaskManager:
         the row, if the run recorded no outcome, e.g. one stopped before it began: the sweep of
         another replica puts that back in line)."""
         live = self._live.pop(task.id, None)
+        self.watches.forget(task.id)
         if live is not None:
             live.log.close()
             live.ended.set()
+
+    def _watch_told(self, task_id: str | None) -> None:
+        """A reader follows `task_id`'s events (None: every task's) from the store: the turns
+        concerned running here write theirs as they go."""
+        self.watches.told(task_id)
+        if task_id is None:
+            for outbox in self._outboxes.values():
+                outbox.wake()
+        elif task_id in self._outboxes:
+            self._outboxes[task_id].wake()
 
     async def _stopped(self, by_user: bool, live: LiveTurn) -> None:
         """A turn stopped by a cancel (-> cancelled) or by this replica shutting down: a turn

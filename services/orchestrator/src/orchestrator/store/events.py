@@ -32,6 +32,12 @@ POLL_SECONDS = 2.0  # a reader's longest sleep without a notification
 ENDED = "!"
 QUEUED = "?"
 CANCEL = "#"
+# ...and a reader follows a task's events from the store (WATCH + its id; WATCH_ALL: every
+# task's): the task's runner writes them while it runs, not only with its outcome (events.py).
+WATCH = "+"
+WATCH_ALL = "*"
+WATCH_RENEW = 2.0  # a reader following from the store announces its watch again this often
+WATCH_TTL = 6.0  # a watch lasts this long after its last announcement
 BATCH = 500
 PRUNE_BATCH = 5_000
 
@@ -57,6 +63,8 @@ class EventStore:
         # have been missed): the replica's turn worker.
         self.on_queued: Callable[[], None] = lambda: None
         self.on_cancel: Callable[[str | None], None] = lambda task_id: None
+        # Told of WATCH notifications: the task a reader follows (None: every task).
+        self.on_watch: Callable[[str | None], None] = lambda task_id: None
 
     async def add(self, task_id: str, type_: str, data: dict[str, Any]) -> StoredEvent:
         """Appends one event (not waiting for the disk: a progress report)."""
@@ -149,6 +157,7 @@ class EventStore:
     ) -> AsyncIterator[StoredEvent]:
         """The task's events after `after_seq`, live, ending with its terminal event, or
         earlier once `until(last seq yielded)` holds (checked before each sleep)."""
+        watch = _Watch(self, task_id)
         async with self._woken_by(task_id) as woken:
             while True:
                 woken.clear()  # before reading: a notification during the read is not lost
@@ -161,10 +170,12 @@ class EventStore:
                 if len(fresh) < BATCH:
                     if until(after_seq):
                         return
+                    await watch.renew()
                     await sleep_until(woken)
 
     async def follow_all(self, after_id: int) -> AsyncIterator[StoredEvent]:
         """Every task's events after `after_id`, live, until the reader leaves."""
+        watch = _Watch(self, None)
         async with self._woken_by(None) as woken:
             while True:
                 woken.clear()
@@ -173,7 +184,15 @@ class EventStore:
                     after_id = event.id
                     yield event
                 if len(fresh) < BATCH:
+                    await watch.renew()
                     await sleep_until(woken)
+
+    async def announce_watch(self, task_id: str | None) -> None:
+        """Tells every replica a reader follows `task_id`'s events (None: every task's) from
+        the store, so the runner writes them as the turn goes (WATCH)."""
+        payload = WATCH + (WATCH_ALL if task_id is None else task_id)
+        async with self.db.connection() as conn:
+            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
 
     def woken_at_end(self, task_id: str) -> contextlib.AbstractAsyncContextManager[asyncio.Event]:
         """An event set when the task ends (TaskStore.finish notifies ENDED + its id), at least
@@ -204,6 +223,10 @@ class EventStore:
             return
         elif task_id.startswith(CANCEL):
             self.on_cancel(task_id[len(CANCEL) :])
+            return
+        elif task_id.startswith(WATCH):
+            watched = task_id[len(WATCH) :]
+            self.on_watch(None if watched == WATCH_ALL else watched)
             return
         elif task_id.startswith(ENDED):  # only its waiters: the task's events were notified
             groups = [self._readers.get(task_id, set())]
@@ -236,6 +259,21 @@ class EventStore:
             except psycopg.OperationalError as exc:
                 log.warning("event listener lost its connection (%s); reconnecting", exc)
                 await asyncio.sleep(1.0)
+
+
+class _Watch:
+    """A reader's watch: announced when it first waits for more, then every WATCH_RENEW."""
+
+    def __init__(self, events: EventStore, task_id: str | None):
+        self.events = events
+        self.task_id = task_id
+        self._announced = -WATCH_RENEW
+
+    async def renew(self) -> None:
+        now = time.monotonic()
+        if now - self._announced >= WATCH_RENEW:
+            self._announced = now
+            await self.events.announce_watch(self.task_id)
 
 
 async def sleep_until(woken: asyncio.Event, longest: float = POLL_SECONDS) -> None:
