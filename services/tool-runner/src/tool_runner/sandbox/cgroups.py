@@ -104,15 +104,19 @@ class CgroupLimiter:
         return CommandGroup(folders)
 
     async def remove(self, group: CommandGroup) -> None:
-        """Removes the groups once empty (the command's pid namespace is already gone)."""
+        """Removes the groups once empty. The command is over by now: what is still in a group
+        is its namespace being torn down, or a stray that outlived bwrap (killed before its
+        --die-with-parent took hold), which is killed."""
         for folder in group.folders:
-            for _ in range(50):
+            for attempt in range(50):
                 try:
                     folder.rmdir()
                     break
                 except FileNotFoundError:
                     break
                 except OSError:
+                    if attempt % 10 == 0:
+                        _kill_now(folder)
                     await asyncio.sleep(0.02)
             else:
                 log.warning("cgroup %s is still busy; left behind", folder)
@@ -171,6 +175,17 @@ def _kill_members(folder: Path, wait: float = 2.0) -> None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.02)
+
+
+def _kill_now(folder: Path) -> None:
+    """SIGKILLs what is in one group, at once: cgroup.kill where the kernel has it (v2, 5.14),
+    else each pid it lists."""
+    with contextlib.suppress(OSError):
+        (folder / "cgroup.kill").write_text("1")
+        return
+    for pid in _read(folder / "cgroup.procs").split():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(int(pid), signal.SIGKILL)
 
 
 def _read(path: Path) -> str:

@@ -102,11 +102,12 @@ def kill_group(pid: int) -> None:
 
 
 async def discard_process(proc: asyncio.subprocess.Process) -> None:
-    """Kills a started process's group, reaps it and closes its pipes."""
+    """Kills a started process's group, closes its pipes and reaps it. The pipes close first:
+    asyncio's wait() waits for them too, and a stray outside the group may hold them."""
     kill_group(proc.pid)
+    _close_pipes(proc)
     with contextlib.suppress(ProcessLookupError):
         await proc.wait()
-    _close_pipes(proc)
 
 
 def _close_pipes(proc: asyncio.subprocess.Process) -> None:
@@ -131,15 +132,32 @@ async def run_process(
 
 async def spawn_process(argv: list[str], **spawn: Any) -> asyncio.subprocess.Process:
     """Starts argv in a session of its own, stdout and stderr piped (stdin: /dev/null unless
-    the caller passes stdin=PIPE, as a warm sandbox does to receive its job)."""
+    the caller passes stdin=PIPE, as a warm sandbox does to receive its job).
+
+    A cancellation waits for the start to finish, then kills and reaps what it started. Cut
+    short, asyncio (3.11) kills only the pid it forked and waits for all of the pipes to close,
+    while it goes on connecting them: a descendant that outlives that pid (bwrap's namespace
+    before --die-with-parent holds) keeps them open, and the cancelled start never returns.
+    """
     spawn.setdefault("stdin", asyncio.subprocess.DEVNULL)
-    return await asyncio.create_subprocess_exec(
-        *argv,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-        **spawn,
+    starting = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *argv,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            **spawn,
+        )
     )
+    try:
+        return await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        while not starting.done():  # a start takes milliseconds, however often it is cancelled
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(starting)
+        if not starting.cancelled() and starting.exception() is None:
+            await discard_process(starting.result())
+        raise
 
 
 async def supervise_process(
@@ -212,7 +230,11 @@ async def _supervise(
     if waiter not in done:
         reason = "output limit" if over in done else "timeout"
         kill(proc.pid)
-        await waiter
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), DRAIN_GRACE)
+        except TimeoutError:  # asyncio's wait() waits for the pipes, and a stray outside the
+            _close_pipes(proc)  # group holds them (no cgroup, or bwrap's namespace orphaned)
+            await waiter
     # The command is gone; give its pipes a moment to reach EOF, then stop reading.
     try:
         await asyncio.wait_for(asyncio.shield(pumps), DRAIN_GRACE)
