@@ -102,6 +102,21 @@ async def test_a_dead_service_loses_only_its_own_tools():
         assert (await client("gen", alive).health()).ok is True
 
 
+async def test_a_call_to_a_tool_of_a_service_that_went_down_names_that_service():
+    async with generated_tool_service(tool_specs(2)) as soon_gone:
+        registry = ToolRegistry([client("gen", soon_gone)], tool_timeout=5)
+        await registry.refresh(force=True)
+    await registry.refresh(force=True)  # it has stopped: its tools are no longer offered
+    assert registry.tools == {}
+    result = await registry.run("github_list", "{}", "s1", "c1")
+    assert not result.ok
+    assert "`github_list` is a tool of the gen service, which is unavailable now" in result.output
+    assert "(UNAVAILABLE" in result.output
+    unknown = await registry.run("github_delete", "{}", "s1", "c1")
+    assert "unknown tool `github_delete`" in unknown.output
+    assert "The gen service is unavailable now." in unknown.output
+
+
 def tool(name: str, description: str, params: dict[str, Any] | None = None) -> OfferedTool:
     schema = {"type": "object", "properties": params or {}}
     return OfferedTool(name, description, schema, None)

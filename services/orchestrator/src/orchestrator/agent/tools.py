@@ -79,6 +79,8 @@ class ToolRegistry:
         self.always_offered = always_offered
         self.tools: dict[str, OfferedTool] = {}
         self.unavailable: dict[str, str] = {}
+        # Tool name -> the service that last listed it, kept while that service is down.
+        self._last_owner: dict[str, str] = {}
         self._fetched_at = 0.0
         self._clashes: set[tuple[str, str, str]] = set()
         self._shared_fetch = SingleFlight(self._fetch)
@@ -109,6 +111,9 @@ class ToolRegistry:
                 tools[spec.name] = OfferedTool(
                     spec.name, spec.description, spec.parameters, service
                 )
+        self._last_owner = {
+            name: owner for name, owner in self._last_owner.items() if owner in unavailable
+        } | {name: tool.service_name for name, tool in tools.items()}
         self.tools, self.unavailable = tools, unavailable
         self._fetched_at = time.monotonic()
         return tools
@@ -147,6 +152,13 @@ class ToolRegistry:
         """Runs a call; a service that streams output sends it to on_output as it arrives."""
         tool = self.tools.get(name)
         if tool is None:
+            owner = self._last_owner.get(name, "")
+            if owner in self.unavailable:
+                return ToolResult(
+                    False,
+                    f"Error: `{name}` is a tool of the {owner} service, which is unavailable "
+                    f"now ({self.unavailable[owner]}); try it again later.",
+                )
             known = ", ".join(sorted(self.tools)) or "none"
             down = "".join(f" The {s} service is unavailable now." for s in self.unavailable)
             message = f"Error: unknown tool `{name}`. Available tools: {known}.{down}"
