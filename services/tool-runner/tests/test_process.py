@@ -17,14 +17,14 @@ from tool_runner.sandbox.warm import Warm, WarmPool
 from .conftest import host_processes
 
 
-@pytest.mark.parametrize("turns", [0, 1, 2, 3])
+@pytest.mark.parametrize("turns", [1, 2, 3])
 async def test_a_start_cancelled_midway_returns_and_leaves_no_process(turns):
     # A child that outlives a kill of the pid asyncio knows and holds the pipes: as bwrap's pid
     # namespace does before --die-with-parent takes hold, and as a killed runner's stray would.
     mark = f"{uuid.uuid4().int % 900 + 100}.75"
     argv = ["/bin/sh", "-c", f"(cat; sleep {mark}) & wait"]
     starting = asyncio.ensure_future(spawn_process(argv, stdin=asyncio.subprocess.PIPE))
-    for _ in range(turns):  # cancel at each step of asyncio's start: fork, then each pipe
+    for _ in range(turns):  # cancel at each step of asyncio's start once it has forked
         await asyncio.sleep(0)
     starting.cancel()
     with pytest.raises(asyncio.CancelledError):
