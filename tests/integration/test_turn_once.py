@@ -20,13 +20,27 @@ import pytest
 from devstack.launcher import LocalStack
 from tests.fakes import FakeLLM, Reply
 from tests.fakes.completions import ErrorReply
-from tests.stacks import print_figures
+from tests.stacks import print_figures, running_stack
 
 pytestmark = pytest.mark.slow  # starts the whole stack
 
 STACK_ENV = {"CRAYFISH_AUTO_RECALL": "false", "CRAYFISH_LLM_RETRIES": "3"}
 LLM_RETRIES = 3  # Crayfish's own retries of a provider's 5xx
 FIGURES: list[str] = []
+
+
+@pytest.fixture(scope="module")
+def stack(fake_llm: FakeLLM) -> Iterator[LocalStack]:
+    """Two replicas on one store: a retry reaching the other one is still recognised."""
+    with running_stack(fake_llm.base_url, env=STACK_ENV, orchestrators=2) as stack:
+        yield stack
+
+
+@pytest.fixture
+def other(stack: LocalStack) -> Iterator[httpx.Client]:
+    """A client of the second replica (`api` talks to the first)."""
+    with httpx.Client(base_url=stack.urls[1], timeout=60) as client:
+        yield client
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -86,50 +100,64 @@ def ask(client: openai.OpenAI, text: str) -> Any:
     )
 
 
-def test_a_provider_400_after_exec_runs_it_once(stack: LocalStack, fake_llm: FakeLLM):
+def failed_call(
+    stack: LocalStack, fake: FakeLLM, case: str, after: Callable[[], Reply]
+) -> tuple[openai.APIStatusError, Marker, int, list[str]]:
+    """One SDK call whose turn runs `exec`, then gets `after` from the provider: the error the
+    SDK raised, the marker, the LLM requests made and the SDK's attempts (retry counts)."""
     marker, attempts = Marker(stack), []
-    exec_then(
-        fake_llm,
-        marker,
-        provider_error(
-            400, "This model's maximum context length is 8192 tokens", "context_length_exceeded"
-        ),
-    )
-    before = len(fake_llm.requests)
+    exec_then(fake, marker, after)
+    before = len(fake.requests)
     with pytest.raises(openai.APIStatusError) as caught:
         ask(sdk_client(stack, attempts), f"append to {marker.name}")
-    requests = len(fake_llm.requests) - before
-    error = caught.value
+    requests, error = len(fake.requests) - before, caught.value
     FIGURES.append(
-        f"provider 400 after exec | {marker.runs} | {requests} | {len(attempts)}"
+        f"{case} | {marker.runs} | {requests} | {len(attempts)}"
         f" | {error.status_code} {error.message}"
     )
+    return error, marker, requests, attempts
+
+
+def test_a_provider_400_after_exec_runs_it_once(stack: LocalStack, fake_llm: FakeLLM):
+    too_long = "This model's maximum context length is 8192 tokens"
+    refusal = provider_error(400, too_long, "context_length_exceeded")
+    error, marker, requests, attempts = failed_call(stack, fake_llm, "provider 400", refusal)
     assert marker.runs == 1
     assert requests == 2  # the exec call, then the request the provider refused
     assert attempts == ["0"]  # the SDK did not retry
     assert isinstance(error, openai.BadRequestError) and error.status_code == 400
-    assert "maximum context length is 8192 tokens" in error.message
+    assert too_long in error.message and "1 tool call ran" in error.message
     assert isinstance(error.body, dict) and error.body["code"] == "context_length_exceeded"
 
 
 def test_a_provider_500_after_exec_runs_it_once(stack: LocalStack, fake_llm: FakeLLM):
-    marker, attempts = Marker(stack), []
-    exec_then(fake_llm, marker, provider_error(500, "The server had an error"))
-    before = len(fake_llm.requests)
-    with pytest.raises(openai.APIStatusError) as caught:
-        ask(sdk_client(stack, attempts), f"append to {marker.name}")
-    requests = len(fake_llm.requests) - before
-    error = caught.value
-    FIGURES.append(
-        f"provider 500 after exec | {marker.runs} | {requests} | {len(attempts)}"
-        f" | {error.status_code} {error.message}"
-    )
+    failing = provider_error(500, "The server had an error")
+    error, marker, requests, attempts = failed_call(stack, fake_llm, "provider 500", failing)
     assert marker.runs == 1
     assert requests == 1 + 1 + LLM_RETRIES  # the exec call; the failing one, retried by Crayfish
     assert attempts == ["0"]  # the SDK did not retry
     assert error.status_code == 502 and error.response.headers["x-should-retry"] == "false"
     assert "HTTP 500: The server had an error" in error.message
     assert "1 tool call ran" in error.message
+
+
+def test_a_provider_429_after_exec_is_not_retried_by_the_sdk(stack: LocalStack, fake_llm: FakeLLM):
+    limited = provider_error(429, "Rate limit reached for requests")
+    error, marker, requests, attempts = failed_call(stack, fake_llm, "provider 429", limited)
+    assert marker.runs == 1 and requests == 1 + 1 + LLM_RETRIES
+    assert attempts == ["0"]  # a 429 the SDK would retry, but for x-should-retry: false
+    assert isinstance(error, openai.RateLimitError)
+    assert "Rate limit reached for requests" in error.message
+
+
+def test_a_rejected_provider_key_does_not_blame_the_clients(stack: LocalStack, fake_llm: FakeLLM):
+    fake_llm.reply_error(401, "Incorrect API key provided: sk-te***", type="invalid_request_error")
+    attempts: list[str] = []
+    with pytest.raises(openai.APIStatusError) as caught:
+        ask(sdk_client(stack, attempts), "hello")
+    assert not isinstance(caught.value, openai.AuthenticationError)
+    assert caught.value.status_code == 424 and attempts == ["0"]
+    assert "LLM answered HTTP 401: Incorrect API key provided" in caught.value.message
 
 
 def api_copy(api: httpx.Client) -> httpx.Client:
@@ -143,13 +171,13 @@ def post_completion(
 
 
 def test_a_retry_while_the_first_attempt_runs_waits_for_it(
-    stack: LocalStack, api: httpx.Client, fake_llm: FakeLLM
+    stack: LocalStack, api: httpx.Client, other: httpx.Client, fake_llm: FakeLLM
 ):
     marker = Marker(stack)
     before = len(fake_llm.requests)
     fake_llm.reply_tool_calls(("exec", {"command": marker.command}))
     fake_llm.reply_text("Appended once.", delay=2.0)
-    body = {"model": "crayfish", "messages": [{"role": "user", "content": "append a line"}]}
+    body = {"model": "crayfish", "messages": [{"role": "user", "content": marker.name}]}
     first: dict[str, httpx.Response] = {}
     thread = threading.Thread(
         target=lambda: first.update(
@@ -158,7 +186,8 @@ def test_a_retry_while_the_first_attempt_runs_waits_for_it(
     )
     thread.start()
     fake_llm.wait_for_requests(before + 2, timeout=30)  # the exec ran; the answer is coming
-    retry = post_completion(api, body, {"X-Stainless-Retry-Count": "1"})
+    assert not first  # the first attempt still waits for its turn
+    retry = post_completion(other, body, {"X-Stainless-Retry-Count": "1"})  # at the other replica
     thread.join(timeout=60)
     assert retry.status_code == 200, retry.text
     assert retry.json()["choices"][0]["message"]["content"] == "Appended once."
@@ -174,7 +203,7 @@ def stream_events(response: httpx.Response) -> Iterator[dict[str, Any]]:
 
 
 def test_a_streamed_retry_replays_the_first_attempt(
-    stack: LocalStack, api: httpx.Client, fake_llm: FakeLLM
+    stack: LocalStack, api: httpx.Client, other: httpx.Client, fake_llm: FakeLLM
 ):
     marker = Marker(stack)
     before = len(fake_llm.requests)
@@ -190,7 +219,7 @@ def test_a_streamed_retry_replays_the_first_attempt(
         task_id = response.headers["x-crayfish-task"]
         next(stream_events(response))  # the first chunk, then the client drops the connection
     headers = {"X-Stainless-Retry-Count": "1"}
-    with api.stream("POST", "/v1/chat/completions", json=body, headers=headers) as response:
+    with other.stream("POST", "/v1/chat/completions", json=body, headers=headers) as response:
         assert response.headers["x-crayfish-task"] == task_id
         chunks = list(stream_events(response))
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
@@ -225,7 +254,7 @@ def test_the_sdk_asking_the_same_again_runs_again(stack: LocalStack, fake_llm: F
 
 
 def test_an_idempotency_key_on_api_chat_returns_the_same_task(
-    stack: LocalStack, api: httpx.Client, fake_llm: FakeLLM
+    stack: LocalStack, api: httpx.Client, other: httpx.Client, fake_llm: FakeLLM
 ):
     marker = Marker(stack)
     before = len(fake_llm.requests)
@@ -236,7 +265,7 @@ def test_an_idempotency_key_on_api_chat_returns_the_same_task(
     first = api.post("/api/chat", json=body, headers=key)
     assert first.status_code == 202, first.text
     fake_llm.wait_for_requests(before + 1, timeout=30)
-    again = api.post("/api/chat", json=body, headers=key)  # while the first still runs
+    again = other.post("/api/chat", json=body, headers=key)  # while the first still runs
     assert again.status_code == 202 and again.json() == first.json()
     task = wait_task(api, first.json()["task_id"])
     assert task["status"] == "completed" and task["result"] == "Done."

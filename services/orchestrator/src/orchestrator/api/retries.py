@@ -57,6 +57,8 @@ V1RequestDep = Annotated[TurnRequest, Depends(_v1_request)]
 
 async def earlier_task(core: OrchestratorCore, request: TurnRequest) -> Task | None:
     """The task of the earlier request this one repeats, if any."""
+    if request.match == "none":
+        return None
     return await task_of(core, request, await core.tasks.requests.earlier(request))
 
 
