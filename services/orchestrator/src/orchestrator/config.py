@@ -67,7 +67,7 @@ class Settings(BaseSettings):
     max_upload_bytes: int = 25_000_000
     # Seconds after a /v1 turn ended during which a retry of its request (the SDK's, or an
     # identical body after a failure) gets its outcome instead of running it again.
-    retry_window: float = Field(60.0, ge=0)
+    retry_window: float = Field(30.0, ge=0)
 
     # Files.
     workspace: Path = Path("./workspace")

@@ -30,8 +30,20 @@ class FailedTurn:
         return JSONResponse(self.body(), status_code=self.status, headers={**headers, **NO_RETRY})
 
 
-def failed_turn(task: Task) -> FailedTurn:
-    """The status, message and code for a task that ended without completing."""
+def failed_turn(task: Task, replay: bool = False) -> FailedTurn:
+    """The status, message and code for a task that ended without completing (`replay`: the
+    answer to a retry of the request that started it)."""
+    answer = _failed_turn(task)
+    if not replay:
+        return answer
+    note = (
+        " [the answer to an earlier identical request: it was not run again; change the request"
+        " (or wait CRAYFISH_RETRY_WINDOW seconds) to run it anew]"
+    )
+    return FailedTurn(answer.status, answer.message + note, answer.code)
+
+
+def _failed_turn(task: Task) -> FailedTurn:
     if task.status == "cancelled":
         return FailedTurn(409, "the turn was cancelled", "turn_cancelled")
     if task.status == "interrupted":

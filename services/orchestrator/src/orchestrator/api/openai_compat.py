@@ -163,10 +163,10 @@ async def chat_completions(
         headers.update(REPLAY_HEADERS)
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return sse_response(_chunks(core, task, body.model, include_usage), headers)
+        return sse_response(_chunks(core, task, body.model, include_usage, replay), headers)
     task = await core.tasks.wait(task.id)
     if task.status != "completed":
-        return failed_turn(task).response(headers)
+        return failed_turn(task, replay).response(headers)
     return JSONResponse(_completion(task, body.model), headers=headers)
 
 
@@ -181,7 +181,7 @@ def _chunk(task: Task, model: str, delta: dict[str, Any], finish: str | None) ->
 
 
 async def _chunks(
-    core: OrchestratorCore, task: Task, model: str, include_usage: bool
+    core: OrchestratorCore, task: Task, model: str, include_usage: bool, replay: bool = False
 ) -> AsyncIterator[ServerSentEvent]:
     yield sse_event(_chunk(task, model, {"role": "assistant", "content": ""}, None))
     async for event in core.tasks.follow(task.id, 0):
@@ -197,7 +197,7 @@ async def _chunks(
             usage_chunk["choices"], usage_chunk["usage"] = [], openai_usage(task.usage)
             yield sse_event(usage_chunk)
     else:
-        yield sse_event(failed_turn(task).body())
+        yield sse_event(failed_turn(task, replay).body())
     yield sse_event("[DONE]")
 
 

@@ -12,7 +12,8 @@ from orchestrator.store.tasks import Task, submit_params, submitted
 
 # What an earlier request must be for a new one to repeat it: "key" the same Idempotency-Key;
 # "retry" (a client's declared retry) the same fingerprint, its turn running or ended within the
-# window; "failed" (a plain repeat) the same fingerprint, its turn failed within the window;
+# window; "failed" (a plain repeat) the same fingerprint, its turn failed or was interrupted
+# within the window;
 # "none" nothing (the request is recorded, for its own retries to find).
 Match = Literal["key", "retry", "failed", "none"]
 KEPT_FOR = 24 * 3600.0  # seconds a request is remembered (an Idempotency-Key's lifetime)

@@ -23,7 +23,8 @@ CREATE INDEX turn_requests_created ON turn_requests (created_at);
 -- The earlier request a new one repeats, by `p_match`: 'key' (the same Idempotency-Key, at any
 -- time), 'retry' (a client's declared retry: the same fingerprint, its turn still running or
 -- ended within `p_window` seconds), 'failed' (a plain repeat: the same fingerprint, its turn
--- failed within `p_window` seconds); anything else matches nothing. Its fingerprint comes too
+-- failed or was interrupted within `p_window` seconds; a cancelled one was stopped on purpose,
+-- so asking again runs); anything else matches nothing. Its fingerprint comes too
 -- (a key reused for another request is refused).
 CREATE FUNCTION crayfish_earlier_request(
     p_route text, p_fingerprint text, p_key text, p_match text, p_window double precision,
@@ -40,7 +41,7 @@ AS $$
           AND r.fingerprint = p_fingerprint
           AND CASE p_match
               WHEN 'retry' THEN t.status IN ('queued', 'running') OR t.finished_at >= p_now - p_window
-              ELSE t.status IN ('failed', 'cancelled', 'interrupted')
+              ELSE t.status IN ('failed', 'interrupted')
                   AND t.finished_at >= p_now - p_window
           END
         ORDER BY r.created_at DESC LIMIT 1)
