@@ -196,6 +196,24 @@ def test_a_retry_while_the_first_attempt_runs_waits_for_it(
     assert marker.runs == 1 and len(fake_llm.requests) - before == 2
 
 
+def test_the_sdks_retry_after_its_timeout_gets_the_running_turns_answer(
+    stack: LocalStack, fake_llm: FakeLLM
+):
+    """A turn longer than the SDK's timeout: the SDK gives up waiting and sends the request
+    again (as it does, at its default timeout, for turns over 10 minutes)."""
+    marker, attempts = Marker(stack), []
+    before = len(fake_llm.requests)
+    fake_llm.reply_tool_calls(("exec", {"command": marker.command}))
+    fake_llm.reply_text("Appended once, slowly.", delay=3.0)
+    # More retries than the default 2, so that a slow machine still sees the turn end.
+    client = sdk_client(stack, attempts, timeout=1.0, max_retries=8)
+    reply = ask(client, f"append to {marker.name}")
+    assert reply.choices[0].message.content == "Appended once, slowly."
+    assert len(attempts) >= 2  # the SDK did time out and retry while the turn ran
+    assert marker.runs == 1 and len(fake_llm.requests) - before == 2
+    FIGURES.append(f"SDK timeout (1 s) on a 3 s turn | {marker.runs} | 2 | {len(attempts)} | 200")
+
+
 def stream_events(response: httpx.Response) -> Iterator[dict[str, Any]]:
     for line in response.iter_lines():
         if line.startswith("data: {"):
