@@ -1,5 +1,5 @@
 """What made a turn fail, kept with its task (tasks.failure), so that whichever replica answers
-its client (or a retry of it) can say what happened; api/turn_answers.py maps it to a status."""
+its client (or a retry of it) can say what happened; api/failed_turns.py maps it to a status."""
 
 from __future__ import annotations
 
