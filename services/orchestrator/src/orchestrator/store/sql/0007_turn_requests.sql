@@ -49,7 +49,8 @@ $$;
 
 -- crayfish_submit for a request: under the request's lock (72106, its key or fingerprint), the
 -- earlier request it repeats (`earlier`, its turn left alone), or the new task with its request
--- recorded, in one transaction: two attempts arriving together start one turn.
+-- recorded, in one transaction: two attempts arriving together start one turn. The request's
+-- lock comes before the session's (crayfish_submit), which nothing holds while taking it.
 CREATE FUNCTION crayfish_submit_request(
     p_route text, p_fingerprint text, p_key text, p_match text, p_window double precision,
     p_id text, p_session text, p_kind text, p_message text, p_created double precision,
