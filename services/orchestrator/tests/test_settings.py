@@ -37,6 +37,7 @@ NAMES: dict[str, tuple[str, object]] = {
     "CRAYFISH_HTTP_REUSE_PORT": ("http_reuse_port", True),
     "CRAYFISH_MAX_BODY_BYTES": ("max_body_bytes", 1234),
     "CRAYFISH_MAX_UPLOAD_BYTES": ("max_upload_bytes", 5678),
+    "CRAYFISH_RETRY_WINDOW": ("retry_window", 5.0),
     "CRAYFISH_WORKSPACE": ("workspace", Path("/srv/workspace")),
     "CRAYFISH_DATA_DIR": ("data_dir", Path("/srv/data")),
     "CRAYFISH_TRANSCRIPTS_DIR": ("transcripts_dir", Path("/srv/transcripts")),

@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     http_reuse_port: bool = False
     max_body_bytes: int = 1_000_000
     max_upload_bytes: int = 25_000_000
+    # Seconds after a /v1 turn ended during which a retry of its request (the SDK's, or an
+    # identical body after a failure) gets its outcome instead of running it again.
+    retry_window: float = Field(30.0, ge=0)
 
     # Files.
     workspace: Path = Path("./workspace")

@@ -35,6 +35,8 @@ from orchestrator.store import Database, SessionStore, legacy_import, schedules
 from orchestrator.store.schedules import ScheduleStore
 from orchestrator.store.sessions import check_session_id
 from orchestrator.store.transcripts import TranscriptMirror
+from orchestrator.store.turn_requests import KEPT_FOR as REQUESTS_KEPT_FOR
+from orchestrator.store.turn_requests import Earlier, TurnRequest
 from orchestrator.tasks import Task, TaskManager
 from orchestrator.turn_worker import WorkerTiming
 from orchestrator.webhooks import DeliveryRetryable
@@ -115,6 +117,18 @@ class OrchestratorCore:
         replica) after the session's earlier ones."""
         check_session_id(session_id)
         return await self.tasks.create(session_id, message, kind, images=images)
+
+    async def submit_once(
+        self,
+        request: TurnRequest,
+        session_id: str,
+        message: str,
+        images: list[dict[str, Any]] | None = None,
+    ) -> Task | Earlier:
+        """`submit` of a chat turn a client may ask for again: the new task, or the earlier
+        request this one repeats (store/turn_requests.py), whose turn is left alone."""
+        check_session_id(session_id)
+        return await self.tasks.create_once(request, session_id, message, images)
 
     def check_request_images(self, count: int) -> None:
         """ImageRejected (400) when one request carries more images than it may, all its
@@ -221,6 +235,7 @@ class OrchestratorCore:
                     removed = await self.tasks.store.events.prune(time.time() - keep)
                     if removed:
                         log.info("pruned %d events of tasks older than the retention", removed)
+                    await self.tasks.requests.prune(time.time() - REQUESTS_KEPT_FOR)
             except Exception:  # the database may be away for a while: try again next time
                 log.exception("event pruning failed")
             await asyncio.sleep(RETENTION_EVERY)

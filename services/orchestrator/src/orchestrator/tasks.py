@@ -29,6 +29,8 @@ from orchestrator.store import (
 from orchestrator.store.events import POLL_SECONDS, sleep_until
 from orchestrator.store.tasks import TERMINAL_STATUSES, Numbered, Task, TaskStatus
 from orchestrator.store.transcripts import TranscriptMirror
+from orchestrator.store.turn_requests import Earlier, TurnRequest, TurnRequests
+from orchestrator.turn_failure import TurnFailure, failure_of
 from orchestrator.turn_worker import TurnWorker, WorkerTiming
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,7 @@ class LiveTurn:
     task: Task
     log: LiveLog
     ended: asyncio.Event = field(default_factory=asyncio.Event)
+    tools_started: int = 0
 
 
 class TaskManager:
@@ -75,6 +78,7 @@ class TaskManager:
         self.name = name
         self.events = EventStore(db)
         self.store = TaskStore(db, self.events, mirror, sessions)
+        self.requests = TurnRequests(db)  # the requests that started turns, for their retries
         self.queue = JobQueue(db, timing, deliveries)  # notification deliveries
         self.worker = TurnWorker(self.store, self._run_task, timing, name, self._gone)
         self.events.on_queued = self.worker.queued
@@ -110,13 +114,35 @@ class TaskManager:
         task.trace = current_carrier() or None  # the turn's spans join the request's trace
         # Shielded: a caller cancelled mid-submit must not leave a task the submit started here
         # without its run (it would hold its session while this replica lives).
-        return await asyncio.shield(self._submit(task))
+        await asyncio.shield(self._submit(task))
+        return task
 
-    async def _submit(self, task: Task) -> Task:
+    async def create_once(
+        self,
+        request: TurnRequest,
+        session_id: str,
+        message: str,
+        images: list[dict[str, Any]] | None = None,
+    ) -> Task | Earlier:
+        """`create` of a chat turn for a request a client may repeat: the new task, or, when
+        the request repeats an earlier one (store/turn_requests.py), that one (nothing new is
+        queued). Two attempts arriving together, on any replicas, start one turn."""
+        task = Task(uuid.uuid4().hex, session_id, message, "chat", images=images or [])
+        task.trace = current_carrier() or None
+        earlier = await asyncio.shield(self._submit(task, request))
+        return task if earlier is None else earlier
+
+    async def _submit(self, task: Task, request: TurnRequest | None = None) -> Earlier | None:
         session_id, kind = task.session_id, task.kind
+        earlier = None
         here = self.worker.reserve()
         try:
-            created = await self.store.submit(task, self.name if here else None)
+            runner = self.name if here else None
+            if request is None:
+                created = await self.store.submit(task, runner)
+            else:
+                earlier = await self.requests.submit(task, runner, request)
+                created = earlier is None
             if created and task.status == "running":
                 self._start_here(task)
         finally:
@@ -126,7 +152,7 @@ class TaskManager:
             self._observe("task.queued", {"session_id": session_id, "kind": kind})
             if task.status == "running":
                 self._observe("task.started", {"session_id": session_id, "kind": kind})
-        return task
+        return earlier
 
     def _start_here(self, task: Task) -> None:
         """Runs a task its submit started here; its first two events (task.queued and
@@ -225,6 +251,9 @@ class TaskManager:
         through its EventOutbox: numbered, shown and written in the background, in order."""
         data = {"session_id": task.session_id, **data}
         self._observe(type_, data)
+        live = self._live.get(task.id)
+        if type_ == "tool.started" and live is not None:
+            live.tools_started += 1
         outbox = self._outboxes.get(task.id)
         if outbox is None:
             raise TurnInterrupted(f"task {task.id} does not run on this replica")
@@ -263,6 +292,7 @@ class TaskManager:
         except Exception as exc:  # the task fails; the server goes on
             log.exception("task %s failed", task.id)
             task.error = str(exc) or type(exc).__name__
+            await self._record_failure(task, failure_of(exc, live.tools_started))
             await self._finish(task, "failed", live=live)
         finally:
             outbox = self._outboxes.pop(task.id, None)
@@ -270,6 +300,15 @@ class TaskManager:
                 outbox.abandon()
             self._gone(task)
             detach(token)
+
+    async def _record_failure(self, task: Task, failure: TurnFailure) -> None:
+        """Keeps what made the turn fail, for the answers to its clients; without it they
+        still get its error."""
+        task.failure = failure.as_json()
+        try:
+            await self.store.record_failure(task)
+        except Exception:  # its outcome is what matters: recording that goes on
+            log.exception("task %s: recording what made it fail failed", task.id)
 
     def _gone(self, task: Task) -> None:
         """Its run here is over: its followers and waiters here are told (a waiter then reads

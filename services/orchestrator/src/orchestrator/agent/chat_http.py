@@ -41,11 +41,12 @@ CONNECTIONS = 1000  # open connections to the provider, at most
 class ProviderStatus(Exception):
     """The provider answered with an error status (after the retries it allows)."""
 
-    def __init__(self, status: int, message: str, retry_after: str | None):
+    def __init__(self, status: int, message: str, retry_after: str | None, code: str | None = None):
         super().__init__(f"HTTP {status}: {message}")
         self.status = status
         self.message = message
         self.retry_after = retry_after
+        self.code = code  # the provider's `error.code`, e.g. "context_length_exceeded"
 
 
 class ProviderTimeout(Exception):
@@ -143,7 +144,10 @@ class ChatEndpoint:
             response.release()
         headers = response.headers
         failure = ProviderStatus(
-            response.status, error_message(text, response.reason), headers.get("retry-after")
+            response.status,
+            error_message(text, response.reason),
+            headers.get("retry-after"),
+            error_code(text),
         )
         asked = retry_after(headers.get("retry-after-ms"), headers.get("retry-after"))
         if retries_taken >= self.retries or not should_retry(response.status, headers, asked):
@@ -311,6 +315,17 @@ def error_message(text: str, reason: str | None) -> str:
         if isinstance(error, str) and error:
             return error
     return text.strip()[:500] or reason or "no reason given"
+
+
+def error_code(text: str) -> str | None:
+    """The provider's `error.code` in an error answer, when it gave a string one."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) and code else None
 
 
 # aiohttp names what cut a body only inside its message ("... ConnectionResetError(104, ...)").

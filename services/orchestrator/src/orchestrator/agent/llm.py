@@ -26,7 +26,21 @@ DeltaCallback = Callable[[str], Awaitable[None]]
 
 
 class LLMError(Exception):
-    """The provider failed in a way retries did not fix; the message is safe to show."""
+    """The provider failed in a way retries did not fix; the message is safe to show. `status`
+    and `code` are the provider's when it answered with an error status; `timed_out` when it
+    did not answer (or finish) in time."""
+
+    def __init__(
+        self,
+        message: str,
+        status: int | None = None,
+        code: str | None = None,
+        timed_out: bool = False,
+    ):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.timed_out = timed_out
 
 
 @dataclass
@@ -116,7 +130,7 @@ class LLMClient:
             reason = f"the LLM reply did not finish within {deadline:g} s (CRAYFISH_LLM_DEADLINE)"
             if call.shown:
                 reason += f", {call.shown} characters in"
-            raise LLMError(reason + _partial(call.shown)) from exc
+            raise LLMError(reason + _partial(call.shown), timed_out=True) from exc
 
     async def _attempts(self, request: dict[str, Any], call: _Call) -> LLMReply:
         """Restarts a stream that broke before any text reached the user, at most
@@ -164,11 +178,11 @@ class LLMClient:
             reason = f"LLM answered HTTP {exc.status}: {exc.message}"
             if exc.retry_after:
                 reason += f"; it asks to retry after {exc.retry_after} s"
-            raise LLMError(reason + call.gave_up()) from exc
+            raise LLMError(reason + call.gave_up(), exc.status, exc.code) from exc
         except ProviderTimeout as exc:
             timeout = self.settings.llm_timeout
             reason = f"the LLM at {url} did not answer within {timeout:g} s (CRAYFISH_LLM_TIMEOUT)"
-            raise LLMError(reason + call.gave_up()) from exc
+            raise LLMError(reason + call.gave_up(), timed_out=True) from exc
         except ProviderUnreachable as exc:
             raise LLMError(f"cannot reach the LLM at {url}: {exc}" + call.gave_up()) from exc
 

@@ -33,6 +33,7 @@ ERROR_TYPES = {
     413: "invalid_request_error",
     415: "invalid_request_error",
     422: "invalid_request_error",
+    424: "api_error",
     429: "rate_limit_error",
     502: "api_error",
     503: "service_unavailable",

@@ -12,7 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from orchestrator.api.deps import CoreDep
-from orchestrator.api.errors import ApiError, error_body
+from orchestrator.api.errors import ApiError
+from orchestrator.api.failed_turns import failed_turn
+from orchestrator.api.retries import REPLAY_HEADERS, V1RequestDep, earlier_task, submit_once
 from orchestrator.api.schemas import RequestBody
 from orchestrator.api.sse import sse_comment, sse_event, sse_response
 from orchestrator.core import OrchestratorCore
@@ -20,6 +22,7 @@ from orchestrator.media import ImageRejected, user_content
 from orchestrator.store import InvalidSessionId
 from orchestrator.store.sessions import check_session_id
 from orchestrator.store.tasks import Task
+from orchestrator.store.turn_requests import TurnRequest
 
 router = APIRouter(tags=["openai"])
 
@@ -88,14 +91,21 @@ async def list_models(core: CoreDep) -> dict[str, Any]:
 
 
 async def _start_turn(
-    body: CompletionRequest, core: OrchestratorCore, session_header: str | None
-) -> Task:
+    body: CompletionRequest,
+    core: OrchestratorCore,
+    session_header: str | None,
+    request: TurnRequest,
+) -> tuple[Task, bool]:
+    """The turn's task, and whether it is an earlier attempt's (this request repeats it)."""
     if body.messages[-1].role != "user":
         raise ApiError(400, "the last message must have role 'user'", "invalid_messages")
     last = body.messages[-1]
     message = _text(last.content)
     if not message.strip() and not _image_urls(last.content):
         raise ApiError(400, "the last user message is empty", "invalid_messages")
+    earlier = await earlier_task(core, request)
+    if earlier is not None:
+        return earlier, True
     session_id = session_header or f"oai-{uuid.uuid4().hex}"
     # No named session: the conversation is what the client sent, earlier messages included.
     prior = [] if session_header else [m for m in body.messages[:-1] if _kept(m)]
@@ -108,7 +118,9 @@ async def _start_turn(
             await core.store.append(
                 session_id, [await _message_with_images(core, m) for m in prior]
             )
-        return await core.submit(session_id, message or "(image)", images=images)
+        return await submit_once(
+            core, request, session_id, message or "(image)", images, bool(prior)
+        )
     except InvalidSessionId as exc:
         raise ApiError(400, str(exc), "invalid_session_id") from exc
     except ImageRejected as exc:
@@ -132,14 +144,6 @@ def _completion(task: Task, model: str) -> dict[str, Any]:
     }
 
 
-def _failure(task: Task) -> tuple[int, str]:
-    if task.status == "cancelled":
-        return 409, "the turn was cancelled"
-    if task.status == "interrupted":
-        return 502, f"the turn was interrupted: {task.error}"
-    return 502, f"the turn failed: {task.error}"
-
-
 @router.post(
     "/v1/chat/completions",
     response_model=None,
@@ -148,18 +152,21 @@ def _failure(task: Task) -> tuple[int, str]:
 async def chat_completions(
     body: CompletionRequest,
     core: CoreDep,
+    turn_request: V1RequestDep,
     x_crayfish_session: Annotated[str | None, Header()] = None,
 ) -> JSONResponse | EventSourceResponse:
-    """Runs a full turn (tools run server-side) and answers as an OpenAI chat completion."""
-    task = await _start_turn(body, core, x_crayfish_session)
+    """Runs a full turn (tools run server-side) and answers as an OpenAI chat completion; a
+    retry of the request gets the same turn's answer (api/retries.py)."""
+    task, replay = await _start_turn(body, core, x_crayfish_session, turn_request)
     headers = {"X-Crayfish-Session": task.session_id, "X-Crayfish-Task": task.id}
+    if replay:
+        headers.update(REPLAY_HEADERS)
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return sse_response(_chunks(core, task, body.model, include_usage), headers)
+        return sse_response(_chunks(core, task, body.model, include_usage, replay), headers)
     task = await core.tasks.wait(task.id)
     if task.status != "completed":
-        status, message = _failure(task)
-        raise ApiError(status, message, "turn_failed")
+        return failed_turn(task, replay).response(headers)
     return JSONResponse(_completion(task, body.model), headers=headers)
 
 
@@ -174,7 +181,7 @@ def _chunk(task: Task, model: str, delta: dict[str, Any], finish: str | None) ->
 
 
 async def _chunks(
-    core: OrchestratorCore, task: Task, model: str, include_usage: bool
+    core: OrchestratorCore, task: Task, model: str, include_usage: bool, replay: bool = False
 ) -> AsyncIterator[ServerSentEvent]:
     yield sse_event(_chunk(task, model, {"role": "assistant", "content": ""}, None))
     async for event in core.tasks.follow(task.id, 0):
@@ -190,8 +197,7 @@ async def _chunks(
             usage_chunk["choices"], usage_chunk["usage"] = [], openai_usage(task.usage)
             yield sse_event(usage_chunk)
     else:
-        status, message = _failure(task)
-        yield sse_event(error_body(status, message, "turn_failed"))
+        yield sse_event(failed_turn(task, replay).body())
     yield sse_event("[DONE]")
 
 

@@ -6,11 +6,12 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Header
+from fastapi import APIRouter, Header, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
+from orchestrator.api.retries import earlier_task, submit_once, turn_request
 from orchestrator.api.schemas import ChatAccepted, ChatRequest, TaskView, Usage
 from orchestrator.api.sse import resume_after, sse_event, sse_response
 from orchestrator.core import OrchestratorCore
@@ -48,19 +49,27 @@ async def find_task(core: OrchestratorCore, task_id: str) -> Task:
 
 
 @router.post("/api/chat", status_code=202, response_model=ChatAccepted)
-async def create_chat(body: ChatRequest, core: CoreDep) -> ChatAccepted:
-    """Queues one turn; the answer arrives through the task's status or its event stream."""
+async def create_chat(body: ChatRequest, core: CoreDep, request: Request) -> ChatAccepted:
+    """Queues one turn; the answer arrives through the task's status or its event stream. With
+    an Idempotency-Key, the same request again returns the same task (api/retries.py)."""
+    keyed = "idempotency-key" in request.headers
+    once = await turn_request(request, core, "/api/chat") if keyed else None
+    if once is not None and (earlier := await earlier_task(core, once)) is not None:
+        return ChatAccepted(task_id=earlier.id, session_id=earlier.session_id)
     session_id = body.session_id or uuid.uuid4().hex
     try:
         check_session_id(session_id)
         core.check_request_images(len(body.images))
         images = await core.take_images(body.images)
-        task = await core.submit(session_id, body.message, images=images)
+        if once is None:
+            task = await core.submit(session_id, body.message, images=images)
+        else:
+            task, _ = await submit_once(core, once, session_id, body.message, images, False)
     except InvalidSessionId as exc:
         raise ApiError(400, str(exc), "invalid_session_id") from exc
     except ImageRejected as exc:
         raise ApiError(exc.status, exc.message, exc.code) from exc
-    return ChatAccepted(task_id=task.id, session_id=session_id)
+    return ChatAccepted(task_id=task.id, session_id=task.session_id)
 
 
 @router.get("/api/tasks/{task_id}", response_model=TaskView)

@@ -24,7 +24,7 @@ TaskStatus = Literal["queued", "running", "completed", "failed", "cancelled", "i
 TERMINAL_STATUSES = ("completed", "failed", "cancelled", "interrupted")
 COLUMNS = (
     "id, session_id, kind, message, status, result, error, delivered, usage, accepted,"
-    " created_at, started_at, finished_at, images, trace"
+    " created_at, started_at, finished_at, images, trace, failure"
 )
 
 
@@ -64,6 +64,8 @@ class Task:
     images: list[dict[str, Any]] = field(default_factory=list)
     # the W3C trace context of the request that queued it (crayfish_common.tracing)
     trace: dict[str, str] | None = None
+    # what made a failed turn fail (turn_failure.TurnFailure.as_json())
+    failure: dict[str, Any] | None = None
     # the turn's answer, written with its outcome (TaskStore.append_turn); never a column
     held: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
@@ -97,24 +99,11 @@ class TaskStore:
         async with self.db.connection() as conn:
             cursor = await conn.execute(
                 "SELECT created, status FROM crayfish_submit(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (
-                    task.id,
-                    task.session_id,
-                    task.kind,
-                    pg_text(task.message),
-                    task.created_at,
-                    Json(task.images),
-                    runner,
-                    now,
-                    Json(task.trace) if task.trace else None,
-                ),
+                submit_params(task, runner, now),
             )
             row = await cursor.fetchone()
         assert row is not None
-        if row["created"]:
-            task.status = row["status"]
-            task.started_at = now if task.status == "running" else None
-        return bool(row["created"])
+        return submitted(task, row, now)
 
     async def claim(self, runner: str, limit: int) -> list[tuple[Task, int]]:
         """Starts up to `limit` tasks on `runner`: the heads of their sessions' lines, of
@@ -247,6 +236,14 @@ class TaskStore:
         task.status, task.finished_at = status, now
         return True
 
+    async def record_failure(self, task: Task) -> None:
+        """Keeps what made a running task fail, before its outcome is recorded."""
+        async with self.db.connection() as conn:
+            await conn.execute(
+                "UPDATE tasks SET failure = %s WHERE id = %s AND status = 'running'",
+                (Jsonb(task.failure), task.id),
+            )
+
     async def requeue(self, task_id: str) -> bool:
         """running -> queued (back at the head of its line, for any replica), for a turn that
         never accepted its message."""
@@ -299,6 +296,29 @@ class TaskStore:
                 {"s": silent_for},
             )
             return [_task(row) for row in await cursor.fetchall()]
+
+
+def submit_params(task: Task, runner: str | None, now: float) -> tuple[Any, ...]:
+    """crayfish_submit's arguments for a task."""
+    return (
+        task.id,
+        task.session_id,
+        task.kind,
+        pg_text(task.message),
+        task.created_at,
+        Json(task.images),
+        runner,
+        now,
+        Json(task.trace) if task.trace else None,
+    )
+
+
+def submitted(task: Task, row: dict[str, Any], now: float) -> bool:
+    """Takes in what crayfish_submit said of a task; whether it created it."""
+    if row["created"]:
+        task.status = row["status"]
+        task.started_at = now if task.status == "running" else None
+    return bool(row["created"])
 
 
 def is_answer(message: dict[str, Any]) -> bool:
