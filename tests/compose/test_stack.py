@@ -158,6 +158,23 @@ def test_docker_inspect_shows_every_promise_of_the_readme(stack: Stack):
         assert listening(pid, port) == {"127.0.0.1"}, name
 
 
+def test_settings_from_env_arrive_and_unset_ones_leave_the_images_defaults(stack: Stack):
+    """docker-compose.yml names most settings without a value: set in the environment compose
+    runs in, they reach the container; unset, they are not passed at all (neither empty nor
+    bare), so the image's own values and the services' defaults stay."""
+    envs = {}
+    for service in ("orchestrator", "tool-runner", "memory", "skills", "connectors"):
+        entries = container(stack.client, stack.compose.project, service).attrs["Config"]["Env"]
+        assert all("=" in entry for entry in entries), (service, entries)
+        envs[service] = dict(entry.split("=", 1) for entry in entries)
+    orchestrator = envs["orchestrator"]
+    assert orchestrator["OPENAI_BASE_URL"] == stack.llm.base_url  # set: passed on
+    assert orchestrator["CRAYFISH_LOG_JSON"] == "true"  # the image's, kept
+    assert "CRAYFISH_LLM_TIMEOUT" not in orchestrator  # unset: the service's default applies
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT" not in envs["connectors"]
+    assert "OPENAI_API_KEY" not in envs["tool-runner"] and "OPENAI_API_KEY" in orchestrator
+
+
 def test_without_the_token_every_route_but_healthz_answers_401(stack: Stack):
     asked = len(stack.llm.requests)
     with stack.api(token=None) as anonymous, stack.api(token="wrong") as wrong:
