@@ -42,8 +42,8 @@ def database_url(engine: Any, images: list[str]) -> Iterator[str]:
         read_only=True,
         cap_drop=["ALL"],
         security_opt=["no-new-privileges:true"],
-        tmpfs={"/tmp": "size=64m"},
     )
+    box.with_tmpfs_mount("/tmp", "size=64m")  # docker's mount options, passed as given
     with box:
         url = f"postgresql://crayfish:{PASSWORD}@127.0.0.1:{port}/crayfish"
         try:

@@ -246,3 +246,25 @@ def test_every_name_compose_passes_on_is_in_env_example(
 def test_every_service_with_settings_traces():
     """OTEL_* go to every service; each of them exports spans (connectors included)."""
     assert [service for service, (_, package) in SETTINGS.items() if not traces(package)] == []
+
+
+def image_variables(service: dict[str, Any]) -> set[str]:
+    """The names the service's Dockerfile sets with ENV."""
+    text = (REPO / service["build"]["dockerfile"]).read_text().replace("\\\n", " ")
+    lines = [line for line in text.splitlines() if line.startswith("ENV ")]
+    return set(re.findall(r"([A-Z_][A-Z0-9_]*)=", " ".join(lines)))
+
+
+def test_no_name_passed_without_a_value_is_one_the_image_sets(tmp_path: Path):
+    """Unset, such a name reaches Docker bare, and Docker then removes the image's value (JSON
+    logs, listen address) instead of leaving it: those need `${NAME:-<the image's value>}`."""
+    (tmp_path / "min.env").write_text("CRAYFISH_API_TOKEN=t\n")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    config = Compose("crayfish", [MAIN], env, tmp_path / "min.env").config()
+    clash = []
+    for name, service in config["services"].items():
+        if "build" not in service:
+            continue
+        bare = {key for key, value in environment(config, name).items() if value is None}
+        clash += [f"{name}: {key}" for key in sorted(bare & image_variables(service))]
+    assert not clash, f"passed without a value but set by the image: {clash}"
