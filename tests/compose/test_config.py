@@ -3,12 +3,14 @@ the main file keeps its promises, the overrides change only what they say."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from connectors.config import ConnectorsSettings
 
 from tests.compose.stack import DOCKER_SANDBOX, MAIN, REPO, SERVICES, TEST, Compose, compose_env
 
@@ -101,7 +103,8 @@ def test_the_test_override_uses_host_network_loopback_and_embedded_memory(tmp_pa
         service = services[name]
         assert service["network_mode"] == "host" and not service.get("networks"), name
         assert not service.get("ports"), name
-        listen = [v for k, v in service["environment"].items() if k.endswith("_HOST")]
+        # (TOOL_RUNNER_DOCKER_HOST, passed on from .env, is unset here)
+        listen = [v for k, v in service["environment"].items() if k.endswith("_HOST") and v]
         addresses = [v for k, v in service["environment"].items() if k.endswith("_ADDR")]
         assert listen == ["127.0.0.1"], name
         assert all(a.startswith("127.0.0.1:") for a in addresses), name
@@ -162,15 +165,27 @@ def test_every_variable_of_the_compose_files_is_in_env_example():
         assert used <= documented, (path.name, sorted(used - documented))
 
 
-def test_connectors_get_the_mcp_file_and_the_allow_list_as_make_run_reads_them(tmp_path: Path):
+def test_connectors_get_the_mcp_file_and_the_allow_list_as_make_run_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     def connectors(**env: str) -> dict[str, Any]:
         return rendered(tmp_path, MAIN, **env)["services"]["connectors"]
 
+    def settings(service: dict[str, Any]) -> ConnectorsSettings:
+        """The settings the container's environment gives (only the names compose sets)."""
+        for name in os.environ:
+            if name.startswith(("CONNECTORS_", "CRAYFISH_")):
+                monkeypatch.delenv(name)
+        for name, value in service["environment"].items():
+            if value is not None:
+                monkeypatch.setenv(name, value)
+        return ConnectorsSettings()
+
     # Only the orchestrator's allow-list set: web_fetch gets it too, as under make run.
     service = connectors(CRAYFISH_WEB_FETCH_ALLOW="wiki.lan:80")
-    assert service["environment"]["CONNECTORS_WEB_FETCH_ALLOW"] == "wiki.lan:80"
+    assert settings(service).web_fetch_allow == "wiki.lan:80"
     assert service["environment"]["CONNECTORS_WORKSPACE"] == "/workspace"
-    assert not service["environment"]["CONNECTORS_MCP_CONFIG"]
+    assert settings(service).mcp_config is None
     # Its own names win; the MCP file is read from the read-only /config mount.
     service = connectors(
         CRAYFISH_WEB_FETCH_ALLOW="wiki.lan:80",
@@ -178,7 +193,7 @@ def test_connectors_get_the_mcp_file_and_the_allow_list_as_make_run_reads_them(t
         CONNECTORS_MCP_CONFIG="/config/mcp.json",
         CONNECTORS_MCP_CONFIG_DIR=str(tmp_path),
     )
-    assert service["environment"]["CONNECTORS_WEB_FETCH_ALLOW"] == "[::1]:8000"
+    assert settings(service).web_fetch_allow == "[::1]:8000"
     assert service["environment"]["CONNECTORS_MCP_CONFIG"] == "/config/mcp.json"
     [mount] = service["volumes"]
     assert (mount["source"], mount["target"], mount["read_only"]) == (

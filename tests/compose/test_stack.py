@@ -12,6 +12,7 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -156,6 +157,26 @@ def test_docker_inspect_shows_every_promise_of_the_readme(stack: Stack):
     pid = container(stack.client, stack.compose.project, "orchestrator").attrs["State"]["Pid"]
     for name, port in stack.ports.items():
         assert listening(pid, port) == {"127.0.0.1"}, name
+
+
+def test_settings_from_env_arrive_and_unset_ones_leave_the_images_defaults(stack: Stack):
+    """docker-compose.yml names most settings without a value: set in the environment compose
+    runs in, they reach the service's process; unset, they are not there at all (neither empty
+    nor bare), so the image's own values and the services' defaults stay."""
+    envs = {}
+    for service in ("orchestrator", "tool-runner", "memory", "skills", "connectors"):
+        pid = container(stack.client, stack.compose.project, service).attrs["State"]["Pid"]
+        entries = Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0")
+        entries = [entry for entry in entries if entry]
+        assert all("=" in entry for entry in entries), (service, entries)
+        envs[service] = dict(entry.split("=", 1) for entry in entries)
+    orchestrator = envs["orchestrator"]
+    assert orchestrator["OPENAI_BASE_URL"] == stack.llm.base_url  # set: passed on
+    assert orchestrator["CRAYFISH_LOG_JSON"] == "true"  # the image's, kept
+    assert envs["tool-runner"]["TOOL_RUNNER_LOG_JSON"] == "true"
+    assert "CRAYFISH_LLM_TIMEOUT" not in orchestrator  # unset: the service's default applies
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT" not in envs["connectors"]
+    assert "OPENAI_API_KEY" not in envs["tool-runner"] and "OPENAI_API_KEY" in orchestrator
 
 
 def test_without_the_token_every_route_but_healthz_answers_401(stack: Stack):

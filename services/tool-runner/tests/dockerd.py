@@ -19,6 +19,7 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -260,6 +261,18 @@ class LocalDockerd:
                 return
             time.sleep(0.2)
         raise RuntimeError(f"dockerd did not answer in {timeout:.0f}s: {self._log_tail()}")
+
+    def container(self, image: str, **kwargs: Any) -> Any:
+        """A testcontainers `DockerContainer` of image on this engine (start it with `with`).
+
+        Ryuk, testcontainers' reaper, is off: its image cannot be pulled here (DESIGN §4), and
+        `stop()` removes every container of this engine anyway."""
+        from testcontainers.core.config import testcontainers_config
+        from testcontainers.core.container import DockerContainer
+
+        testcontainers_config.ryuk_disabled = True
+        client = {"environment": {"DOCKER_HOST": self.host}, "timeout": 120}
+        return DockerContainer(image, docker_client_kw=client, **kwargs)
 
     def _log_tail(self) -> str:
         with contextlib.suppress(OSError):

@@ -97,3 +97,45 @@ async def test_a_lost_container_is_replaced(docker_tight, docker_engine):
         container.remove(force=True)
     reply = await docker_tight.sh("echo again")
     assert reply.ok and "again" in reply.output
+
+
+async def test_containers_of_others_on_a_shared_engine_are_left_alone(
+    workspace, data_dir, docker_engine
+):
+    """The engine may be shared (the compose override gives the tool-runner the host's): its
+    start-up sweep, session close and shutdown remove its own containers only, never another
+    runner's session container or an unrelated one. Both run the sandbox image, started with
+    testcontainers."""
+    from tool_runner.sandbox.docker import DockerSandbox
+
+    from .conftest import make_settings
+
+    # This runner's owner label, as its sandbox computes it, on a container it left behind.
+    settings = make_settings(workspace, data_dir, sandbox="docker", docker_host=docker_engine.host)
+    owner = DockerSandbox(settings, workspace).owner
+    mine = {"crayfish.tool-runner": owner, "crayfish.session": "old"}
+    theirs = {"crayfish.tool-runner": "another-runner", "crayfish.session": "s1"}
+
+    def sleeper(labels: dict[str, str] | None) -> object:
+        box = docker_engine.container(docker_engine.image, command=["sleep", "600"])
+        return box.with_kwargs(network_mode="none", labels=labels)
+
+    with sleeper(theirs) as other, sleeper(None) as unrelated:
+        stale = sleeper(mine).start()
+        service, channel, runner = await start_docker_runner(
+            workspace, data_dir, docker_engine, docker_idle_seconds=600
+        )
+        try:
+            assert (await runner.run("exec", session="s1", command="echo mine")).ok
+            await runner.stub.CloseSession(tool_runner_pb2.CloseSessionRequest(session_id="s1"))
+            assert (await runner.run("exec", session="s2", command="true")).ok
+        finally:
+            await stop_runner(service, channel, runner)
+        with pytest.raises(docker.errors.NotFound):  # its own leftover went at start-up
+            stale.get_wrapped_container().reload()
+        for box in (other, unrelated):
+            container = box.get_wrapped_container()
+            container.reload()
+            assert container.status == "running", container.labels
+        left = {c.id for c in containers(docker_engine)}
+        assert left == {other.get_wrapped_container().id, unrelated.get_wrapped_container().id}

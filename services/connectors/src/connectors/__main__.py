@@ -6,6 +6,7 @@ import asyncio
 import logging
 
 from crayfish_common.logs import configure_logging
+from crayfish_common.tracing import setup_tracing
 
 from connectors.config import ConnectorsSettings
 from connectors.mcp_config import ConfigError
@@ -15,6 +16,7 @@ from connectors.server import run
 def main() -> None:
     settings = ConnectorsSettings()
     configure_logging("connectors", settings.log_level, settings.log_json)
+    setup_tracing("connectors")  # on when OTEL_EXPORTER_OTLP_ENDPOINT is set
     try:
         asyncio.run(run(settings))
     except ConfigError as exc:  # named problem, no traceback: the fix is in the file
