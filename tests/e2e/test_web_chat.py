@@ -218,3 +218,57 @@ def test_a_notification_shows_and_an_attached_image_reaches_the_model(
     parts = fake_llm.last_request["messages"][-1]["content"]
     assert without_turn_context(parts[0]["text"]) == "what is this?"
     assert parts[1]["image_url"]["url"].startswith("data:image/gif;base64,R0lGODlh")
+
+
+def assert_no_sideways_scroll(page: Any) -> None:
+    """Nothing on the page is wider than the screen (a phone would scroll sideways)."""
+    widths = page.evaluate(
+        "[document.documentElement.scrollWidth, document.body.scrollWidth, window.innerWidth]"
+    )
+    assert max(widths[:2]) <= widths[2], f"the page is wider than the screen: {widths}"
+
+
+def test_on_a_phone_the_menu_holds_the_sessions_and_new_chat(
+    phone_page: Any, stack: LocalStack, fake_llm: FakeLLM
+):
+    page = phone_page
+    page.goto(stack.url)
+    menu, sidebar = page.locator("#menu"), page.locator("#sidebar")
+    expect(menu).to_be_visible()
+    expect(sidebar).to_be_hidden()  # the page has the whole width
+    expect(menu).to_have_attribute("aria-expanded", "false")
+    fake_llm.reply_text("Your boat is " + "very-" * 30 + "blue.\n\n" + MARKDOWN_ANSWER)
+    page.fill("#input", "first phone chat")
+    page.locator("#send").tap()
+    expect(page.locator(".msg.assistant table")).to_be_visible(timeout=15_000)
+    assert_no_sideways_scroll(page)  # a long word, a table, a code block
+
+    menu.tap()
+    expect(sidebar).to_be_visible()
+    expect(menu).to_have_attribute("aria-expanded", "true")
+    expect(page.locator("#new-session")).to_be_focused()
+    expect(page.locator("#settings summary")).to_be_visible()  # the token entry is there too
+    first = page.locator("#sessions li", has_text="first phone chat")
+    expect(first).to_have_class("active")
+    assert_no_sideways_scroll(page)
+    page.keyboard.press("Escape")
+    expect(sidebar).to_be_hidden()
+    expect(menu).to_have_attribute("aria-expanded", "false")
+    expect(menu).to_be_focused()
+
+    menu.tap()
+    page.locator("#new-session").tap()
+    expect(sidebar).to_be_hidden()
+    expect(page.locator(".msg")).to_have_count(0)
+    fake_llm.reply_text("A new chat from the phone.")
+    page.fill("#input", "second phone chat")
+    page.locator("#send").tap()
+    expect(page.locator(".msg.assistant .text")).to_have_text("A new chat from the phone.")
+    assert len(fake_llm.last_request["messages"]) == 2  # a new session: no earlier turns
+
+    menu.tap()
+    expect(page.locator("#sessions li", has_text="second phone chat")).to_have_class("active")
+    first.locator(".session-open").tap()  # tapping a session opens it and closes the menu
+    expect(sidebar).to_be_hidden()
+    expect(page.locator(".msg.user .text")).to_have_text("first phone chat")
+    assert_no_sideways_scroll(page)
