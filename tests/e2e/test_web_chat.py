@@ -220,12 +220,20 @@ def test_a_notification_shows_and_an_attached_image_reaches_the_model(
     assert parts[1]["image_url"]["url"].startswith("data:image/gif;base64,R0lGODlh")
 
 
+WIDER_THAN_SHOWN = """() => {
+  const boxes = [document.documentElement, document.body, ...document.querySelectorAll(
+    "main, #messages, #composer, #sidebar")];
+  const wide = boxes.filter((box) => box.scrollWidth > Math.min(box.clientWidth, innerWidth));
+  return [innerWidth, document.documentElement.scrollWidth,
+          ...wide.map((box) => `${box.id || box.tagName}: ${box.scrollWidth}`)];
+}"""
+
+
 def assert_no_sideways_scroll(page: Any) -> None:
-    """Nothing on the page is wider than the screen (a phone would scroll sideways)."""
-    widths = page.evaluate(
-        "[document.documentElement.scrollWidth, document.body.scrollWidth, window.innerWidth]"
-    )
-    assert max(widths[:2]) <= widths[2], f"the page is wider than the screen: {widths}"
+    """Nothing is wider than the screen: neither the page nor the conversation scrolls sideways
+    (tables and code blocks scroll inside their own boxes)."""
+    screen, page_width, *too_wide = page.evaluate(WIDER_THAN_SHOWN)
+    assert page_width <= screen and not too_wide, (screen, page_width, too_wide)
 
 
 def test_on_a_phone_the_menu_holds_the_sessions_and_new_chat(
@@ -237,7 +245,7 @@ def test_on_a_phone_the_menu_holds_the_sessions_and_new_chat(
     expect(menu).to_be_visible()
     expect(sidebar).to_be_hidden()  # the page has the whole width
     expect(menu).to_have_attribute("aria-expanded", "false")
-    fake_llm.reply_text("Your boat is " + "very-" * 30 + "blue.\n\n" + MARKDOWN_ANSWER)
+    fake_llm.reply_text("A long word: " + "crayfish" * 30 + "\n\n" + MARKDOWN_ANSWER)
     page.fill("#input", "first phone chat")
     page.locator("#send").tap()
     expect(page.locator(".msg.assistant table")).to_be_visible(timeout=15_000)
