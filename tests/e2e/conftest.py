@@ -103,9 +103,14 @@ def page(fresh_page: Any) -> Any:
 
 
 @pytest.fixture
-def phone_page(browser: Any) -> Iterator[Any]:
-    """A phone-sized touch screen (390 x 844 CSS pixels, as an iPhone 12-15), token saved."""
+def fresh_phone_page(browser: Any) -> Iterator[Any]:
+    """A phone-sized touch screen (390 x 844 CSS pixels, as an iPhone 12-15)."""
     phone = {"width": 390, "height": 844}
     options = {"viewport": phone, "is_mobile": True, "has_touch": True, "device_scale_factor": 3}
     with page_in_context(browser, **options) as page:
-        yield with_token(page)
+        yield page
+
+
+@pytest.fixture
+def phone_page(fresh_phone_page: Any) -> Any:
+    return with_token(fresh_phone_page)

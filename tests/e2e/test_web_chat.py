@@ -280,3 +280,21 @@ def test_on_a_phone_the_menu_holds_the_sessions_and_new_chat(
     expect(sidebar).to_be_hidden()
     expect(page.locator(".msg.user .text")).to_have_text("first phone chat")
     assert_no_sideways_scroll(page)
+
+
+def test_on_a_phone_the_token_is_asked_for_in_the_menu(
+    fresh_phone_page: Any, stack: LocalStack, fake_llm: FakeLLM
+):
+    page = fresh_phone_page
+    page.goto(stack.url)
+    expect(page.locator("#banner")).to_contain_text("API token")
+    expect(page.locator("#sidebar")).to_be_visible()  # the menu opened by itself
+    expect(page.locator("#menu")).to_have_attribute("aria-expanded", "true")
+    page.fill("#token", TOKEN)
+    page.locator("#save-token").tap()
+    expect(page.locator("#sidebar")).to_be_hidden()
+    expect(page.locator("#banner")).to_be_hidden()
+    fake_llm.reply_text("Hello, phone.")
+    page.fill("#input", "hi")
+    page.locator("#send").tap()
+    expect(page.locator(".msg.assistant .text")).to_have_text("Hello, phone.")
