@@ -256,6 +256,8 @@ def test_on_a_phone_the_menu_holds_the_sessions_and_new_chat(
     expect(menu).to_have_attribute("aria-expanded", "true")
     expect(page.locator("#new-session")).to_be_focused()
     expect(page.locator("#settings summary")).to_be_visible()  # the token entry is there too
+    if SCREENSHOT:
+        page.screenshot(path=SCREENSHOT.replace(".png", "") + "-phone-menu.png")
     first = page.locator("#sessions li", has_text="first phone chat")
     expect(first).to_have_class("active")
     assert_no_sideways_scroll(page)
@@ -280,6 +282,8 @@ def test_on_a_phone_the_menu_holds_the_sessions_and_new_chat(
     expect(sidebar).to_be_hidden()
     expect(page.locator(".msg.user .text")).to_have_text("first phone chat")
     assert_no_sideways_scroll(page)
+    if SCREENSHOT:
+        page.screenshot(path=SCREENSHOT.replace(".png", "") + "-phone.png")
 
 
 def test_on_a_phone_the_token_is_asked_for_in_the_menu(
