@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,10 +71,10 @@ def browser() -> Iterator[Any]:
             browser.close()
 
 
-@pytest.fixture
-def fresh_page(browser: Any) -> Iterator[Any]:
+@contextlib.contextmanager
+def page_in_context(browser: Any, **options: Any) -> Iterator[Any]:
     """A page in a new context with nothing in localStorage, failing the test on a JS error."""
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context = browser.new_context(**options)
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -82,10 +83,34 @@ def fresh_page(browser: Any) -> Iterator[Any]:
     assert not errors, f"JavaScript errors on the page: {errors}"
 
 
-@pytest.fixture
-def page(fresh_page: Any) -> Any:
-    """A page whose user typed the API token in before (it is in localStorage)."""
-    fresh_page.add_init_script(  # about:blank has no localStorage, hence the try
+def with_token(page: Any) -> Any:
+    """The page of a user who typed the API token in before (it is in localStorage)."""
+    page.add_init_script(  # about:blank has no localStorage, hence the try
         f"try {{ localStorage.setItem('crayfish.token', {TOKEN!r}); }} catch (e) {{}}"
     )
-    return fresh_page
+    return page
+
+
+@pytest.fixture
+def fresh_page(browser: Any) -> Iterator[Any]:
+    with page_in_context(browser, viewport={"width": 1280, "height": 800}) as page:
+        yield page
+
+
+@pytest.fixture
+def page(fresh_page: Any) -> Any:
+    return with_token(fresh_page)
+
+
+@pytest.fixture
+def fresh_phone_page(browser: Any) -> Iterator[Any]:
+    """A phone-sized touch screen (390 x 844 CSS pixels, as an iPhone 12-15)."""
+    phone = {"width": 390, "height": 844}
+    options = {"viewport": phone, "is_mobile": True, "has_touch": True, "device_scale_factor": 3}
+    with page_in_context(browser, **options) as page:
+        yield page
+
+
+@pytest.fixture
+def phone_page(fresh_phone_page: Any) -> Any:
+    return with_token(fresh_phone_page)

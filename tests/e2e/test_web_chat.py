@@ -218,3 +218,87 @@ def test_a_notification_shows_and_an_attached_image_reaches_the_model(
     parts = fake_llm.last_request["messages"][-1]["content"]
     assert without_turn_context(parts[0]["text"]) == "what is this?"
     assert parts[1]["image_url"]["url"].startswith("data:image/gif;base64,R0lGODlh")
+
+
+WIDER_THAN_SHOWN = """() => {
+  const boxes = [document.documentElement, document.body, ...document.querySelectorAll(
+    "main, #messages, #composer, #sidebar")];
+  const wide = boxes.filter((box) => box.scrollWidth > Math.min(box.clientWidth, innerWidth));
+  return [innerWidth, document.documentElement.scrollWidth,
+          ...wide.map((box) => `${box.id || box.tagName}: ${box.scrollWidth}`)];
+}"""
+
+
+def assert_no_sideways_scroll(page: Any) -> None:
+    """Nothing is wider than the screen: neither the page nor the conversation scrolls sideways
+    (tables and code blocks scroll inside their own boxes)."""
+    screen, page_width, *too_wide = page.evaluate(WIDER_THAN_SHOWN)
+    assert page_width <= screen and not too_wide, (screen, page_width, too_wide)
+
+
+def test_on_a_phone_the_menu_holds_the_sessions_and_new_chat(
+    phone_page: Any, stack: LocalStack, fake_llm: FakeLLM
+):
+    page = phone_page
+    page.goto(stack.url)
+    menu, sidebar = page.locator("#menu"), page.locator("#sidebar")
+    expect(menu).to_be_visible()
+    expect(sidebar).to_be_hidden()  # the page has the whole width
+    expect(menu).to_have_attribute("aria-expanded", "false")
+    fake_llm.reply_text("A long word: " + "crayfish" * 30 + "\n\n" + MARKDOWN_ANSWER)
+    page.fill("#input", "first phone chat")
+    page.locator("#send").tap()
+    expect(page.locator(".msg.assistant table")).to_be_visible(timeout=15_000)
+    assert_no_sideways_scroll(page)  # a long word, a table, a code block
+
+    menu.tap()
+    expect(sidebar).to_be_visible()
+    expect(menu).to_have_attribute("aria-expanded", "true")
+    expect(page.locator("#new-session")).to_be_focused()
+    expect(page.locator("#settings summary")).to_be_visible()  # the token entry is there too
+    if SCREENSHOT:
+        page.screenshot(path=SCREENSHOT.replace(".png", "") + "-phone-menu.png")
+    first = page.locator("#sessions li", has_text="first phone chat")
+    expect(first).to_have_class("active")
+    assert_no_sideways_scroll(page)
+    page.keyboard.press("Escape")
+    expect(sidebar).to_be_hidden()
+    expect(menu).to_have_attribute("aria-expanded", "false")
+    expect(menu).to_be_focused()
+
+    menu.tap()
+    page.locator("#new-session").tap()
+    expect(sidebar).to_be_hidden()
+    expect(page.locator(".msg")).to_have_count(0)
+    fake_llm.reply_text("A new chat from the phone.")
+    page.fill("#input", "second phone chat")
+    page.locator("#send").tap()
+    expect(page.locator(".msg.assistant .text")).to_have_text("A new chat from the phone.")
+    assert len(fake_llm.last_request["messages"]) == 2  # a new session: no earlier turns
+
+    menu.tap()
+    expect(page.locator("#sessions li", has_text="second phone chat")).to_have_class("active")
+    first.locator(".session-open").tap()  # tapping a session opens it and closes the menu
+    expect(sidebar).to_be_hidden()
+    expect(page.locator(".msg.user .text")).to_have_text("first phone chat")
+    assert_no_sideways_scroll(page)
+    if SCREENSHOT:
+        page.screenshot(path=SCREENSHOT.replace(".png", "") + "-phone.png")
+
+
+def test_on_a_phone_the_token_is_asked_for_in_the_menu(
+    fresh_phone_page: Any, stack: LocalStack, fake_llm: FakeLLM
+):
+    page = fresh_phone_page
+    page.goto(stack.url)
+    expect(page.locator("#banner")).to_contain_text("API token")
+    expect(page.locator("#sidebar")).to_be_visible()  # the menu opened by itself
+    expect(page.locator("#menu")).to_have_attribute("aria-expanded", "true")
+    page.fill("#token", TOKEN)
+    page.locator("#save-token").tap()
+    expect(page.locator("#sidebar")).to_be_hidden()
+    expect(page.locator("#banner")).to_be_hidden()
+    fake_llm.reply_text("Hello, phone.")
+    page.fill("#input", "hi")
+    page.locator("#send").tap()
+    expect(page.locator(".msg.assistant .text")).to_have_text("Hello, phone.")

@@ -7,8 +7,6 @@ LLM, a REST answer or a log line, and the stack must stay ready.
 
 from __future__ import annotations
 
-import os
-import threading
 import time
 from pathlib import Path
 
@@ -17,6 +15,7 @@ import pytest
 
 from devstack.launcher import LocalStack
 from tests.fakes import FakeLLM
+from tests.races import flipping
 from tests.stacks import wait_task
 
 API_TOKEN = "crayfish-token-9d2c41-never-shown"
@@ -149,37 +148,53 @@ def test_skill_files_linked_to_secrets_become_diagnostics(api, fake_llm, stack):
     plant(api, fake_llm, "rm -rf skills/env skills/host skills/pipe skills/cwd")
 
 
+NOTE = "An ordinary note about the deploy password policy.\n"
+
+
+def read_race(api: httpx.Client) -> str:
+    """What GET /api/memory/file made of memory/race.md: "read" or "refused"."""
+    got = api.get("/api/memory/file", params={"path": "memory/race.md"})
+    if got.status_code == 200:
+        assert got.json()["text"].strip() == NOTE.strip(), got.text
+        return "read"
+    assert got.status_code in (400, 404) and "outside the workspace" in got.text, got.text
+    return "refused"
+
+
 def test_a_link_swapped_in_between_check_and_use_never_leaks(api, fake_llm, stack):
     """Races the readers: AGENTS.md and a memory note flip between a file and a secret link."""
     workspace: Path = stack.workspace
-    stop = threading.Event()
-
-    def flip(name: str, target: str) -> None:
-        staged = workspace / f".{name.replace('/', '_')}.swap"
-        while not stop.is_set():
-            staged.write_text("An ordinary note about the deploy password policy.\n")
-            os.replace(staged, workspace / name)
-            staged.symlink_to(target)
-            os.replace(staged, workspace / name)
-
-    flippers = [
-        threading.Thread(target=flip, args=("AGENTS.md", "/proc/self/environ"), daemon=True),
-        threading.Thread(target=flip, args=("memory/race.md", "../../host-secret.txt")),
-    ]
-    for thread in flippers:
-        thread.start()
+    (workspace / "AGENTS.md").write_text(NOTE)
+    (workspace / ".agents-link").symlink_to("/proc/self/environ")
+    (workspace / "memory").mkdir(exist_ok=True)
+    (workspace / "memory/race.md").write_text(NOTE)
+    (workspace / "memory/.race-link").symlink_to("../../host-secret.txt")
+    readers = ["memory_get", "prompt", "sync"]
+    seen = dict.fromkeys([*(f"{r} read" for r in readers), *(f"{r} refused" for r in readers)], 0)
     answers = []
-    try:
-        for _ in range(8):
-            chat(api, fake_llm)
-            answers.append(api.post("/api/memory/sync", timeout=30).text)
+    with (
+        flipping(workspace / "AGENTS.md", workspace / ".agents-link"),
+        flipping(workspace / "memory/race.md", workspace / "memory/.race-link"),
+    ):
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            seen[f"memory_get {read_race(api)}"] += 1
+        for turn in range(60):  # until every reader met both the note and the link, 8 at least
+            system = chat(api, fake_llm)
+            skipped = "[AGENTS.md skipped: not a regular file inside the workspace]" in system
+            assert skipped or "deploy password policy" in system, system
+            seen["prompt refused" if skipped else "prompt read"] += 1
+            synced = api.post("/api/memory/sync", timeout=30)
+            assert synced.status_code == 200, synced.text
+            refused = "outside the workspace" in synced.json()["skipped"].get("memory/race.md", "")
+            seen["sync refused" if refused else "sync read"] += 1
             found = api.post("/api/memory/search", json={"query": "deploy password"})
-            answers.append(found.text)
-    finally:
-        stop.set()
-        for thread in flippers:
-            thread.join()
+            answers += [synced.text, found.text]
+            if turn >= 7 and min(seen.values()) > 0:
+                break
+    assert min(seen.values()) > 0, seen  # the flips happened while each reader read
+    print(f"\nAGENTS.md and memory/race.md flipping to links: {seen}")
     assert_ready(api)
     assert_nothing_leaked(stack, fake_llm, *answers)
-    for name in ("AGENTS.md", "memory/race.md"):
+    for name in ("AGENTS.md", ".agents-link", "memory/race.md", "memory/.race-link"):
         (workspace / name).unlink()

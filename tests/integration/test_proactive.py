@@ -21,11 +21,12 @@ import pytest
 
 from devstack.launcher import LocalStack
 from tests.fakes import FakeLLM, Reply, WebhookReceiver
-from tests.stacks import running_stack
+from tests.stacks import running_stack, wait_task
 
 SECRET = "monitor-s3cret"
 CHECK = "test -f watched.flag && echo CHECK-OK || echo CHECK-FAILED"
 DUE = re.compile(r"\[Scheduled task (\w+), due ([^\]]+)\]")
+PROBE = "probe: anything before me in this session has run"
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +68,8 @@ class Monitor:
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         last = body["messages"][-1]
+        if last["role"] == "user" and PROBE in str(last["content"]):
+            return Reply(text="probed")  # the user's own turn, not a firing
         if last["role"] == "user":
             found = DUE.search(str(last["content"]))
             with self.lock:
@@ -130,8 +133,13 @@ def test_a_scheduled_check_notifies_only_when_it_fails(
         "priority": "high",
         "session_id": failing.json()["session_id"],
     }
-    time.sleep(1.0)  # a second POST would be a duplicate delivery
-    assert len(receiver.to("/alerts")) == 1
+    # A later alert: the queue hands out its oldest job first, so a second sending of the first
+    # alert, queued before this one, would have come by the time this one has.
+    again = api.post("/api/schedules", json={"message": "check watched.flag", "at": soon()})
+    finished_turn(api, again.json()["session_id"])
+    receiver.wait_for("/alerts", 2)
+    alerted = [alert.json()["session_id"] for alert in receiver.to("/alerts")]
+    assert alerted == [failing.json()["session_id"], again.json()["session_id"]]
     shown = notification_event(api)  # what the web page shows
     assert shown["notification"]["text"] == "watched.flag is missing"
     assert shown["task_id"].startswith(f"sched-{failing.json()['id']}-")
@@ -149,9 +157,13 @@ def notification_event(api: httpx.Client) -> dict[str, Any]:
     raise AssertionError("the stream ended without a notification")
 
 
-def runs_of(api: httpx.Client, schedule_id: str) -> int:
+def schedule_of(api: httpx.Client, schedule_id: str) -> dict[str, Any]:
     listed = api.get("/api/schedules").json()["schedules"]
-    return next(s["runs"] for s in listed if s["id"] == schedule_id)
+    return next(s for s in listed if s["id"] == schedule_id)
+
+
+def runs_of(api: httpx.Client, schedule_id: str) -> int:
+    return int(schedule_of(api, schedule_id)["runs"])
 
 
 def test_schedules_fire_once_per_due_time_with_two_orchestrators_and_across_a_restart(
@@ -163,10 +175,11 @@ def test_schedules_fire_once_per_due_time_with_two_orchestrators_and_across_a_re
     wait_until(lambda: runs_of(api, made["id"]) >= 4)
 
     # Every orchestrator stops; while none runs, nothing fires; then both start again.
+    due = schedule_of(api, made["id"])["next_run_ts"]
     for name in stack.orchestrator_names:
         stack.kill(name, signal.SIGTERM)
     before = len(monitor.firings)
-    time.sleep(4.0)
+    wait_until(lambda: time.time() > due + 3.0)  # four firings were due while none ran
     assert len(monitor.firings) == before
     for name in stack.orchestrator_names:
         stack.start_one(name)
@@ -178,7 +191,10 @@ def test_schedules_fire_once_per_due_time_with_two_orchestrators_and_across_a_re
     history = finished_turn(api, made["session_id"])
     assert history[-1]["content"] == "HEARTBEAT_OK"
 
-    time.sleep(1.0)  # a firing in flight when it was deleted reaches the model now
+    # A firing in flight when the schedule was deleted still runs: a turn of the user's in the
+    # same session, queued after it, runs only once it is done (one turn at a time, in order).
+    probe = api.post("/api/chat", json={"message": PROBE, "session_id": made["session_id"]})
+    assert wait_task(api, probe.json()["task_id"])["status"] == "completed"
     counts = Counter(monitor.firings)
     assert all(n == 1 for n in counts.values()), counts  # no due time reached the model twice
     assert "?" not in counts and len(counts) >= 7

@@ -32,6 +32,9 @@ ENV = {
 }
 SESSIONS, TURNS = 6, 3
 TERMINAL = ("completed", "failed", "cancelled", "interrupted")
+# The delays and replica choices are drawn from generators seeded with this, so a run that
+# failed draws them again (threads still interleave as they will).
+SEED = 26
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +50,12 @@ class Recorder:
         self.fake = fake
         self.seen: list[tuple[str, float, float]] = []  # (turn message, arrival, answer due)
         self.lock = threading.Lock()
+        self.random = random.Random(f"{SEED}-llm")
 
     def __call__(self, body: dict[str, Any]) -> Reply:
         turn = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
-        delay = random.uniform(0.2, 0.5)
         with self.lock:
+            delay = self.random.uniform(0.2, 0.5)
             self.seen.append((turn, time.monotonic(), time.monotonic() + delay))
         if body["messages"][-1]["role"] == "user":
             call = self.fake.tool_call("exec", {"command": f"echo ran {turn}"})
@@ -72,9 +76,10 @@ class Recorder:
 
 def send_turns(stack: LocalStack, session: str, sent: list[dict[str, Any]]) -> None:
     """The session's turns, in order, each to a random replica that is up."""
+    draw = random.Random(f"{SEED}-{session}")
     for i in range(TURNS):
         for _ in range(50):
-            url = random.choice(stack.urls)
+            url = draw.choice(stack.urls)
             try:
                 reply = httpx.post(
                     f"{url}/api/chat",
@@ -86,7 +91,7 @@ def send_turns(stack: LocalStack, session: str, sent: list[dict[str, Any]]) -> N
                 continue  # the killed replica
         assert reply.status_code == 202, reply.text
         sent.append(reply.json())
-        time.sleep(random.uniform(0.0, 0.3))
+        time.sleep(draw.uniform(0.0, 0.3))
 
 
 def runner_of(stack: LocalStack, port: int) -> list[str]:

@@ -21,6 +21,7 @@ from memory.backends import (
     make_backend,
 )
 from memory.backends.base import KeywordSearch
+from memory.backends.registry import BUILTINS
 from memory.config import MemorySettings
 from memory.core import UnsupportedOptionError, require_keyword_search
 
@@ -32,6 +33,13 @@ KINDS = [*backend_names(), *(["qdrant-server"] if SERVER else [])]
 @pytest.fixture(params=KINDS)
 def kind(request) -> str:
     return request.param
+
+
+def test_the_suite_runs_on_every_built_in_backend():
+    """None needs a server (qdrant is qdrant-client's local mode in a folder; pgvector gets the
+    session's PostgreSQL), so `make test` runs each: a registration gone wrong must not drop one
+    from the suite unnoticed."""
+    assert set(BUILTINS) <= set(KINDS), KINDS
 
 
 @pytest.fixture

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
-import threading
+import time
 from pathlib import Path
 
 import pytest
 from memory.core import MemoryCore
 from memory.notes import MemoryPathError
+
+from tests.races import flipping
 
 SECRET = "sk-live-7f3e9a-memory-must-never-see-this"
 
@@ -114,26 +116,44 @@ def test_write_creates_a_regular_file_and_indexes_it(core, workspace):
     assert core.search("plumber Friday")[0].path == written.path
 
 
-def test_a_link_swapped_in_between_listing_and_reading_never_leaks(core, workspace, host_secret):
-    target = workspace / "memory/race.md"
-    stop = threading.Event()
-
-    def swap() -> None:
-        staged = workspace / "memory/.race.tmp"
-        while not stop.is_set():
-            staged.write_text("an ordinary note about the deploy key rotation\n")
-            os.replace(staged, target)
-            staged.symlink_to(host_secret)
-            os.replace(staged, target)
-
-    swapper = threading.Thread(target=swap, daemon=True)
-    swapper.start()
+def read_race(core: MemoryCore) -> str:
+    """What memory_get made of memory/race.md: "read" or "refused"; fails on a leak."""
     try:
-        for _ in range(40):
-            core.sync()
-            assert SECRET not in indexed_text(core)
-            for hit in core.search("deploy key", strategy="keyword"):
-                assert SECRET not in hit.snippet
-    finally:
-        stop.set()
-        swapper.join()
+        got = core.get("memory/race.md")
+    except MemoryPathError as exc:
+        assert "outside the workspace" in str(exc) and SECRET not in str(exc)
+        return "refused"
+    assert SECRET not in got.text
+    return "read"
+
+
+def sync_race(core: MemoryCore) -> str:
+    """What a sync made of memory/race.md: "indexed" or "refused"; fails on a leak."""
+    report = core.sync()
+    assert SECRET not in indexed_text(core)
+    for hit in core.search("deploy key", strategy="keyword"):
+        assert SECRET not in hit.snippet
+    if "outside the workspace" in report.skipped.get("memory/race.md", ""):
+        return "refused"
+    assert any(c.path == "memory/race.md" for c in core.index.chunks.values()), report
+    return "indexed"
+
+
+def test_a_link_swapped_in_between_listing_and_reading_never_leaks(core, workspace, host_secret):
+    race = workspace / "memory/race.md"
+    race.write_text("an ordinary note about the deploy key rotation\n")
+    other = workspace / "memory/.race-link"  # not a note: only what flips into race.md is read
+    other.symlink_to(host_secret)
+    reads = {"read": 0, "refused": 0}
+    syncs = {"indexed": 0, "refused": 0}
+    with flipping(race, other):
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            reads[read_race(core)] += 1
+        for done in range(1000):  # until the race was hit both ways, at least 20 syncs
+            syncs[sync_race(core)] += 1
+            if done >= 20 and min(syncs.values()) > 0:
+                break
+    # Both readers saw the file and the link: the flips happened while they read.
+    assert min(reads.values()) > 0 and min(syncs.values()) > 0, (reads, syncs)
+    print(f"\nmemory/race.md flipping to a link: memory_get {reads}; syncs {syncs}")

@@ -65,9 +65,30 @@ async def test_heartbeats_fire_once_across_replicas(
     assert 2 <= len(fired) <= 2.0 / (0.3 * 0.9) + 1, len(fired)
 
 
-async def test_the_schedule_skips_the_llm_without_tasks(core_factory, fake_llm: FakeLLM):
+async def heartbeat_due_at(core: OrchestratorCore) -> float | None:
+    """When the heartbeat is next due: each tick of the loop that fires it moves this on."""
+    async with core.db.connection() as conn:
+        cursor = await conn.execute("SELECT due_at FROM schedules WHERE name = 'heartbeat'")
+        row = await cursor.fetchone()
+    return None if row is None else float(row["due_at"])
+
+
+async def test_the_schedule_skips_the_llm_without_tasks(
+    core_factory, fake_llm: FakeLLM, tmp_path: Path
+):
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / "HEARTBEAT.md").write_text(
+        "# HEARTBEAT.md\n\n<!-- List periodic checks here.\n- not this one -->\n-\n"
+    )
     core: OrchestratorCore = await core_factory(CRAYFISH_HEARTBEAT_INTERVAL=0.05)
-    await asyncio.sleep(0.4)
+    due_times: set[float] = set()
+    deadline = asyncio.get_running_loop().time() + 30
+    # A third due time: the loop fired twice and looked at HEARTBEAT.md after each firing.
+    while len(due_times) < 3:
+        assert asyncio.get_running_loop().time() < deadline, f"the loop fired {len(due_times)}x"
+        if (due := await heartbeat_due_at(core)) is not None:
+            due_times.add(due)
+        await asyncio.sleep(0.02)
     assert fake_llm.requests == [] and not await heartbeat_tasks_of(core)
 
 

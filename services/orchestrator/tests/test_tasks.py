@@ -232,27 +232,21 @@ async def test_a_follower_here_sees_the_events_live_numbered_as_the_store_keeps_
 async def test_a_follower_elsewhere_sees_a_turn_as_it_goes_and_unfollowed_ones_write_at_the_end(
     replicas: Replicas,
 ):
-    go_on = asyncio.Event()
+    spoke = {"quiet": asyncio.Event(), "followed": asyncio.Event()}
+    go_on = {"quiet": asyncio.Event(), "followed": asyncio.Event()}
 
     async def talking(task: Task, emit: EventSink) -> str:
         await emit("assistant.delta", {"text": "first words", "round": 1})
-        await go_on.wait()
+        spoke[task.session_id].set()
+        await go_on[task.session_id].wait()
         await emit("assistant.delta", {"text": " and the rest", "round": 2})
         return "done"
 
     runner = await replicas.start(talking)
     elsewhere = await replicas.start(recording_turn([]))
-    quiet = await runner.create("s1", "nobody follows this one from the store")
-    await asyncio.sleep(1.5)  # three write windows: a watched turn would have written by now
-    stored = [e.type for e in await runner.events.task_events(quiet.id, 0)]
-    assert stored == ["task.queued", "task.started"]  # the rest goes with its outcome
-    go_on.set()
-    finished = await runner.wait(quiet.id, 10)
-    stored = [e.type for e in await runner.events.task_events(quiet.id, 0)]
-    assert finished.status == "completed" and stored.count("assistant.delta") == 2
-
-    go_on.clear()
-    followed = await runner.create("s2", "followed from another replica")
+    quiet = await runner.create("quiet", "nobody follows this one from the store")
+    await asyncio.wait_for(spoke["quiet"].wait(), 10)  # its write window runs from before now
+    followed = await runner.create("followed", "followed from another replica")
     events = elsewhere.follow(followed.id, 0)
     async with asyncio.timeout(10):  # the turn waits for its first words to be seen there
         async for event in events:
@@ -260,7 +254,16 @@ async def test_a_follower_elsewhere_sees_a_turn_as_it_goes_and_unfollowed_ones_w
                 assert event.data["text"] == "first words"
                 assert (await elsewhere.get(followed.id)).status == "running"  # type: ignore[union-attr]
                 break
-    go_on.set()
+    # The followed turn's first write window, which began after the quiet one's, has ended and
+    # its words are in the store: had the quiet turn written its own as it went, they would be.
+    stored = [e.type for e in await runner.events.task_events(quiet.id, 0)]
+    assert stored == ["task.queued", "task.started"]  # the rest goes with its outcome
+    go_on["quiet"].set()
+    finished = await runner.wait(quiet.id, 10)
+    stored = [e.type for e in await runner.events.task_events(quiet.id, 0)]
+    assert finished.status == "completed" and stored.count("assistant.delta") == 2
+
+    go_on["followed"].set()
     rest = [e.type async for e in events]
     assert rest[-2:] == ["assistant.delta", "task.completed"]
 

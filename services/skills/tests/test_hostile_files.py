@@ -7,14 +7,10 @@ refused file, never its content, never hangs, and every other skill still works.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import stat
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -23,6 +19,8 @@ from crayfish.common.v1 import tools_pb2
 from crayfish.skills.v1 import skills_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from skills.gating import SandboxView
+
+from tests.races import flipping
 
 SECRET = "CRAYFISH-HOST-SECRET-7f3a"
 ENV_SECRET = "CRAYFISH-ENV-SECRET-91c2"
@@ -173,29 +171,6 @@ async def test_a_skills_folder_swapped_for_a_link_is_a_diagnostic(
     assert "resolves outside the workspace" in diagnostic.reason
     assert {"git", "memory", "summarize-file"} <= {s.name for s in listed.skills}
     no_secret(listed, await stub.GetSkillsPrompt(skills_pb2.GetSkillsPromptRequest()))
-
-
-FLIPPER = """
-import ctypes, os, sys
-exchange = ctypes.CDLL(None, use_errno=True).renameat2
-one, other = os.fsencode(sys.argv[1]), os.fsencode(sys.argv[2])
-while exchange(-100, one, -100, other, 2) == 0:  # AT_FDCWD, RENAME_EXCHANGE
-    pass
-sys.exit(f"renameat2: {os.strerror(ctypes.get_errno())}")
-"""
-
-
-@contextlib.contextmanager
-def flipping(one: Path, other: Path) -> Iterator[None]:
-    """Another process (as a sandboxed command would be) exchanges two paths over and over,
-    one renameat2(RENAME_EXCHANGE) at a time, until the block ends."""
-    process = subprocess.Popen([sys.executable, "-c", FLIPPER, str(one), str(other)])
-    try:
-        yield
-        assert process.poll() is None, "the flipping process stopped early"
-    finally:
-        process.kill()
-        process.wait()
 
 
 def rescan_for(core, seconds: float) -> dict[str, int]:

@@ -35,14 +35,31 @@ async def test_timeout_kills_a_double_forked_setsid_child(tight):
     assert beat.stat().st_size == size, "a background writer survived the timeout"
 
 
+async def gone(mark: str, seconds: float = 10.0) -> list[int]:
+    """Host pids still running with `mark` after up to `seconds` (their killing may lag the
+    reply by a moment; a stray that survives sleeps for minutes)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    left = host_processes(mark)
+    while left and loop.time() < deadline:
+        await asyncio.sleep(0.05)
+        left = host_processes(mark)
+    return left
+
+
 async def test_background_processes_do_not_outlive_a_finished_command(tight):
     mark = marker()
-    reply = await tight.sh(
-        f"(setsid sleep {mark} &); nohup sleep {mark} >/dev/null 2>&1 & echo started"
+    # Each stray writes its pid down once it runs; the command ends only after both have.
+    command = (
+        f"(setsid sh -c 'echo $$ > stray1; exec sleep {mark}' &); "
+        f"nohup sh -c 'echo $$ > stray2; exec sleep {mark}' >/dev/null 2>&1 & "
+        "until [ -s stray1 ] && [ -s stray2 ]; do sleep 0.01; done; echo started"
     )
-    assert reply.exit_code == 0 and "started" in reply.output
-    await asyncio.sleep(0.1)
-    assert host_processes(mark) == []
+    reply = await tight.sh(command)
+    assert reply.exit_code == 0 and "started" in reply.output, reply.output
+    for name in ("stray1", "stray2"):  # both strays were running when the command ended
+        assert (tight.workspace / name).read_text().strip().isdigit()
+    assert await gone(mark) == []
 
 
 async def test_cpu_loop_is_stopped_by_the_cpu_limit(tight):

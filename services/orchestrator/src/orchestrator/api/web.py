@@ -17,6 +17,7 @@ ASSETS = {
     "api.js": "text/javascript; charset=utf-8",
     "render.js": "text/javascript; charset=utf-8",
     "markdown.js": "text/javascript; charset=utf-8",
+    "menu.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
     "favicon.svg": "image/svg+xml",
 }

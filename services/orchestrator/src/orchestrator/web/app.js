@@ -1,6 +1,7 @@
 // Crayfish web chat: sessions, turns, cited lines and the token, wired to the page.
 
 import { HttpError, TOKEN_KEY, api, followAll, followTask } from "/static/api.js";
+import { closeMenu, menuIsOpen, openMenu, wireMenu } from "/static/menu.js";
 import { $, TurnView, addUserMessage, el, setStatus, showBanner, showNotification } from "/static/render.js";
 
 const state = { session: null, task: null, busy: false, image: null };
@@ -9,7 +10,10 @@ const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 // Shows an error; a missing or wrong token opens the token field.
 function report(err) {
   showBanner(err.message);
-  if (err instanceof HttpError && err.status === 401) $("settings").open = true;
+  if (err instanceof HttpError && err.status === 401) {
+    openMenu(); // on a phone the token field is in the menu
+    $("settings").open = true;
+  }
 }
 
 // ---- sessions ----------------------------------------------------------------------------
@@ -39,7 +43,10 @@ async function loadSessions() {
     open.title = item.id;
     open.append(el("span", "session-title", item.title || "(untitled)"));
     open.append(el("span", "session-meta", relativeTime(item.updated_at) + " · " + item.messages + " msgs"));
-    open.addEventListener("click", () => openSession(item.id));
+    open.addEventListener("click", () => {
+      closeMenu();
+      openSession(item.id);
+    });
     const remove = el("button", "session-delete", "×");
     remove.type = "button";
     remove.title = "Delete this session";
@@ -256,7 +263,10 @@ function wire() {
     event.preventDefault();
     attachImage(item.getAsFile());
   });
-  $("new-session").addEventListener("click", newSession);
+  $("new-session").addEventListener("click", () => {
+    closeMenu();
+    newSession();
+  });
   $("messages").addEventListener("click", (event) => {
     const link = event.target.closest("a.citation");
     if (!link) return;
@@ -271,6 +281,7 @@ function wire() {
     if (token) localStorage.setItem(TOKEN_KEY, token);
     $("token").value = "";
     $("settings").open = false;
+    closeMenu();
     showBanner("");
     loadSessions();
   });
@@ -279,11 +290,14 @@ function wire() {
     $("token").value = "";
   });
   document.addEventListener("keydown", (event) => {
-    if (event.key === "Escape") $("viewer").hidden = true;
+    if (event.key !== "Escape") return;
+    if (menuIsOpen()) closeMenu(true);
+    else $("viewer").hidden = true;
   });
 }
 
 wire();
+wireMenu();
 watchNotifications();
 loadSessions().then(() => {
   const match = location.hash.match(/^#session=(.+)$/);
