@@ -34,6 +34,7 @@ NAMES: dict[str, tuple[str, object]] = {
     "CRAYFISH_API_TOKEN": ("api_token", "token-from-env"),
     "CRAYFISH_HTTP_PORT": ("http_port", 9090),
     "CRAYFISH_HTTP_HOST": ("http_host", "localhost"),
+    "CRAYFISH_TRUSTED_HOSTS": ("trusted_hosts", "crayfish.lan,10.0.0.5"),
     "CRAYFISH_HTTP_REUSE_PORT": ("http_reuse_port", True),
     "CRAYFISH_MAX_BODY_BYTES": ("max_body_bytes", 1234),
     "CRAYFISH_MAX_UPLOAD_BYTES": ("max_upload_bytes", 5678),

@@ -14,6 +14,7 @@ from orchestrator.tool_service_config import (
     address_problem,
     parse_tool_services,
 )
+from orchestrator.trusted_hosts import parse_trusted
 
 
 class WebhookTarget(BaseModel):
@@ -63,6 +64,9 @@ class Settings(BaseSettings):
     # SO_REUSEPORT: replicas on one host (host networking) share the port; the kernel spreads
     # connections over them.
     http_reuse_port: bool = False
+    # Host names (or addresses) besides localhost and the bind address that requests may name,
+    # comma-separated; `*` trusts every Host (README: Trusted hosts). Refused Host: 421.
+    trusted_hosts: str = ""
     max_body_bytes: int = 1_000_000
     max_upload_bytes: int = 25_000_000
 
@@ -169,6 +173,15 @@ class Settings(BaseSettings):
             AllowList.parse(value)
         except ValueError as exc:
             raise ValueError(f"CRAYFISH_WEB_FETCH_ALLOW: {exc}") from exc
+        return value
+
+    @field_validator("trusted_hosts")
+    @classmethod
+    def _check_trusted_hosts(cls, value: str) -> str:
+        try:
+            parse_trusted(value)
+        except ValueError as exc:
+            raise ValueError(f"CRAYFISH_TRUSTED_HOSTS: {exc}") from exc
         return value
 
     @field_validator("connectors_addr")
