@@ -139,6 +139,12 @@ class Settings(BaseSettings):
     notify_attempts: int = Field(5, ge=1)
     notify_backoff: float = Field(2.0, ge=0)
     notify_timeout: float = Field(10.0, gt=0)
+    # Bounds of the notify tool: notifications per turn, and per hour in all; past either the
+    # model is told why. Deliveries to one webhook are at least `notify_coalesce` s apart: the
+    # notifications in between go together in one.
+    notify_per_turn: int = Field(5, ge=1)
+    notify_per_hour: int = Field(30, ge=1)
+    notify_coalesce: float = Field(10.0, ge=0)
 
     # Images in messages: size cap (decoded), count per message and per request (all of a /v1
     # request's messages together), the bytes media/ may hold (oldest pruned past it; 0: no

@@ -12,7 +12,7 @@ from typing import Any
 from crayfish_common.tools import Tool, ToolCall, ToolError, ToolResult, ToolSet, object_schema
 
 from orchestrator.clients.tool_service import OutputSink, ToolSpec
-from orchestrator.notify import Notifier
+from orchestrator.notify import Notifier, NotifyLimit
 from orchestrator.schedule_rules import ScheduleInvalid, iso
 from orchestrator.scheduler import ScheduleLimit, Scheduler
 from orchestrator.store.schedules import ScheduledTurn
@@ -182,7 +182,7 @@ class LocalTools:
                 ScheduleRemove(scheduler),
                 Notify(notifier),
             ],
-            expected=(ScheduleInvalid, ScheduleLimit),
+            expected=(ScheduleInvalid, ScheduleLimit, NotifyLimit),
         )
 
     async def list_tools(self) -> list[ToolSpec]:
