@@ -392,3 +392,24 @@ async def test_the_model_gets_reasons_and_lists_past_a_bad_row(core_factory, fak
     assert "unknown time zone 'Europe'" in results[2]
     assert "bad0000002" in results[3] and "BROKEN" in results[3]
     assert [e.id for e in await core.scheduler.entries()] == ["bad0000002"]
+
+
+async def test_a_due_bad_row_does_not_stop_the_others_firing(
+    core_factory, fake_llm: FakeLLM, caplog: pytest.LogCaptureFixture
+):
+    fake_llm.reply_forever_text("NO_REPLY")
+    core: OrchestratorCore = await core_factory(**FAST)
+    await core.scheduler.close()  # only the calls below fire
+    async with core.db.connection() as conn:
+        await conn.execute(
+            "INSERT INTO scheduled_turns (id, session_id, message, kind, cron, timezone,"
+            " next_run, created_at) VALUES ('bad0000003', 's', 'old', 'cron', '0 9 * * *',"
+            " 'Mars/Olympus', %s, 0)",
+            (time.time() - 5,),
+        )
+    good = await core.scheduler.add("tick", every=0.1)
+    await asyncio.sleep(0.2)
+    fired = [await core.scheduler.fire_due() for _ in range(3)]
+    assert any(good.id in task_id for task_id in fired[0])
+    reported = [r for r in caplog.records if "bad0000003 cannot fire" in r.getMessage()]
+    assert len(reported) == 1  # once, not at every look
