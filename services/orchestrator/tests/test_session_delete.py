@@ -49,7 +49,7 @@ async def api(
     try:
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
                 yield client, servicer
     finally:
         await service.stop(0)
