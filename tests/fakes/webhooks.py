@@ -1,8 +1,11 @@
 """A webhook receiver on loopback: records each POST (path, headers, body) and answers with
-the statuses scripted for its path (then 200), so tests can check deliveries and retries."""
+the statuses scripted for its path (then 200), so tests can check deliveries and retries; and
+the receiver's side of the signature (Standard Webhooks: id, timestamp, body), as the README's
+verifier does it."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -24,10 +27,37 @@ class Delivery:
     def json(self) -> Any:
         return json.loads(self.body)
 
-    def signed_with(self, secret: str) -> bool:
-        """True when X-Crayfish-Signature is the HMAC-SHA256 of the body under `secret`."""
-        expected = "sha256=" + hmac.new(secret.encode(), self.body, hashlib.sha256).hexdigest()
-        return hmac.compare_digest(self.headers.get("x-crayfish-signature", ""), expected)
+    def signed_with(self, secret: str, now: float | None = None, tolerance: float = 300) -> bool:
+        """True when the signature holds under `secret` and the timestamp is within
+        `tolerance` seconds of `now` (a captured delivery sent again later fails)."""
+        return webhook_problem(secret, self.headers, self.body, now, tolerance) is None
+
+
+def webhook_problem(
+    secret: str,
+    headers: dict[str, str],
+    body: bytes,
+    now: float | None = None,
+    tolerance: float = 300,
+) -> str | None:
+    """Why a delivery does not verify (None: it does): `webhook-signature` is
+    `v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`."""
+    delivery_id = headers.get("webhook-id", "")
+    stamp = headers.get("webhook-timestamp", "")
+    if not delivery_id or not stamp.isdigit():
+        return "no webhook-id or webhook-timestamp"
+    if abs((time.time() if now is None else now) - int(stamp)) > tolerance:
+        return "timestamp outside the tolerance"
+    key = secret.encode()
+    if secret.startswith("whsec_"):
+        key = base64.b64decode(secret.removeprefix("whsec_"))
+    signed = f"{delivery_id}.{stamp}.".encode() + body
+    expected = base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+    for candidate in headers.get("webhook-signature", "").split():
+        version, _, signature = candidate.partition(",")
+        if version == "v1" and hmac.compare_digest(signature, expected):
+            return None
+    return "bad signature"
 
 
 class WebhookReceiver:

@@ -109,6 +109,7 @@ def make_settings(tmp_path: Path, llm_url: str, tool_port: int, **overrides: obj
         "SKILLS_ADDR": dead,
         "CRAYFISH_RPC_TIMEOUT": 2.0,
         "CRAYFISH_LLM_RETRY_BASE_DELAY": 0.01,
+        "CRAYFISH_TRUSTED_HOSTS": "testserver",  # the Host of Starlette's TestClient
         **overrides,
     }
     if "CRAYFISH_DATABASE_URL" not in values:

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
 from orchestrator.app import create_app
@@ -45,11 +46,64 @@ def timing(**given: object) -> Timing:
         ({"cron": "61 * * * *"}, "not a valid expression"),
         ({"cron": "0 9 * * *", "timezone": "Mars/Olympus"}, "unknown time zone"),
         ({"every": 60, "timezone": "UTC"}, "goes with `cron` only"),
+        # Past year 9999 in UTC (stored by the old code, then every listing failed).
+        ({"at": "9999-12-31T23:59:59-14:00"}, "more than 100 years ahead"),
+        ({"at": "2200-01-01T00:00:00+00:00"}, "more than 100 years ahead"),
+        ({"at": "0001-01-01T00:00:00+14:00"}, "in the past"),
+        ({"at": "0001-01-01T00:00:00-14:00"}, "in the past"),
+        ({"at": "2027-01-01T00:00:00+00:00" + " " * 60}, "over 64 characters"),
+        ({"cron": "0 9 * * *", "timezone": "Europe"}, "unknown time zone"),
+        ({"cron": "0 9 * * *", "timezone": "/etc/passwd"}, "unknown time zone"),
+        ({"cron": "0 9 * * *", "timezone": "../../etc/localtime"}, "unknown time zone"),
+        ({"cron": "0 9 * * *", "timezone": "Europe/Paris\x00"}, "unknown time zone"),
+        ({"cron": "0 9 * * *", "timezone": "x" * 300}, "over 64 characters"),
+        ({"cron": "0 0 31 2 *"}, "never fires"),
+        ({"cron": "H * * * *"}, "not a valid expression"),
+        ({"cron": "*/0 * * * *"}, "not a valid expression"),
     ],
 )
 def test_bad_timings_are_refused_with_the_reason(given: dict[str, object], reason: str) -> None:
     with pytest.raises(ScheduleInvalid, match=reason):
         timing(**given)
+
+
+@pytest.mark.parametrize(
+    ("cron", "zone", "refused"),
+    [
+        ("* * * * *", "UTC", "60 seconds apart"),
+        ("*/30 * * * *", "UTC", "1800 seconds apart"),
+        ("0,1 * * * *", "Asia/Kolkata", "60 seconds apart"),
+        # Rare short gaps count too: twice in a minute on one day of the year.
+        ("0,1 0 1 1 *", "UTC", "60 seconds apart"),
+        ("0 * * * *", "UTC", None),
+        ("0 9 * * *", "Europe/Paris", None),
+        ("30 2 * * *", "Europe/Paris", None),  # 02:30 twice the night clocks go back
+    ],
+)
+def test_cron_obeys_the_minimum_interval(cron: str, zone: str, refused: str | None) -> None:
+    def parse(min_every: float) -> Timing:
+        return parse_timing(
+            None, None, cron, zone, now=NOW, min_every=min_every, default_timezone=""
+        )
+
+    if refused is None:
+        assert parse(3600).cron == cron
+        return
+    with pytest.raises(ScheduleInvalid, match=f"{refused}.*CRAYFISH_SCHEDULE_MIN_EVERY"):
+        parse(3600)
+    assert parse(60).cron == cron  # the default minimum lets it through
+
+
+def test_a_daily_cron_keeps_a_days_minimum_across_dst() -> None:
+    # 23 hours apart in real time on the day clocks go forward; 24 on the zone's clock.
+    daily = parse_timing(
+        None, None, "0 9 * * *", "Europe/Paris", now=NOW, min_every=86400, default_timezone=""
+    )
+    assert daily.timezone == "Europe/Paris"
+    with pytest.raises(ScheduleInvalid, match="CRAYFISH_SCHEDULE_MIN_EVERY"):
+        parse_timing(
+            None, None, "0 9,21 * * *", "UTC", now=NOW, min_every=86400, default_timezone=""
+        )
 
 
 def test_cron_fires_in_its_time_zone_across_a_dst_change() -> None:
@@ -289,3 +343,73 @@ async def test_schedules_that_make_schedules_stop_at_the_models_total(
     await core.scheduler.close()
     # The user's own schedules are not bounded by the model's total.
     assert (await core.scheduler.add("mine", every=3600)).created_in is None
+
+
+def test_one_bad_row_does_not_break_the_listing(client: TestClient) -> None:
+    far = "9999-12-31T23:59:59-14:00"  # past year 9999 in UTC
+    refused = client.post("/api/schedules", json={"message": "x", "at": far})
+    assert refused.status_code == 422 and "100 years" in refused.json()["error"]["message"]
+    good = client.post("/api/schedules", json={"message": "ok", "every": 3600}).json()
+    # A row as the old code stored it: the listing used to answer 500 from then on.
+    core: OrchestratorCore = client.app.state.core  # type: ignore[attr-defined]
+    with psycopg.connect(core.settings.database_url) as conn:
+        conn.execute(
+            "INSERT INTO scheduled_turns (id, session_id, message, kind, at_time, next_run,"
+            " created_at) VALUES ('bad0000001', 's', 'far', 'at', %s, %s, 0)",
+            (datetime.fromisoformat(far).timestamp(),) * 2,
+        )
+    listing = client.get("/api/schedules")
+    assert listing.status_code == 200, listing.text
+    shown = {s["id"]: s for s in listing.json()["schedules"]}
+    assert shown[good["id"]]["broken"] is None and shown[good["id"]]["next_run"]
+    assert "remove it" in shown["bad0000001"]["broken"]
+    assert shown["bad0000001"]["message"] == "far"
+    assert client.delete("/api/schedules/bad0000001").status_code == 204
+    assert [s["id"] for s in client.get("/api/schedules").json()["schedules"]] == [good["id"]]
+
+
+async def test_the_model_gets_reasons_and_lists_past_a_bad_row(core_factory, fake_llm: FakeLLM):
+    core: OrchestratorCore = await core_factory(CRAYFISH_SCHEDULE_MIN_EVERY=3600)
+    async with core.db.connection() as conn:  # a row stored before fields were checked
+        await conn.execute(
+            "INSERT INTO scheduled_turns (id, session_id, message, kind, cron, timezone,"
+            " next_run, created_in, created_at) VALUES ('bad0000002', 'chat', 'old', 'cron',"
+            " '0 9 * * *', 'Mars/Olympus', %s, 'chat', 0)",
+            (time.time() + 3600,),
+        )
+    fake_llm.reply_tool_calls(
+        ("schedule_add", {"message": "x", "at": "9999-12-31T23:59:59-14:00"}),
+        ("schedule_add", {"message": "x", "cron": "* * * * *"}),
+        ("schedule_add", {"message": "x", "cron": "0 9 * * *", "timezone": "Europe"}),
+        ("schedule_list", {}),
+    )
+    fake_llm.reply_text("done")
+    task = await core.submit("chat", "schedule it")
+    assert (await core.tasks.wait(task.id, 30)).status == "completed"
+    results = [m["content"] for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
+    assert "more than 100 years ahead" in results[0]
+    assert "60 seconds apart" in results[1] and "CRAYFISH_SCHEDULE_MIN_EVERY" in results[1]
+    assert "unknown time zone 'Europe'" in results[2]
+    assert "bad0000002" in results[3] and "BROKEN" in results[3]
+    assert [e.id for e in await core.scheduler.entries()] == ["bad0000002"]
+
+
+async def test_a_due_bad_row_does_not_stop_the_others_firing(
+    core_factory, fake_llm: FakeLLM, caplog: pytest.LogCaptureFixture
+):
+    fake_llm.reply_forever_text("NO_REPLY")
+    core: OrchestratorCore = await core_factory(**FAST)
+    await core.scheduler.close()  # only the calls below fire
+    async with core.db.connection() as conn:
+        await conn.execute(
+            "INSERT INTO scheduled_turns (id, session_id, message, kind, cron, timezone,"
+            " next_run, created_at) VALUES ('bad0000003', 's', 'old', 'cron', '0 9 * * *',"
+            " 'Mars/Olympus', %s, 0)",
+            (time.time() - 5,),
+        )
+    good = await core.scheduler.add("tick", every=0.1)
+    await asyncio.sleep(0.2)
+    fired = [await core.scheduler.fire_due() for _ in range(3)]
+    assert any(good.id in task_id for task_id in fired[0])
+    reported = [r for r in caplog.records if "bad0000003 cannot fire" in r.getMessage()]
+    assert len(reported) == 1  # once, not at every look

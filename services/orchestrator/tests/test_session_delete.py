@@ -49,7 +49,8 @@ async def api(
     try:
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+            loopback = "http://127.0.0.1"
+            async with httpx.AsyncClient(transport=transport, base_url=loopback) as client:
                 yield client, servicer
     finally:
         await service.stop(0)

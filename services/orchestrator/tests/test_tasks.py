@@ -303,7 +303,8 @@ async def test_a_store_of_the_job_queue_version_runs_its_waiting_turns_once_upgr
             "INSERT INTO procrastinate_jobs (queue_name, task_name, lock, args) VALUES"
             " ('turns', 'crayfish.turn', 'session:s1', '{\"task_id\": \"waiting\"}')"
         )
-        assert await migrations.migrate(conn) == [6, 7]
+        later = [m.version for m in migrations.MIGRATIONS[5:]]  # 6 and any added since
+        assert await migrations.migrate(conn) == later
         left = await (await conn.execute("SELECT count(*) FROM procrastinate_jobs")).fetchone()
         assert left == (0,)
     manager = await replicas.start(recording_turn([]))

@@ -22,12 +22,13 @@ from orchestrator.api import (
     web,
 )
 from orchestrator.api.errors import install_error_handlers
-from orchestrator.api.middleware import BearerAuth, BodyLimit, RequestMetrics
+from orchestrator.api.middleware import BearerAuth, BodyLimit, HostGuard, RequestMetrics
 from orchestrator.api.schemas import ERROR_RESPONSES
 from orchestrator.config import Settings
 from orchestrator.core import OrchestratorCore
 from orchestrator.mcp_server.http import mount_mcp
 from orchestrator.metrics import Metrics
+from orchestrator.trusted_hosts import TrustedHosts
 
 
 def create_app(settings: Settings, freeze_heap: bool = False) -> FastAPI:
@@ -62,7 +63,7 @@ def create_app(settings: Settings, freeze_heap: bool = False) -> FastAPI:
     routers = [health, tasks, sessions, schedules, memory, skills, tools, ops, openai_compat, web]
     for module in routers:
         app.include_router(module.router, responses=ERROR_RESPONSES)
-    mcp_sessions = mount_mcp(app, settings.http_host)
+    mcp_sessions = mount_mcp(app)
     app.add_middleware(RequestMetrics, metrics=metrics)
     # A message may carry images as base64 (4 bytes for 3) on top of its text.
     images = settings.images_per_message * (settings.image_max_bytes * 4 // 3 + 64)
@@ -78,6 +79,9 @@ def create_app(settings: Settings, freeze_heap: bool = False) -> FastAPI:
     )
     if settings.api_token:
         app.add_middleware(BearerAuth, token=settings.api_token)
+    # Outermost: a request from a rebound name or another site's page goes no further.
+    trusted = TrustedHosts.for_bind(settings.http_host, settings.trusted_hosts)
+    app.add_middleware(HostGuard, trusted=trusted)
     if tracing_enabled():
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 

@@ -14,6 +14,7 @@ from orchestrator.tool_service_config import (
     address_problem,
     parse_tool_services,
 )
+from orchestrator.trusted_hosts import parse_trusted
 
 
 class WebhookTarget(BaseModel):
@@ -63,6 +64,9 @@ class Settings(BaseSettings):
     # SO_REUSEPORT: replicas on one host (host networking) share the port; the kernel spreads
     # connections over them.
     http_reuse_port: bool = False
+    # Host names (or addresses) besides localhost and the bind address that requests may name,
+    # comma-separated; `*` trusts every Host (README: Trusted hosts). Refused Host: 421.
+    trusted_hosts: str = ""
     max_body_bytes: int = 1_000_000
     max_upload_bytes: int = 25_000_000
     # Seconds after a /v1 turn ended during which a retry of its request (the SDK's, or an
@@ -138,6 +142,12 @@ class Settings(BaseSettings):
     notify_attempts: int = Field(5, ge=1)
     notify_backoff: float = Field(2.0, ge=0)
     notify_timeout: float = Field(10.0, gt=0)
+    # Bounds of the notify tool: notifications per turn, and per hour in all; past either the
+    # model is told why. Deliveries to one webhook are at least `notify_coalesce` s apart: the
+    # notifications in between go together in one.
+    notify_per_turn: int = Field(5, ge=1)
+    notify_per_hour: int = Field(30, ge=1)
+    notify_coalesce: float = Field(10.0, ge=0)
 
     # Images in messages: size cap (decoded), count per message and per request (all of a /v1
     # request's messages together), the bytes media/ may hold (oldest pruned past it; 0: no
@@ -172,6 +182,15 @@ class Settings(BaseSettings):
             AllowList.parse(value)
         except ValueError as exc:
             raise ValueError(f"CRAYFISH_WEB_FETCH_ALLOW: {exc}") from exc
+        return value
+
+    @field_validator("trusted_hosts")
+    @classmethod
+    def _check_trusted_hosts(cls, value: str) -> str:
+        try:
+            parse_trusted(value)
+        except ValueError as exc:
+            raise ValueError(f"CRAYFISH_TRUSTED_HOSTS: {exc}") from exc
         return value
 
     @field_validator("connectors_addr")

@@ -29,9 +29,10 @@ from orchestrator.jobs import Deliveries
 from orchestrator.local_tools import LocalTools
 from orchestrator.media import ImageRejected, vision_refusal
 from orchestrator.metrics import Metrics
-from orchestrator.notify import Notifier, WebhookSender
+from orchestrator.notify import Notifier, NotifyBounds, WebhookSender
 from orchestrator.scheduler import Scheduler
 from orchestrator.store import Database, SessionStore, legacy_import, schedules
+from orchestrator.store.notifications import NotificationStore
 from orchestrator.store.schedules import ScheduleStore
 from orchestrator.store.sessions import check_session_id
 from orchestrator.store.transcripts import TranscriptMirror
@@ -67,7 +68,13 @@ class OrchestratorCore:
         )
         # Unique even for replicas that share a host name and pid (containers on one host).
         name = f"{socket.gethostname()}:{settings.http_port}:{os.getpid()}:{secrets.token_hex(3)}"
-        self.webhooks = WebhookSender(settings.notify_webhooks, settings.notify_timeout)
+        notifications = NotificationStore(self.db)
+        self.webhooks = WebhookSender(
+            settings.notify_webhooks,
+            settings.notify_timeout,
+            notifications,
+            settings.notify_coalesce,
+        )
         deliveries = Deliveries(
             self.webhooks.run,
             DeliveryRetryable,
@@ -78,8 +85,16 @@ class OrchestratorCore:
             self.db, self._run_turn, timing, name, self.transcripts, deliveries, self.store
         )
         self.scheduler = Scheduler(ScheduleStore(self.db), self._submit_scheduled, settings)
+        self.webhooks.requeue = self.tasks.queue.enqueue_delivery
         self.notifier = Notifier(
-            settings.notify_webhooks, self._publish_notification, self.tasks.queue.enqueue_delivery
+            settings.notify_webhooks,
+            notifications,
+            self._publish_notification,
+            self.tasks.queue.enqueue_delivery,
+            NotifyBounds(
+                settings.notify_per_turn, settings.notify_per_hour, settings.notify_coalesce
+            ),
+            self._turn_here,
         )
         self.assistant = Assistant(
             settings,
@@ -148,6 +163,10 @@ class OrchestratorCore:
         self, session_id: str, message: str, kind: str, task_id: str
     ) -> Task:
         return await self.tasks.create(session_id, message, kind, task_id)
+
+    def _turn_here(self, session_id: str) -> str | None:
+        running = self.tasks.running_here(session_id)
+        return running.id if running is not None else None
 
     async def _publish_notification(self, session_id: str, data: dict[str, Any]) -> None:
         """A `notification` event in the stream of the session's turn running here (the turn

@@ -10,6 +10,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from procrastinate import App, PsycopgConnector, exceptions
@@ -104,11 +105,19 @@ class JobQueue:
             delete_jobs="always",
         )
 
-    async def enqueue_delivery(self, job: dict[str, Any]) -> None:
-        """Queues one notification delivery (any replica's worker sends it)."""
+    async def enqueue_delivery(self, job: dict[str, Any], lock: str, at: float) -> None:
+        """Queues a delivery for `at` (Unix seconds; any replica's worker sends it), unless one
+        with the same `lock` is queued already: that one will send what this one would. Jobs
+        of one lock run one at a time."""
         if self._deliver is None:
             raise RuntimeError("this job queue delivers no notifications")
-        await self._deliver.defer_async(job=job)
+        deferrer = self._deliver.configure(
+            lock=f"notify-{lock}",
+            queueing_lock=f"notify-{lock}",
+            schedule_at=datetime.fromtimestamp(at, UTC),
+        )
+        with contextlib.suppress(exceptions.AlreadyEnqueued):
+            await deferrer.defer_async(job=job)
 
     async def stalled_deliveries(self) -> list[Job]:
         """Notification deliveries whose worker died: sent again (at least once)."""

@@ -5,20 +5,46 @@ calls the registry makes of a service (`name`, `list_tools`, `run_tool`)."""
 from __future__ import annotations
 
 import json
+import logging
+import math
 from typing import Any
 
 from crayfish_common.tools import Tool, ToolCall, ToolError, ToolResult, ToolSet, object_schema
 
 from orchestrator.clients.tool_service import OutputSink, ToolSpec
-from orchestrator.notify import Notifier
+from orchestrator.notify import Notifier, NotifyLimit
 from orchestrator.schedule_rules import ScheduleInvalid, iso
 from orchestrator.scheduler import ScheduleLimit, Scheduler
 from orchestrator.store.schedules import ScheduledTurn
 from orchestrator.webhooks import PRIORITIES, Notification
 
+log = logging.getLogger(__name__)
+
 
 def describe_schedule(entry: ScheduledTurn) -> dict[str, Any]:
-    """A schedule as the API and the tools show it."""
+    """A schedule as the API and the tools show it; one that cannot be shown (a row stored
+    before its fields were checked) is marked `broken` with the reason, so a listing still
+    answers and names its id for removal."""
+    try:
+        return _described(entry)
+    except (ScheduleInvalid, ValueError, OverflowError, OSError, TypeError) as exc:
+        log.warning("schedule %s cannot be shown: %s", entry.id, exc)
+        return {
+            "id": entry.id,
+            "session_id": entry.session_id,
+            "message": entry.message,
+            "cron": entry.timing.cron if isinstance(entry.timing.cron, str) else None,
+            "timezone": entry.timing.timezone if isinstance(entry.timing.timezone, str) else None,
+            "next_run": None,
+            "next_run_ts": entry.next_run if math.isfinite(entry.next_run) else None,
+            "runs": entry.runs,
+            "skipped": entry.skipped,
+            "created_by": "model" if entry.created_in else "api",
+            "broken": f"cannot be kept as stored ({exc}); remove it and add it again",
+        }
+
+
+def _described(entry: ScheduledTurn) -> dict[str, Any]:
     timing = entry.timing
     return {
         "id": entry.id,
@@ -34,6 +60,7 @@ def describe_schedule(entry: ScheduledTurn) -> dict[str, Any]:
         "runs": entry.runs,
         "skipped": entry.skipped,
         "created_by": "model" if entry.created_in else "api",
+        "broken": None,
     }
 
 
@@ -89,12 +116,16 @@ class ScheduleList(Tool):
         entries = [describe_schedule(e) for e in await self.scheduler.entries(call.session_id)]
         if not entries:
             return ToolResult(True, "No schedules.", {"schedules": []})
-        lines = [
-            f"- {e['id']}: {e['message'][:80]!r}, next {e['next_run']}"
-            f" ({e['cron'] or (str(e['every']) + ' s' if e['every'] else 'once')})"
-            for e in entries
-        ]
+        lines = [_listed(e) for e in entries]
         return ToolResult(True, "\n".join(lines), {"schedules": entries})
+
+
+def _listed(shown: dict[str, Any]) -> str:
+    head = f"- {shown['id']}: {shown['message'][:80]!r}"
+    if shown["broken"]:
+        return f"{head}, BROKEN: {shown['broken']} (schedule_remove it)"
+    rhythm = shown["cron"] or (f"{shown['every']} s" if shown["every"] else "once")
+    return f"{head}, next {shown['next_run']} ({rhythm})"
 
 
 class ScheduleRemove(Tool):
@@ -151,7 +182,7 @@ class LocalTools:
                 ScheduleRemove(scheduler),
                 Notify(notifier),
             ],
-            expected=(ScheduleInvalid, ScheduleLimit),
+            expected=(ScheduleInvalid, ScheduleLimit, NotifyLimit),
         )
 
     async def list_tools(self) -> list[ToolSpec]:

@@ -1,22 +1,35 @@
 """When schedules fire: `at` (a moment), `every` (seconds) or `cron` (five fields in a time
 zone), validated with reasons a person can act on, and the next firing after a moment.
 
+Every field is checked at the edge, before anything is stored: an `at` from now to
+MAX_AHEAD_YEARS ahead (so it can be shown in any time zone), an IANA time zone name, a cron
+expression that fires, and no more often than the shortest `every` (CRAYFISH_SCHEDULE_MIN_EVERY)
+for every kind: a cron's gaps are measured over its firings of the next year.
+
 Missed firings (the orchestrators were down): a schedule fires once, late, then resumes its
 rhythm from now; the firings in between are skipped, not replayed.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from croniter import CroniterBadCronError, croniter
 
 ScheduleKind = Literal["at", "every", "cron"]
 MAX_EVERY = 366 * 24 * 3600
+MAX_AHEAD_YEARS = 100
+MAX_AHEAD = MAX_AHEAD_YEARS * 365.25 * 24 * 3600
+# Longest text of each field: ISO-8601 with an offset, a cron line, an IANA name.
+MAX_FIELD_CHARS = {"at": 64, "cron": 200, "timezone": 64}
+CRON_RESOLUTION = 60.0  # no cron fires more often than once a minute
+CRON_HORIZON = 366 * 24 * 3600  # a cron's gaps are checked over this long ...
+CRON_HORIZON_FIRINGS = 1000  # ... or this many firings, whichever ends first
 
 
 class ScheduleInvalid(ValueError):
@@ -45,6 +58,7 @@ def parse_timing(
     default_timezone: str,
 ) -> Timing:
     """The timing of exactly one of at/every/cron, or ScheduleInvalid with the reason."""
+    _check_lengths(at=at, cron=cron, timezone=timezone)
     present = (("at", bool(at)), ("every", every is not None), ("cron", bool(cron)))
     given = [name for name, there in present if there]
     if len(given) != 1:
@@ -74,7 +88,52 @@ def parse_timing(
     expression = " ".join(fields)
     if not croniter.is_valid(expression):
         raise ScheduleInvalid(f"`cron` is not a valid expression: {expression!r}")
-    return Timing("cron", cron=expression, timezone=zone)
+    timing = Timing("cron", cron=expression, timezone=zone)
+    _check_cron_gaps(timing, now, min_every)
+    return timing
+
+
+def _check_lengths(**fields: str | None) -> None:
+    for name, value in fields.items():
+        if value is not None and not isinstance(value, str):
+            raise ScheduleInvalid(f"`{name}` must be a string")
+        if value and len(value) > MAX_FIELD_CHARS[name]:
+            raise ScheduleInvalid(f"`{name}` is over {MAX_FIELD_CHARS[name]} characters")
+
+
+def _check_cron_gaps(timing: Timing, now: float, min_every: float) -> None:
+    """ScheduleInvalid unless the cron fires, and its firings over the next year are at least
+    `min_every` seconds apart (the rule `every` obeys). A gap is taken on the clock of the
+    schedule's zone too, so a daily time keeps 24 h across a DST change; a time the change
+    repeats (02:30 on the night clocks go back) is one firing there, not a gap of 0."""
+    assert timing.cron is not None and timing.timezone is not None
+    zone = _zone(timing.timezone)
+    start = datetime.fromtimestamp(now, zone)
+    try:
+        firings = croniter(timing.cron, start)
+        first = firings.get_next(datetime)
+    except (CroniterBadCronError, ValueError) as exc:
+        raise ScheduleInvalid(f"`cron` {timing.cron!r} never fires: {exc}") from exc
+    if min_every <= CRON_RESOLUTION:
+        return  # every cron obeys it
+    horizon = now + CRON_HORIZON
+    previous = first
+    for _ in range(CRON_HORIZON_FIRINGS):
+        try:
+            following = firings.get_next(datetime)
+        except (CroniterBadCronError, ValueError):
+            return  # no later firing within croniter's reach: no gap to measure
+        if following.timestamp() > horizon:
+            return
+        wall = (following.replace(tzinfo=None) - previous.replace(tzinfo=None)).total_seconds()
+        real = following.timestamp() - previous.timestamp()
+        if wall != 0 and max(wall, real) < min_every:
+            raise ScheduleInvalid(
+                f"`cron` {timing.cron!r} fires {max(wall, real):g} seconds apart "
+                f"({previous.isoformat()} then {following.isoformat()}); schedules may fire "
+                f"at most every {min_every:g} seconds (CRAYFISH_SCHEDULE_MIN_EVERY)"
+            )
+        previous = following
 
 
 def first_run(timing: Timing, now: float) -> float:
@@ -121,19 +180,31 @@ def _moment(text: str, now: float) -> float:
         raise ScheduleInvalid(
             f"`at` needs a UTC offset (e.g. {text}+00:00 or {text}Z), to mean one moment"
         )
-    when = moment.timestamp()
+    try:
+        when = moment.timestamp()
+    except (OverflowError, ValueError) as exc:  # an offset that moves it out of the calendar
+        raise ScheduleInvalid(f"`at` is outside the calendar: {text!r}") from exc
     if when <= now:
         raise ScheduleInvalid(f"`at` is in the past: {text}")
+    if when > now + MAX_AHEAD:
+        raise ScheduleInvalid(f"`at` is more than {MAX_AHEAD_YEARS} years ahead: {text}")
     return when
 
 
 def _zone(name: str) -> ZoneInfo:
+    """The IANA zone of that name. Only names of the zone database are looked up: a path or a
+    folder name ("Europe") would reach the file system's errors."""
+    if name not in _zone_names():
+        raise ScheduleInvalid(f"unknown time zone {name!r} (use an IANA name, e.g. Europe/Paris)")
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ScheduleInvalid(
-            f"unknown time zone {name!r} (use an IANA name, e.g. Europe/Paris)"
-        ) from exc
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        raise ScheduleInvalid(f"time zone {name!r} cannot be loaded: {exc}") from exc
+
+
+@functools.cache
+def _zone_names() -> frozenset[str]:
+    return frozenset(available_timezones())
 
 
 def iso(moment: float | None, timezone: str | None = None) -> str | None:

@@ -44,6 +44,7 @@ class Scheduler:
         self.settings = settings
         self._loop: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
+        self._broken: set[str] = set()  # due rows that cannot fire, reported once each
 
     async def add(
         self,
@@ -131,6 +132,10 @@ class Scheduler:
                     fired.append(task_id)
                     late = now - entry.next_run
                     log.info("schedule %s fired (%.1f s after its time)", entry.id, late)
+            except ScheduleInvalid as exc:  # a row stored before its fields were checked
+                if entry.id not in self._broken:
+                    self._broken.add(entry.id)
+                    log.error("schedule %s cannot fire (remove it): %s", entry.id, exc)
             except Exception:  # one broken schedule must not stop the others
                 log.exception("schedule %s could not fire", entry.id)
         return fired

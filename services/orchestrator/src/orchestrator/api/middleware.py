@@ -1,5 +1,5 @@
-"""ASGI middleware: bearer-token auth (every route but /healthz and the page when
-CRAYFISH_API_TOKEN is set), request body limits, request metrics.
+"""ASGI middleware: trusted Host and Origin (every route), bearer-token auth (every route but
+/healthz and the page when CRAYFISH_API_TOKEN is set), request body limits, request metrics.
 
 Middleware rather than FastAPI's HTTPBearer dependency: it covers every path (unknown ones and
 the OpenAPI page too) with one constant-time check; Starlette has no body-size limit of its own.
@@ -9,15 +9,42 @@ from __future__ import annotations
 
 import hmac
 
+from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from orchestrator.api.errors import BodyTooLarge, error_response
 from orchestrator.metrics import Metrics
+from orchestrator.trusted_hosts import TrustedHosts
 
 # The page and its static assets hold no data, and a browser cannot send a Bearer header when
 # it loads a page: they are open; the page sends the token on its own API calls.
 OPEN_PATHS = {"/healthz", "/"}
 OPEN_PREFIXES = ("/static/",)
+
+
+class HostGuard:
+    """421 for a Host that does not name this server (DNS rebinding), 403 for a request a page
+    of another site sent (its Origin): before any route, /mcp and the page included."""
+
+    def __init__(self, app: ASGIApp, trusted: TrustedHosts):
+        self.app = app
+        self.trusted = trusted
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        host = headers.get("host")
+        problem = self.trusted.host_problem(host)
+        if problem is not None:
+            await error_response(421, problem, "untrusted_host")(scope, receive, send)
+            return
+        problem = self.trusted.origin_problem(headers.get("origin"), host or "")
+        if problem is not None:
+            await error_response(403, problem, "untrusted_origin")(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 class BearerAuth:

@@ -21,11 +21,15 @@ class ScheduleRequest(RequestBody):
     session_id: str | None = Field(
         None, description="The session its turns run in; its own (`schedule-<id>`) if omitted."
     )
-    at: str | None = Field(None, description="Once, at this ISO-8601 time with a UTC offset.")
+    at: str | None = Field(
+        None, max_length=64, description="Once, at this ISO-8601 time with a UTC offset."
+    )
     every: float | None = Field(None, strict=True, description="Every this many seconds.")
-    cron: str | None = Field(None, description="A five-field cron expression.")
+    cron: str | None = Field(None, max_length=200, description="A five-field cron expression.")
     timezone: str | None = Field(
-        None, description="IANA time zone of `cron` (default CRAYFISH_TIMEZONE, else UTC)."
+        None,
+        max_length=64,
+        description="IANA time zone of `cron` (default CRAYFISH_TIMEZONE, else UTC).",
     )
 
 
@@ -38,13 +42,17 @@ class ScheduleView(BaseModel):
     cron: str | None = None
     timezone: str | None = None
     next_run: str | None = Field(None, description="ISO-8601, in the schedule's time zone.")
-    next_run_ts: float = Field(description="The next firing as Unix seconds.")
+    next_run_ts: float | None = Field(description="The next firing as Unix seconds.")
     last_run: str | None = None
     runs: int = 0
     skipped: int = Field(
         0, description="Firings skipped because the previous turn was still queued or running."
     )
     created_by: str = Field(description="`api`, or `model` (its schedule_add tool).")
+    broken: str | None = Field(
+        None,
+        description="Set when the stored schedule cannot be kept (why); delete it by its id.",
+    )
 
 
 class ScheduleList(BaseModel):

@@ -21,6 +21,9 @@ def list_schedules(client: CrayfishClient, as_json: bool) -> int:
         print("no schedules")
         return 0
     for item in schedules:
+        if item.get("broken"):
+            print(f"{item['id']}  BROKEN  {item['broken']}  (crayfish schedules rm {item['id']})")
+            continue
         print(f"{item['id']}  next {item['next_run']}  {rhythm(item):<24}  {item['session_id']}")
         print(f"    {shorten(str(item['message']), 72)}")
     return 0

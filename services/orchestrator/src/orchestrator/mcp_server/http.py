@@ -8,6 +8,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from mcp.server.transport_security import TransportSecuritySettings
 
 from orchestrator.core import OrchestratorCore
 from orchestrator.mcp_server.in_process import CoreBackend
@@ -16,11 +17,12 @@ from orchestrator.mcp_server.tools import build_mcp_server
 MCP_PATH = "/mcp"
 
 
-def mount_mcp(app: FastAPI, host: str) -> AbstractAsyncContextManager[None]:
+def mount_mcp(app: FastAPI) -> AbstractAsyncContextManager[None]:
     """Adds the /mcp route; the returned context must run while the app serves (lifespan).
 
     Stateless: every request stands alone, so any orchestrator replica answers any request.
-    Bound to loopback, the SDK also checks Host and Origin headers (DNS rebinding).
+    Host and Origin are checked for the whole app (api/middleware.py HostGuard), by the same
+    rules as every route: the SDK's own check (loopback binds only) is off.
     """
 
     def core() -> OrchestratorCore:
@@ -28,7 +30,10 @@ def mount_mcp(app: FastAPI, host: str) -> AbstractAsyncContextManager[None]:
         return found
 
     server = build_mcp_server(CoreBackend(core))
-    server.streamable_http_app(stateless_http=True, json_response=True, host=host)
+    unchecked = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    server.streamable_http_app(
+        stateless_http=True, json_response=True, transport_security=unchecked
+    )
     manager = server.session_manager
     app.add_route(MCP_PATH, StreamableHTTPASGIApp(manager), include_in_schema=False)  # type: ignore[arg-type]
     return _in_own_task(manager.run)

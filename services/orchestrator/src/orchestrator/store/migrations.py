@@ -48,6 +48,7 @@ MIGRATIONS = [
     Migration(
         7, "failed turns' causes; requests that started turns", sql_file("0007_turn_requests.sql")
     ),
+    Migration(8, "notifications, and webhooks' cursors", sql_file("0008_notifications.sql")),
 ]
 
 

@@ -47,7 +47,7 @@ AS $$
         ORDER BY r.created_at DESC LIMIT 1)
 $$;
 
--- crayfish_submit for a request: under the request's lock (72106, its key or fingerprint), the
+-- crayfish_submit for a request: under the request's lock (72108, its key or fingerprint), the
 -- earlier request it repeats (`earlier`, its turn left alone), or the new task with its request
 -- recorded, in one transaction: two attempts arriving together start one turn. The request's
 -- lock comes before the session's (crayfish_submit), which nothing holds while taking it.
@@ -63,7 +63,7 @@ DECLARE
     found_task text;
     found_fingerprint text;
 BEGIN
-    PERFORM pg_advisory_xact_lock(72106, hashtext(p_route || ':' || coalesce(p_key, p_fingerprint)));
+    PERFORM pg_advisory_xact_lock(72108, hashtext(p_route || ':' || coalesce(p_key, p_fingerprint)));
     SELECT e.task_id, e.fingerprint INTO found_task, found_fingerprint
         FROM crayfish_earlier_request(p_route, p_fingerprint, p_key, p_match, p_window, p_now) e
         LIMIT 1;
