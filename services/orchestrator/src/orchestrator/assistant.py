@@ -94,7 +94,7 @@ class Assistant:
 
     async def run_chat(self, task: Task, emit: EventSink) -> str:
         text, rounds = await self._converse(task, emit)
-        return await self._deliver(text, rounds, task, emit)
+        return await self.deliver(text, rounds, task, emit)
 
     async def run_scheduled(self, task: Task, emit: EventSink) -> str:
         """A schedule's turn in its session: as a chat turn, but an acknowledgement
@@ -103,7 +103,7 @@ class Assistant:
         if is_acknowledgement(text):
             task.delivered = False
             text = ""
-        return await self._deliver(text, rounds, task, emit)
+        return await self.deliver(text, rounds, task, emit)
 
     async def _converse(self, task: Task, emit: EventSink) -> tuple[str, int]:
         """The turn with the session's history, memory recall and the tool loop."""
@@ -127,7 +127,7 @@ class Assistant:
         if is_acknowledgement(text):
             task.delivered = False
             text = ""
-        return await self._deliver(text, rounds, task, emit)
+        return await self.deliver(text, rounds, task, emit)
 
     async def _accept(
         self, task: Task, recall: str = "", history: bool = True
@@ -157,7 +157,7 @@ class Assistant:
         )
         return outcome.text, outcome.rounds
 
-    async def _deliver(self, text: str, rounds: int, task: Task, emit: EventSink) -> str:
+    async def deliver(self, text: str, rounds: int, task: Task, emit: EventSink) -> str:
         if text.strip() == SILENT_TOKEN:
             task.delivered = False
             text = ""

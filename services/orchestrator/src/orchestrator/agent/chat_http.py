@@ -41,11 +41,19 @@ CONNECTIONS = 1000  # open connections to the provider, at most
 class ProviderStatus(Exception):
     """The provider answered with an error status (after the retries it allows)."""
 
-    def __init__(self, status: int, message: str, retry_after: str | None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        retry_after: str | None,
+        details: dict[str, Any] | None = None,
+    ):
         super().__init__(f"HTTP {status}: {message}")
         self.status = status
         self.message = message
         self.retry_after = retry_after
+        # The error object's other fields as the provider sent them (type, code, param).
+        self.details = details or {}
 
 
 class ProviderTimeout(Exception):
@@ -143,7 +151,10 @@ class ChatEndpoint:
             response.release()
         headers = response.headers
         failure = ProviderStatus(
-            response.status, error_message(text, response.reason), headers.get("retry-after")
+            response.status,
+            error_message(text, response.reason),
+            headers.get("retry-after"),
+            error_details(text),
         )
         asked = retry_after(headers.get("retry-after-ms"), headers.get("retry-after"))
         if retries_taken >= self.retries or not should_retry(response.status, headers, asked):
@@ -311,6 +322,18 @@ def error_message(text: str, reason: str | None) -> str:
         if isinstance(error, str) and error:
             return error
     return text.strip()[:500] or reason or "no reason given"
+
+
+def error_details(text: str) -> dict[str, Any]:
+    """The `type`, `code` and `param` of an error answer's {"error": {...}} (those it has)."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return {}
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return {}
+    return {k: error[k] for k in ("type", "code", "param") if isinstance(error.get(k), str)}
 
 
 # aiohttp names what cut a body only inside its message ("... ConnectionResetError(104, ...)").

@@ -100,16 +100,18 @@ class LLMClient:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None = None,
         on_delta: DeltaCallback | None = None,
-        tool_choice: str = "",
+        tool_choice: str | dict[str, Any] = "",
+        params: dict[str, Any] | None = None,
     ) -> LLMReply:
-        """The whole reply; text goes to on_delta as it streams and is never sent twice."""
+        """The whole reply; text goes to on_delta as it streams and is never sent twice.
+        `params` (a client's temperature, stop, response_format...) go into the request as
+        given: what the provider refuses is its to say."""
         call = _Call(on_delta)
         deadline = self.settings.llm_deadline
         try:
             async with asyncio.timeout(deadline) as timer:
-                return await self._attempts(
-                    _request(self.model, messages, tools, tool_choice), call
-                )
+                request = {**(params or {}), **_request(self.model, messages, tools, tool_choice)}
+                return await self._attempts(request, call)
         except TimeoutError as exc:
             if not timer.expired():
                 raise
@@ -174,13 +176,16 @@ class LLMClient:
 
 
 def _request(
-    model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, choice: str
+    model: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    choice: str | dict[str, Any],
 ) -> dict[str, Any]:
     request: dict[str, Any] = {"model": model, "messages": messages, "stream": True}
     request["stream_options"] = {"include_usage": True}
     if tools:
         request["tools"] = tools
-        if choice in ("auto", "required", "none"):
+        if isinstance(choice, dict) or choice in ("auto", "required", "none"):
             request["tool_choice"] = choice
         elif choice:
             request["tool_choice"] = {"type": "function", "function": {"name": choice}}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
@@ -11,13 +10,25 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from orchestrator.agent.client_request import ClientAnswer
 from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError, error_body
+from orchestrator.api.openai_answer import (
+    answer_message,
+    answer_of,
+    finish_reason,
+    peeked,
+    refusal_body,
+    refusal_response,
+    remember,
+    tool_call_deltas,
+)
+from orchestrator.api.openai_request import TurnPlan, check_order, client_request, plan_turn
 from orchestrator.api.schemas import RequestBody
 from orchestrator.api.sse import sse_comment, sse_event, sse_response
 from orchestrator.core import OrchestratorCore
 from orchestrator.media import ImageRejected, user_content
-from orchestrator.store import InvalidSessionId
+from orchestrator.store import InvalidSessionId, StoredEvent
 from orchestrator.store.sessions import check_session_id
 from orchestrator.store.tasks import Task
 
@@ -28,6 +39,8 @@ class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[dict[str, Any]] | None = None  # of an assistant message
+    tool_call_id: str | None = None  # of a tool message: the call it answers
 
 
 class StreamOptions(BaseModel):
@@ -40,6 +53,11 @@ class CompletionRequest(RequestBody):
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = Field(False, strict=True)
     stream_options: StreamOptions | None = None
+    # The client's own tools, offered beside Crayfish's; a call of one is handed back.
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    # temperature, top_p, max_tokens, stop, seed, response_format... (model_extra) go to the
+    # provider as sent (agent/client_request.py FORWARDED_PARAMS).
 
 
 def _text(content: str | list[dict[str, Any]] | None) -> str:
@@ -65,16 +83,24 @@ def _image_urls(content: str | list[dict[str, Any]] | None) -> list[str]:
     return urls
 
 
-def _kept(message: ChatMessage) -> bool:
-    """An earlier message that goes into a new session's history."""
-    if message.role not in ("user", "assistant"):
-        return False
-    return bool(_text(message.content) or _image_urls(message.content))
+async def _stored(core: OrchestratorCore, message: dict[str, Any]) -> dict[str, Any]:
+    """An earlier message of a new session as its history holds it (images fetched)."""
+    content = message.get("content")
+    if message["role"] == "tool":
+        return {"role": "tool", "tool_call_id": message["tool_call_id"], "content": _text(content)}
+    if message["role"] == "assistant":
+        stored: dict[str, Any] = {"role": "assistant", "content": _text(content)}
+        if message.get("tool_calls"):
+            stored["tool_calls"] = message["tool_calls"]
+        return stored
+    images = await core.take_images(_image_urls(content))
+    return {"role": message["role"], "content": user_content(_text(content), images)}
 
 
-async def _message_with_images(core: OrchestratorCore, message: ChatMessage) -> dict[str, Any]:
-    images = await core.take_images(_image_urls(message.content))
-    return {"role": message.role, "content": user_content(_text(message.content), images)}
+def _kept(message: dict[str, Any]) -> bool:
+    """Whether an earlier message goes into a new session's history (not an empty answer)."""
+    content = message.get("content")
+    return bool(message.get("tool_calls") or _text(content) or _image_urls(content))
 
 
 @router.get("/v1/models")
@@ -89,33 +115,38 @@ async def list_models(core: CoreDep) -> dict[str, Any]:
 
 async def _start_turn(
     body: CompletionRequest, core: OrchestratorCore, session_header: str | None
-) -> Task:
-    if body.messages[-1].role != "user":
-        raise ApiError(400, "the last message must have role 'user'", "invalid_messages")
-    last = body.messages[-1]
-    message = _text(last.content)
-    if not message.strip() and not _image_urls(last.content):
-        raise ApiError(400, "the last user message is empty", "invalid_messages")
-    session_id = session_header or f"oai-{uuid.uuid4().hex}"
-    # No named session: the conversation is what the client sent, earlier messages included.
-    prior = [] if session_header else [m for m in body.messages[:-1] if _kept(m)]
+) -> tuple[Task, TurnPlan]:
+    messages = [m.model_dump() for m in body.messages]
+    check_order(messages)
+    request = client_request(body, messages, await core.own_tool_names())
     try:
-        check_session_id(session_id)
+        plan = await plan_turn(core, messages, session_header)
+        check_session_id(plan.session_id)
+        users = [m for m in plan.new if m["role"] == "user"]
+        request.tool_results = {
+            m["tool_call_id"]: _text(m["content"]) for m in plan.new if m["role"] == "tool"
+        }
+        message = "\n\n".join(_text(m["content"]) for m in users if _text(m["content"]).strip())
+        urls = [url for m in users for url in _image_urls(m["content"])]
+        if users and not message.strip() and not urls:
+            raise ApiError(400, "the last user message is empty", "invalid_messages")
+        seed = [m for m in plan.seed if _kept(m)]
         # Every image this request would fetch and store, counted before any is.
-        core.check_request_images(sum(len(_image_urls(m.content)) for m in [*prior, last]))
-        images = await core.take_images(_image_urls(last.content))
-        if prior:
-            await core.store.append(
-                session_id, [await _message_with_images(core, m) for m in prior]
-            )
-        return await core.submit(session_id, message or "(image)", images=images)
+        core.check_request_images(len(urls) + sum(len(_image_urls(m["content"])) for m in seed))
+        images = await core.take_images(urls)
+        if seed:
+            await core.store.append(plan.session_id, [await _stored(core, m) for m in seed])
+        if users and not message and images:
+            message = "(image)"
+        task = await core.submit_client_turn(plan.session_id, message, images, request)
+        return task, plan
     except InvalidSessionId as exc:
         raise ApiError(400, str(exc), "invalid_session_id") from exc
     except ImageRejected as exc:
         raise ApiError(exc.status, exc.message, exc.code) from exc
 
 
-def _completion(task: Task, model: str) -> dict[str, Any]:
+def _completion(task: Task, model: str, answer: ClientAnswer) -> dict[str, Any]:
     return {
         "id": f"chatcmpl-{task.id}",
         "object": "chat.completion",
@@ -124,8 +155,8 @@ def _completion(task: Task, model: str) -> dict[str, Any]:
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": task.result or ""},
-                "finish_reason": "stop",
+                "message": answer_message(task.result or "", answer),
+                "finish_reason": finish_reason(answer),
             }
         ],
         "usage": openai_usage(task.usage),
@@ -150,17 +181,35 @@ async def chat_completions(
     core: CoreDep,
     x_crayfish_session: Annotated[str | None, Header()] = None,
 ) -> JSONResponse | EventSourceResponse:
-    """Runs a full turn (tools run server-side) and answers as an OpenAI chat completion."""
-    task = await _start_turn(body, core, x_crayfish_session)
+    """Runs a turn (Crayfish's tools run server-side; a call of one of the client's `tools`
+    ends it, handed back) and answers as an OpenAI chat completion."""
+    task, plan = await _start_turn(body, core, x_crayfish_session)
     headers = {"X-Crayfish-Session": task.session_id, "X-Crayfish-Task": task.id}
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return sse_response(_chunks(core, task, body.model, include_usage), headers)
+        seen, rest = await peeked(core, task)
+        refused = await _refusal(core, seen)
+        if refused is not None:
+            return refusal_response(refused, headers)
+        chunks = _chunks(core, task, body.model, include_usage, (seen, rest), plan)
+        return sse_response(chunks, headers)
     task = await core.tasks.wait(task.id)
+    answer = await answer_of(core, task)
     if task.status != "completed":
+        if answer.refusal is not None:
+            return refusal_response(answer.refusal, headers)
         status, message = _failure(task)
         raise ApiError(status, message, "turn_failed")
-    return JSONResponse(_completion(task, body.model), headers=headers)
+    await remember(core, plan, answer_message(task.result or "", answer))
+    return JSONResponse(_completion(task, body.model, answer), headers=headers)
+
+
+async def _refusal(core: OrchestratorCore, seen: list[StoredEvent]) -> dict[str, Any] | None:
+    """The provider's refusal, when the turn failed with one before answering anything."""
+    if not seen or seen[-1].type != "task.failed":
+        return None
+    task = await core.tasks.wait(seen[-1].task_id)
+    return (await answer_of(core, task)).refusal
 
 
 def _chunk(task: Task, model: str, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
@@ -173,22 +222,45 @@ def _chunk(task: Task, model: str, delta: dict[str, Any], finish: str | None) ->
     }
 
 
+async def _events(
+    peek: tuple[list[StoredEvent], AsyncIterator[StoredEvent]],
+) -> AsyncIterator[StoredEvent]:
+    seen, rest = peek
+    for event in seen:
+        yield event
+    async for event in rest:
+        yield event
+
+
 async def _chunks(
-    core: OrchestratorCore, task: Task, model: str, include_usage: bool
+    core: OrchestratorCore,
+    task: Task,
+    model: str,
+    include_usage: bool,
+    peek: tuple[list[StoredEvent], AsyncIterator[StoredEvent]],
+    plan: TurnPlan,
 ) -> AsyncIterator[ServerSentEvent]:
     yield sse_event(_chunk(task, model, {"role": "assistant", "content": ""}, None))
-    async for event in core.tasks.follow(task.id, 0):
+    shown = []  # the text streamed, which the client keeps as the answer
+    async for event in _events(peek):
         if event.type == "assistant.delta" and event.data.get("text"):
+            shown.append(event.data["text"])
             yield sse_event(_chunk(task, model, {"content": event.data["text"]}, None))
         elif event.type in ("tool.started", "tool.finished"):
             yield sse_comment(f"crayfish {event.type} {event.data.get('tool', '')}")
     task = await core.tasks.wait(task.id)
+    answer = await answer_of(core, task)
     if task.status == "completed":
-        yield sse_event(_chunk(task, model, {}, "stop"))
+        for delta in tool_call_deltas(answer.tool_calls):
+            yield sse_event(_chunk(task, model, delta, None))
+        await remember(core, plan, answer_message("".join(shown), answer))
+        yield sse_event(_chunk(task, model, {}, finish_reason(answer)))
         if include_usage:
             usage_chunk = _chunk(task, model, {}, None)
             usage_chunk["choices"], usage_chunk["usage"] = [], openai_usage(task.usage)
             yield sse_event(usage_chunk)
+    elif answer.refusal is not None:
+        yield sse_event(refusal_body(answer.refusal))
     else:
         status, message = _failure(task)
         yield sse_event(error_body(status, message, "turn_failed"))

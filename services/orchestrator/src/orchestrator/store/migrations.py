@@ -45,6 +45,7 @@ MIGRATIONS = [
     Migration(4, "skipped firings of schedules", sql_file("0004_schedule_skips.sql")),
     Migration(5, "a turn's events in one statement", sql_file("0005_event_batches.sql")),
     Migration(6, "turns claimed from their sessions' lines", sql_file("0006_turn_line.sql")),
+    Migration(7, "OpenAI-compatible turns and conversations", sql_file("0007_openai_turns.sql")),
 ]
 
 

@@ -1,0 +1,98 @@
+"""A turn asked through the OpenAI-compatible API (task kind "openai"): a chat turn that also
+carries the client's instructions, sampling parameters, tools and tool results, and that ends
+early when the model calls one of the client's tools (the client runs it and sends the result
+in its next request, which continues the turn's conversation)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from orchestrator.agent.chat_http import RETRY_STATUSES, ProviderStatus
+from orchestrator.agent.client_request import ClientAnswer, ClientRequest, pending_calls
+from orchestrator.agent.llm import LLMError
+from orchestrator.agent.prompt import with_client_instructions
+from orchestrator.agent.turn_context import turn_context, with_turn_context
+from orchestrator.assistant import Assistant, system_message
+from orchestrator.events import EventSink
+from orchestrator.media import for_llm, user_content, vision_refusal
+from orchestrator.store.openai_turns import OpenAITurnStore
+from orchestrator.store.tasks import Task
+
+log = logging.getLogger(__name__)
+
+KIND = "openai"
+
+
+class ClientTurns:
+    """Runs the turns of /v1 requests with the assistant's parts."""
+
+    def __init__(self, assistant: Assistant, store: OpenAITurnStore):
+        self.assistant = assistant
+        self.store = store
+
+    async def run(self, task: Task, emit: EventSink) -> str:
+        request = ClientRequest.from_json(await self.store.request(task.id))
+        try:
+            text, rounds, answer = await self._converse(task, emit, request)
+        except LLMError as exc:
+            refusal = provider_refusal(exc)
+            if refusal is not None:  # the client gets the provider's words and status
+                await self.store.put_answer(task.id, ClientAnswer(refusal=refusal).as_json())
+            raise
+        if answer.tool_calls:
+            await self.store.put_answer(task.id, answer.as_json())
+        return await self.assistant.deliver(text, rounds, task, emit)
+
+    async def _converse(
+        self, task: Task, emit: EventSink, request: ClientRequest
+    ) -> tuple[str, int, ClientAnswer]:
+        a = self.assistant
+        if task.images and not a.vision:
+            raise ValueError(vision_refusal(a.settings))
+        system, recall = await asyncio.gather(a.system_prompt("full"), a.recall(task.message, emit))
+        system = with_client_instructions(system, request.instructions)
+        answers = request.answers(pending_calls(await a.store.load(task.session_id)))
+        user = self._user_message(task, recall)
+        incoming = answers + ([user] if user else [])
+        if not incoming:
+            raise ValueError("nothing to answer: the request's tool results answer no call")
+        history = await a.turns.accept_group(task, incoming)
+        if user:  # a continuation with tool results only is compacted at the next message
+            history = await a.compactor.fit(
+                task.session_id, system, [*history, *answers], user, emit, task.usage
+            )
+        else:
+            history = [*history, *answers]
+        messages = [system_message(system), *history, *([user] if user else [])]
+        outcome = await a.loop.run(
+            await for_llm(messages, a.media, a.vision),
+            task.session_id,
+            emit,
+            lambda group: a.turns.append_turn(task, group),
+            task.usage,
+            client=request,
+        )
+        return outcome.text, outcome.rounds, ClientAnswer(outcome.client_calls)
+
+    def _user_message(self, task: Task, recall: str) -> dict[str, Any] | None:
+        """The task's message with the turn context at its end (none: tool results only)."""
+        if not task.message and not task.images:
+            return None
+        context = turn_context(self.assistant.settings.timezone, recall)
+        return {
+            "role": "user",
+            "content": user_content(with_turn_context(task.message, context), task.images),
+        }
+
+
+def provider_refusal(exc: LLMError) -> dict[str, Any] | None:
+    """The provider's refusal behind an LLM error ({"status", "message", type, code, param}):
+    a 4xx a client would not retry (not 408, 409 or 429); None for any other failure."""
+    cause = exc.__cause__
+    if not isinstance(cause, ProviderStatus):
+        return None
+    if not 400 <= cause.status < 500 or cause.status in RETRY_STATUSES:
+        return None
+    return {"status": cause.status, "message": cause.message, **cause.details}
