@@ -348,3 +348,24 @@ def test_llm_chat_is_one_session(llm_home: Path, fake_llm: FakeLLM, api: httpx.C
     assert "answer 2" in out and "answer 4" in out and "answer 6" in out
     new = {k: v for k, v in sessions(api).items() if k not in before}
     assert list(new.values()) == [6]
+
+
+def test_a_call_the_client_leaves_unanswered_keeps_the_history_valid(
+    sdk: openai.OpenAI, fake_llm: FakeLLM
+):
+    fake_llm.reply_tool_calls(("get_weather", {"city": "Bern"}))
+    fake_llm.reply_text("Never mind the weather, then.")
+    named = {"X-Crayfish-Session": "oai-abandoned"}
+    sdk.chat.completions.create(
+        model="crayfish",
+        messages=[{"role": "user", "content": "Bern?"}],
+        tools=[WEATHER],
+        extra_headers=named,
+    )
+    # A client that does not run the call and just goes on talking (the session is named).
+    reply = sdk.chat.completions.create(
+        model="crayfish", messages=[{"role": "user", "content": "forget it"}], extra_headers=named
+    )
+    assert reply.choices[0].message.content == "Never mind the weather, then."
+    unanswered = fake_llm.last_request["messages"][-2]
+    assert unanswered["role"] == "tool" and "the client sent none" in unanswered["content"]
