@@ -17,6 +17,7 @@ import pytest
 
 from devstack.launcher import LocalStack
 from tests.fakes import FakeLLM, Reply
+from tests.stacks import wait_task
 
 WEATHER = {
     "type": "function",
@@ -369,3 +370,29 @@ def test_a_call_the_client_leaves_unanswered_keeps_the_history_valid(
     assert reply.choices[0].message.content == "Never mind the weather, then."
     unanswered = fake_llm.last_request["messages"][-2]
     assert unanswered["role"] == "tool" and "the client sent none" in unanswered["content"]
+
+
+def test_a_message_from_the_page_while_a_client_call_is_open_keeps_the_history_valid(
+    sdk: openai.OpenAI, fake_llm: FakeLLM, api: httpx.Client
+):
+    fake_llm.reply_tool_calls(("get_weather", {"city": "Graz"}))
+    fake_llm.reply_text("Hello from the page.")
+    fake_llm.reply_with(lambda body: Reply(text="It is " + body["messages"][-1]["content"]))
+    messages: list[Any] = [{"role": "user", "content": "Graz?"}]
+    first = sdk.chat.completions.with_raw_response.create(
+        model="crayfish", messages=messages, tools=[WEATHER]
+    )
+    session = first.headers["x-crayfish-session"]
+    # The same session, on the web page, before the client sends the call's result.
+    task = api.post("/api/chat", json={"message": "hi", "session_id": session}).json()
+    assert wait_task(api, task["task_id"])["result"] == "Hello from the page."
+    call = first.parse().choices[0].message
+    messages += [call, {"role": "tool", "tool_call_id": call.tool_calls[0].id, "content": "fog"}]
+    reply = sdk.chat.completions.with_raw_response.create(
+        model="crayfish", messages=messages, tools=[WEATHER]
+    )
+    assert reply.headers["x-crayfish-session"] == session
+    # The result came after the conversation went on: the model reads it in a user message.
+    late = fake_llm.last_request["messages"][-1]
+    assert late["role"] == "user" and "fog" in late["content"]
+    assert "[Crayfish] The client's tool sent this result after" in late["content"]

@@ -10,6 +10,7 @@ from crayfish_common.tracing import span
 from crayfish_common.url_guard import AllowList
 from opentelemetry import trace
 
+from orchestrator.agent.client_request import close_unanswered
 from orchestrator.agent.compaction import Compactor
 from orchestrator.agent.llm import LLMClient
 from orchestrator.agent.loop import AgentLoop, LoopLimits
@@ -117,6 +118,7 @@ class Assistant:
             history = await self.compactor.fit(
                 task.session_id, system, history, user, emit, task.usage
             )
+        history = close_unanswered(history)
         return await self._loop(task, emit, [system_message(system), *history, user])
 
     async def run_heartbeat(self, task: Task, emit: EventSink) -> str:

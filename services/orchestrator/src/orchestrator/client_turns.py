@@ -10,7 +10,12 @@ import logging
 from typing import Any
 
 from orchestrator.agent.chat_http import RETRY_STATUSES, ProviderStatus
-from orchestrator.agent.client_request import ClientAnswer, ClientRequest, pending_calls
+from orchestrator.agent.client_request import (
+    ClientAnswer,
+    ClientRequest,
+    close_unanswered,
+    pending_calls,
+)
 from orchestrator.agent.llm import LLMError
 from orchestrator.agent.prompt import with_client_instructions
 from orchestrator.agent.turn_context import turn_context, with_turn_context
@@ -23,6 +28,7 @@ from orchestrator.store.tasks import Task
 log = logging.getLogger(__name__)
 
 KIND = "openai"
+LATE_RESULT = "[Crayfish] The client's tool sent this result after the conversation went on; call"
 
 
 class ClientTurns:
@@ -53,11 +59,11 @@ class ClientTurns:
             raise ValueError(vision_refusal(a.settings))
         system, recall = await asyncio.gather(a.system_prompt("full"), a.recall(task.message, emit))
         system = with_client_instructions(system, request.instructions)
-        answers = request.answers(pending_calls(await a.store.load(task.session_id)))
-        user = self._user_message(task, recall)
+        pending = pending_calls(await a.store.load(task.session_id))
+        answers = request.answers(pending)
+        late = {i: r for i, r in request.tool_results.items() if i not in pending}
+        user = self._user_message(task, recall, late)
         incoming = answers + ([user] if user else [])
-        if not incoming:
-            raise ValueError("nothing to answer: the request's tool results answer no call")
         history = await a.turns.accept_group(task, incoming)
         if user:  # a continuation with tool results only is compacted at the next message
             history = await a.compactor.fit(
@@ -65,6 +71,7 @@ class ClientTurns:
             )
         else:
             history = [*history, *answers]
+        history = close_unanswered(history)  # a message from elsewhere came before a result
         messages = [system_message(system), *history, *([user] if user else [])]
         outcome = await a.loop.run(
             await for_llm(messages, a.media, a.vision),
@@ -76,14 +83,20 @@ class ClientTurns:
         )
         return outcome.text, outcome.rounds, ClientAnswer(outcome.client_calls)
 
-    def _user_message(self, task: Task, recall: str) -> dict[str, Any] | None:
-        """The task's message with the turn context at its end (none: tool results only)."""
-        if not task.message and not task.images:
+    def _user_message(self, task: Task, recall: str, late: dict[str, str]) -> dict[str, Any] | None:
+        """The task's message, after the results of calls the conversation went past (a
+        message came from elsewhere first), with the turn context at its end; None for tool
+        results only."""
+        text = "\n\n".join(
+            [f"{LATE_RESULT} {call_id}:\n{result}" for call_id, result in late.items()]
+            + ([task.message] if task.message else [])
+        )
+        if not text and not task.images:
             return None
         context = turn_context(self.assistant.settings.timezone, recall)
         return {
             "role": "user",
-            "content": user_content(with_turn_context(task.message, context), task.images),
+            "content": user_content(with_turn_context(text, context), task.images),
         }
 
 

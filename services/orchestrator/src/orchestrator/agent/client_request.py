@@ -83,3 +83,22 @@ def pending_calls(history: list[dict[str, Any]]) -> list[str]:
         calls = message.get("tool_calls") or []
         return [c["id"] for c in calls if c.get("id") not in answered]
     return []
+
+
+def close_unanswered(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The history with a "no result" answer after each call no `tool` message answers (a
+    client's call, when a message came from elsewhere, e.g. the web page, before its result):
+    a provider refuses a history with an unanswered call. The same input gives the same bytes,
+    so a provider's prompt cache still holds."""
+    closed: list[dict[str, Any]] = []
+    open_ids: list[str] = []
+    for message in history:
+        if message.get("role") == "tool":
+            if message.get("tool_call_id") in open_ids:
+                open_ids.remove(message["tool_call_id"])
+        else:
+            closed += ClientRequest().answers(open_ids)
+            calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+            open_ids = [str(c.get("id")) for c in calls or [] if isinstance(c, dict)]
+        closed.append(message)
+    return closed + ClientRequest().answers(open_ids)

@@ -174,7 +174,8 @@ class AgentLoop:
         started = time.perf_counter()
         with span(tracer, "llm", {"crayfish.round": round_no}) as llm_span:
             if self.limits.tool_mode == "text":
-                reply = await self.llm.complete(to_text_protocol(messages), None, on_delta)
+                text_protocol = to_text_protocol(messages)
+                reply = await self.llm.complete(text_protocol, None, on_delta, "", client.params)
             else:
                 offered = [t.as_openai() for t in tools.values()] + client.tools
                 choice = client.tool_choice or self._first_choice(round_no, tools)

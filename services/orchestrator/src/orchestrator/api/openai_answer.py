@@ -4,6 +4,8 @@ conversation the session remembers afterwards."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,6 +22,7 @@ from orchestrator.store.tasks import Task
 # Events a turn sends before its first LLM answer: a stream waits past them before it begins,
 # so a refusal of the first request can still be answered with the provider's status.
 BEFORE_ANSWER = frozenset({"task.queued", "task.started", "llm.request", "memory.recall"})
+PEEK_SECONDS = 10.0
 
 
 def openai_calls(calls: list[ToolCall]) -> list[dict[str, Any]]:
@@ -71,14 +74,41 @@ async def remember(core: OrchestratorCore, plan: TurnPlan, message: dict[str, An
     await core.openai_turns.remember(plan.session_id, digest)
 
 
-async def peeked(
-    core: OrchestratorCore, task: Task
-) -> tuple[list[StoredEvent], AsyncIterator[StoredEvent]]:
-    """The task's events up to the first past BEFORE_ANSWER (or its end), and the rest."""
-    events = core.tasks.follow(task.id, 0)
-    seen: list[StoredEvent] = []
-    async for event in events:
-        seen.append(event)
-        if event.type not in BEFORE_ANSWER:
-            break
-    return seen, events
+class Peeked:
+    """A task's events read ahead, so a stream can wait for the turn's first LLM answer (at
+    most PEEK_SECONDS: keep-alives only flow once it begins) before it sends its status."""
+
+    def __init__(self, events: AsyncIterator[StoredEvent]):
+        self.seen: list[StoredEvent] = []
+        self._queue: asyncio.Queue[StoredEvent | None] = asyncio.Queue()
+        self._ended = False
+        self._reader = asyncio.create_task(self._read(events))
+
+    async def _read(self, events: AsyncIterator[StoredEvent]) -> None:
+        try:
+            async for event in events:
+                self._queue.put_nowait(event)
+        finally:
+            self._queue.put_nowait(None)
+
+    async def wait(self, within: float = PEEK_SECONDS) -> StoredEvent | None:
+        """The last event seen once one past BEFORE_ANSWER (or the end) came, or None."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(within):
+                while (event := await self._queue.get()) is not None:
+                    self.seen.append(event)
+                    if event.type not in BEFORE_ANSWER:
+                        return event
+                self._ended = True
+                return self.seen[-1] if self.seen else None
+        return None
+
+    async def events(self) -> AsyncIterator[StoredEvent]:
+        """Every event of the task, those seen first; stops reading when closed."""
+        try:
+            for seen in self.seen:
+                yield seen
+            while not self._ended and (event := await self._queue.get()) is not None:
+                yield event
+        finally:
+            self._reader.cancel()

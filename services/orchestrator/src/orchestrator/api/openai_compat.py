@@ -14,10 +14,10 @@ from orchestrator.agent.client_request import ClientAnswer
 from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError, error_body
 from orchestrator.api.openai_answer import (
+    Peeked,
     answer_message,
     answer_of,
     finish_reason,
-    peeked,
     refusal_body,
     refusal_response,
     remember,
@@ -187,11 +187,11 @@ async def chat_completions(
     headers = {"X-Crayfish-Session": task.session_id, "X-Crayfish-Task": task.id}
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        seen, rest = await peeked(core, task)
-        refused = await _refusal(core, seen)
+        peek = Peeked(core.tasks.follow(task.id, 0))
+        refused = await _refusal(core, await peek.wait())
         if refused is not None:
             return refusal_response(refused, headers)
-        chunks = _chunks(core, task, body.model, include_usage, (seen, rest), plan)
+        chunks = _chunks(core, task, body.model, include_usage, peek, plan)
         return sse_response(chunks, headers)
     task = await core.tasks.wait(task.id)
     answer = await answer_of(core, task)
@@ -204,11 +204,11 @@ async def chat_completions(
     return JSONResponse(_completion(task, body.model, answer), headers=headers)
 
 
-async def _refusal(core: OrchestratorCore, seen: list[StoredEvent]) -> dict[str, Any] | None:
+async def _refusal(core: OrchestratorCore, last: StoredEvent | None) -> dict[str, Any] | None:
     """The provider's refusal, when the turn failed with one before answering anything."""
-    if not seen or seen[-1].type != "task.failed":
+    if last is None or last.type != "task.failed":
         return None
-    task = await core.tasks.wait(seen[-1].task_id)
+    task = await core.tasks.wait(last.task_id)
     return (await answer_of(core, task)).refusal
 
 
@@ -222,27 +222,17 @@ def _chunk(task: Task, model: str, delta: dict[str, Any], finish: str | None) ->
     }
 
 
-async def _events(
-    peek: tuple[list[StoredEvent], AsyncIterator[StoredEvent]],
-) -> AsyncIterator[StoredEvent]:
-    seen, rest = peek
-    for event in seen:
-        yield event
-    async for event in rest:
-        yield event
-
-
 async def _chunks(
     core: OrchestratorCore,
     task: Task,
     model: str,
     include_usage: bool,
-    peek: tuple[list[StoredEvent], AsyncIterator[StoredEvent]],
+    peek: Peeked,
     plan: TurnPlan,
 ) -> AsyncIterator[ServerSentEvent]:
     yield sse_event(_chunk(task, model, {"role": "assistant", "content": ""}, None))
     shown = []  # the text streamed, which the client keeps as the answer
-    async for event in _events(peek):
+    async for event in peek.events():
         if event.type == "assistant.delta" and event.data.get("text"):
             shown.append(event.data["text"])
             yield sse_event(_chunk(task, model, {"content": event.data["text"]}, None))
