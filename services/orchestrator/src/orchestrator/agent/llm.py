@@ -264,3 +264,12 @@ def _cached_tokens(usage: dict[str, Any]) -> int:
 
 def _partial(shown: int) -> str:
     return "; the unfinished answer shown was not kept: ask again" if shown else ""
+
+
+def add_usage(usage: dict[str, int], reply: LLMReply) -> None:
+    """Adds a reply's tokens to a turn's usage."""
+    usage["prompt_tokens"] = usage.get("prompt_tokens", 0) + reply.prompt_tokens
+    usage["completion_tokens"] = usage.get("completion_tokens", 0) + reply.completion_tokens
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    if reply.cached_tokens:
+        usage["cached_prompt_tokens"] = usage.get("cached_prompt_tokens", 0) + reply.cached_tokens

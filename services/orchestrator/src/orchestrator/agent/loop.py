@@ -18,7 +18,7 @@ from opentelemetry import trace
 
 from orchestrator.agent.client_request import ClientRequest
 from orchestrator.agent.guard import RepeatGuard
-from orchestrator.agent.llm import LLMClient, LLMReply, ToolCall
+from orchestrator.agent.llm import LLMClient, LLMReply, ToolCall, add_usage
 from orchestrator.agent.prompt import CAP_HEAD_SHARE, HEARTBEAT_TOKEN, SILENT_TOKEN
 from orchestrator.agent.pseudo_calls import CallSniffer, find_pseudo_calls, strip_call_syntax
 from orchestrator.agent.text_tools import to_text_protocol
@@ -306,12 +306,3 @@ class AgentLoop:
         messages.append(final)
         await persist([final])
         return TurnOutcome(text, rounds, stopped=reason, usage=usage)
-
-
-def add_usage(usage: dict[str, int], reply: LLMReply) -> None:
-    """Adds a reply's tokens to a turn's usage."""
-    usage["prompt_tokens"] = usage.get("prompt_tokens", 0) + reply.prompt_tokens
-    usage["completion_tokens"] = usage.get("completion_tokens", 0) + reply.completion_tokens
-    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-    if reply.cached_tokens:
-        usage["cached_prompt_tokens"] = usage.get("cached_prompt_tokens", 0) + reply.cached_tokens
