@@ -396,3 +396,10 @@ def test_a_message_from_the_page_while_a_client_call_is_open_keeps_the_history_v
     late = fake_llm.last_request["messages"][-1]
     assert late["role"] == "user" and "fog" in late["content"]
     assert "[Crayfish] The client's tool sent this result after" in late["content"]
+
+
+def test_a_parameter_no_provider_could_be_sent_is_refused_here(api: httpx.Client):
+    body = {"model": "c", "messages": [{"role": "user", "content": "x"}], "seed": 2**70}
+    answer = api.post("/v1/chat/completions", json=body)
+    assert answer.status_code == 400
+    assert "Integer exceeds 64-bit range" in answer.json()["error"]["message"]

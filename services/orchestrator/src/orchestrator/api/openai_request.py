@@ -8,6 +8,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from orchestrator.agent.client_request import FORWARDED_PARAMS, ClientRequest
 from orchestrator.api.conversation import prefix_digests, text_of
 from orchestrator.api.errors import ApiError
@@ -86,12 +88,17 @@ def client_request(body: Any, messages: list[dict[str, Any]], own: set[str]) -> 
                 "give your tool another name",
                 "tool_name_taken",
             )
+    params = {k: extra[k] for k in FORWARDED_PARAMS if k in extra}
+    try:  # what the provider is sent is written by orjson, which takes 64-bit integers only
+        orjson.dumps([params, tools, body.tool_choice])
+    except TypeError as exc:
+        raise ApiError(400, f"parameters or tools: {exc}", "invalid_request") from exc
     instructions = "\n\n".join(
         text_of(m.get("content")).strip() for m in messages if m["role"] in INSTRUCTION_ROLES
     )
     return ClientRequest(
         instructions=instructions.strip(),
-        params={k: extra[k] for k in FORWARDED_PARAMS if k in extra},
+        params=params,
         tools=tools,
         tool_choice=(body.tool_choice or "") if tools else "",
     )
