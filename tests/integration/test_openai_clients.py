@@ -403,3 +403,26 @@ def test_a_parameter_no_provider_could_be_sent_is_refused_here(api: httpx.Client
     answer = api.post("/v1/chat/completions", json=body)
     assert answer.status_code == 400
     assert "Integer exceeds 64-bit range" in answer.json()["error"]["message"]
+
+
+def test_a_conversation_continues_whichever_replica_each_request_reaches(fake_llm: FakeLLM):
+    from tests.stacks import running_stack
+
+    fake_llm.reply_forever_with(lambda body: Reply(text=f"answer {len(body['messages'])}"))
+    with running_stack(fake_llm.base_url, orchestrators=2) as stack:
+        clients = [
+            openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0) for url in stack.urls
+        ]
+        messages: list[Any] = []
+        seen = set()
+        for turn, question in enumerate(("one", "two", "three", "four")):
+            messages.append({"role": "user", "content": question})
+            raw = clients[turn % 2].chat.completions.with_raw_response.create(
+                model="crayfish", messages=messages
+            )
+            seen.add(raw.headers["x-crayfish-session"])
+            messages.append(
+                {"role": "assistant", "content": raw.parse().choices[0].message.content}
+            )
+        assert len(seen) == 1
+        assert messages[-1]["content"] == "answer 8"  # system and seven earlier messages
