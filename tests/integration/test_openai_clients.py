@@ -426,3 +426,24 @@ def test_a_conversation_continues_whichever_replica_each_request_reaches(fake_ll
             )
         assert len(seen) == 1
         assert messages[-1]["content"] == "answer 8"  # system and seven earlier messages
+
+
+def test_a_conversation_with_tool_calls_from_elsewhere_starts_a_valid_session(
+    api: httpx.Client, fake_llm: FakeLLM
+):
+    fake_llm.reply_text("Still sunny.")
+    call = {"id": "elsewhere_1", "type": "function", "function": {"name": "get_weather"}}
+    call["function"]["arguments"] = {"city": "Nice"}  # an object, as some clients send it
+    messages = [
+        {"role": "user", "content": "Nice?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "elsewhere_1", "content": "sunny"},
+        {"role": "assistant", "content": "Sunny."},
+        {"role": "user", "content": "And now?"},
+    ]
+    body = {"model": "c", "messages": messages, "tools": [WEATHER]}
+    answer = api.post("/v1/chat/completions", json=body)
+    assert answer.status_code == 200, answer.text
+    sent = fake_llm.last_request["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert sent[2]["tool_calls"][0]["function"]["arguments"] == '{"city": "Nice"}'

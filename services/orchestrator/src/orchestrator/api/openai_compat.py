@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
@@ -91,10 +92,24 @@ async def _stored(core: OrchestratorCore, message: dict[str, Any]) -> dict[str, 
     if message["role"] == "assistant":
         stored: dict[str, Any] = {"role": "assistant", "content": _text(content)}
         if message.get("tool_calls"):
-            stored["tool_calls"] = message["tool_calls"]
+            stored["tool_calls"] = [_call(c) for c in message["tool_calls"]]
         return stored
     images = await core.take_images(_image_urls(content))
     return {"role": message["role"], "content": user_content(_text(content), images)}
+
+
+def _call(call: dict[str, Any]) -> dict[str, Any]:
+    """A client's tool call in the shape every provider takes (arguments as JSON text)."""
+    function = call["function"]
+    arguments = function.get("arguments")
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+    name = str(function.get("name", ""))
+    return {
+        "id": call["id"],
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
 
 
 def _kept(message: dict[str, Any]) -> bool:
