@@ -468,3 +468,51 @@ def test_error_headers_reach_the_sdk_which_honours_retry_after(fake: FakeLLM) ->
     with openai.OpenAI(base_url=fake.base_url, api_key="k", max_retries=1) as retrying:
         assert create(retrying, USER).choices[0].message.content == "after the wait"
     assert fake.request_times[1] - fake.request_times[0] >= 0.5
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"temperature": "hot"}, "Invalid type for 'temperature': expected a decimal"),
+        ({"temperature": 3}, "Expected a value <= 2, but got 3 instead."),
+        ({"top_p": True}, "Invalid type for 'top_p': expected a decimal, but got a boolean"),
+        ({"max_tokens": 0}, "Expected a value >= 1, but got 0 instead."),
+        ({"max_completion_tokens": 1.5}, "expected an integer, but got a decimal"),
+        ({"seed": "7"}, "Invalid type for 'seed': expected an integer, but got a string"),
+        ({"stop": ["a", "b", "c", "d", "e"]}, "array too long"),
+        ({"stop": 5}, "expected one of a string or array of strings"),
+        ({"response_format": {"type": "xml"}}, "Supported values are: 'json_object'"),
+        ({"response_format": {"type": "json_object"}}, "must contain the word 'json'"),
+        ({"response_format": {"type": "json_schema"}}, "'response_format.json_schema'"),
+        ({"tool_choice": "required"}, "only allowed when 'tools' are specified"),
+        (
+            {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "x"}}},
+            "function 'x' is not among the 'tools'",
+        ),
+    ],
+)
+def test_parameters_are_checked_as_openai_checks_them(
+    fake: FakeLLM, params: dict[str, Any], message: str
+) -> None:
+    fake.reply_text("never sent")
+    body = {"model": "m", "messages": USER, **params}
+    answer = httpx.post(f"{fake.base_url}/chat/completions", json=body)
+    assert answer.status_code == 400
+    assert message in answer.json()["error"]["message"]
+    assert fake.pending == 1  # refused before a reply was used
+
+
+def test_valid_parameters_pass(fake: FakeLLM, client: openai.OpenAI) -> None:
+    fake.reply_text('{"ok": true}')
+    schema = {"name": "Answer", "schema": {"type": "object", "properties": {}}}
+    reply = create(
+        client,
+        [{"role": "user", "content": "answer in JSON"}],
+        temperature=0.2,
+        top_p=1,
+        max_tokens=50,
+        stop=["\n\n"],
+        seed=7,
+        response_format={"type": "json_schema", "json_schema": schema},
+    )
+    assert reply.choices[0].message.content == '{"ok": true}'

@@ -46,6 +46,8 @@ def validate_request(
     body: Any, *, strict_content: bool = False, reject_reasoning_content: bool = True
 ) -> Rejection | None:
     """Return why a real provider would refuse this chat-completions body, or None."""
+    from .parameters import check_parameters  # it builds Rejections of this module
+
     try:
         _check_top_level(body)
         messages = body["messages"]
@@ -53,6 +55,9 @@ def validate_request(
             _check_message(i, message, reject_reasoning_content)
         _check_tool_ordering(messages)
         _check_tools(body.get("tools"))
+        parameters = check_parameters(body)
+        if parameters is not None:
+            return parameters
         if strict_content:
             _check_strict_content(messages)
     except _Invalid as exc:

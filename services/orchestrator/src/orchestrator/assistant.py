@@ -10,6 +10,7 @@ from crayfish_common.tracing import span
 from crayfish_common.url_guard import AllowList
 from opentelemetry import trace
 
+from orchestrator.agent.client_request import close_unanswered
 from orchestrator.agent.compaction import Compactor
 from orchestrator.agent.llm import LLMClient
 from orchestrator.agent.loop import AgentLoop, LoopLimits
@@ -94,7 +95,7 @@ class Assistant:
 
     async def run_chat(self, task: Task, emit: EventSink) -> str:
         text, rounds = await self._converse(task, emit)
-        return await self._deliver(text, rounds, task, emit)
+        return await self.deliver(text, rounds, task, emit)
 
     async def run_scheduled(self, task: Task, emit: EventSink) -> str:
         """A schedule's turn in its session: as a chat turn, but an acknowledgement
@@ -103,7 +104,7 @@ class Assistant:
         if is_acknowledgement(text):
             task.delivered = False
             text = ""
-        return await self._deliver(text, rounds, task, emit)
+        return await self.deliver(text, rounds, task, emit)
 
     async def _converse(self, task: Task, emit: EventSink) -> tuple[str, int]:
         """The turn with the session's history, memory recall and the tool loop."""
@@ -117,6 +118,7 @@ class Assistant:
             history = await self.compactor.fit(
                 task.session_id, system, history, user, emit, task.usage
             )
+        history = close_unanswered(history)
         return await self._loop(task, emit, [system_message(system), *history, user])
 
     async def run_heartbeat(self, task: Task, emit: EventSink) -> str:
@@ -127,7 +129,7 @@ class Assistant:
         if is_acknowledgement(text):
             task.delivered = False
             text = ""
-        return await self._deliver(text, rounds, task, emit)
+        return await self.deliver(text, rounds, task, emit)
 
     async def _accept(
         self, task: Task, recall: str = "", history: bool = True
@@ -157,7 +159,7 @@ class Assistant:
         )
         return outcome.text, outcome.rounds
 
-    async def _deliver(self, text: str, rounds: int, task: Task, emit: EventSink) -> str:
+    async def deliver(self, text: str, rounds: int, task: Task, emit: EventSink) -> str:
         if text.strip() == SILENT_TOKEN:
             task.delivered = False
             text = ""

@@ -12,9 +12,13 @@ import time
 import uuid
 from typing import Any
 
+from orchestrator.agent.client_request import ClientRequest
 from orchestrator.agent.llm import LLMClient
 from orchestrator.agent.tool_search import ToolCatalog, tool_catalog
+from orchestrator.agent.tools import OWN_TOOLS
 from orchestrator.assistant import Assistant
+from orchestrator.client_turns import KIND as OPENAI_KIND
+from orchestrator.client_turns import ClientTurns
 from orchestrator.clients import ServiceClients
 from orchestrator.clients.health import DependencyState
 from orchestrator.config import Settings
@@ -33,6 +37,7 @@ from orchestrator.notify import Notifier, NotifyBounds, WebhookSender
 from orchestrator.scheduler import Scheduler
 from orchestrator.store import Database, SessionStore, legacy_import, schedules
 from orchestrator.store.notifications import NotificationStore
+from orchestrator.store.openai_turns import OpenAITurnStore
 from orchestrator.store.schedules import ScheduleStore
 from orchestrator.store.sessions import check_session_id
 from orchestrator.store.transcripts import TranscriptMirror
@@ -104,6 +109,8 @@ class OrchestratorCore:
             self.tasks.store,
             LocalTools(self.scheduler, self.notifier),
         )
+        self.openai_turns = OpenAITurnStore(self.db)
+        self.client_turns = ClientTurns(self.assistant, self.openai_turns)
         self.metrics = metrics or Metrics()
         self.tasks.observers.append(self.metrics.observe_event)
         self.metrics.count_active_tasks(lambda: self.tasks.active_count)
@@ -139,11 +146,27 @@ class OrchestratorCore:
         session_id: str,
         message: str,
         images: list[dict[str, Any]] | None = None,
+        kind: str = "chat",
+        task_id: str | None = None,
     ) -> Task | Earlier:
-        """`submit` of a chat turn a client may ask for again: the new task, or the earlier
-        request this one repeats (store/turn_requests.py), whose turn is left alone."""
+        """`submit` of a turn a client may ask for again: the new task, or the earlier request
+        this one repeats (store/turn_requests.py), whose turn is left alone."""
         check_session_id(session_id)
-        return await self.tasks.create_once(request, session_id, message, images)
+        return await self.tasks.create_once(request, session_id, message, images, kind, task_id)
+
+    async def submit_client_turn(
+        self,
+        request: TurnRequest,
+        session_id: str,
+        message: str,
+        images: list[dict[str, Any]],
+        asked: ClientRequest,
+    ) -> Task | Earlier:
+        """`submit_once` for a /v1 request: what the client asked of the turn is stored first,
+        so the replica that runs it finds it."""
+        task_id = uuid.uuid4().hex
+        await self.openai_turns.put_request(task_id, asked.as_json())
+        return await self.submit_once(request, session_id, message, images, OPENAI_KIND, task_id)
 
     def check_request_images(self, count: int) -> None:
         """ImageRejected (400) when one request carries more images than it may, all its
@@ -184,6 +207,10 @@ class OrchestratorCore:
         ok, detail = await self.db.check()
         return [*states, DependencyState("database", self.db.address, ok, detail)]
 
+    async def own_tool_names(self) -> set[str]:
+        """The names of every tool Crayfish itself may offer the model now."""
+        return set(await self.assistant.registry.refresh()) | set(OWN_TOOLS)
+
     async def tool_catalog(self) -> ToolCatalog:
         """Every tool the model can use now, asking the services whose list is stale."""
         await self.assistant.registry.refresh()
@@ -218,6 +245,8 @@ class OrchestratorCore:
             return await self.assistant.run_heartbeat(task, emit)
         if task.kind == "schedule":
             return await self.assistant.run_scheduled(task, emit)
+        if task.kind == OPENAI_KIND:
+            return await self.client_turns.run(task, emit)
         return await self.assistant.run_chat(task, emit)
 
     async def trigger_heartbeat(self) -> Task | None:

@@ -123,11 +123,13 @@ class TaskManager:
         session_id: str,
         message: str,
         images: list[dict[str, Any]] | None = None,
+        kind: str = "chat",
+        task_id: str | None = None,
     ) -> Task | Earlier:
-        """`create` of a chat turn for a request a client may repeat: the new task, or, when
+        """`create` of a turn for a request a client may repeat: the new task, or, when
         the request repeats an earlier one (store/turn_requests.py), that one (nothing new is
         queued). Two attempts arriving together, on any replicas, start one turn."""
-        task = Task(uuid.uuid4().hex, session_id, message, "chat", images=images or [])
+        task = Task(task_id or uuid.uuid4().hex, session_id, message, kind, images=images or [])
         task.trace = current_carrier() or None
         earlier = await asyncio.shield(self._submit(task, request))
         return task if earlier is None else earlier

@@ -41,12 +41,24 @@ CONNECTIONS = 1000  # open connections to the provider, at most
 class ProviderStatus(Exception):
     """The provider answered with an error status (after the retries it allows)."""
 
-    def __init__(self, status: int, message: str, retry_after: str | None, code: str | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        retry_after: str | None,
+        details: dict[str, Any] | None = None,
+    ):
         super().__init__(f"HTTP {status}: {message}")
         self.status = status
         self.message = message
         self.retry_after = retry_after
-        self.code = code  # the provider's `error.code`, e.g. "context_length_exceeded"
+        # The error object's other fields as the provider sent them (type, code, param).
+        self.details = details or {}
+
+    @property
+    def code(self) -> str | None:
+        """The provider's `error.code`, e.g. "context_length_exceeded"."""
+        return self.details.get("code")
 
 
 class ProviderTimeout(Exception):
@@ -147,7 +159,7 @@ class ChatEndpoint:
             response.status,
             error_message(text, response.reason),
             headers.get("retry-after"),
-            error_code(text),
+            error_details(text),
         )
         asked = retry_after(headers.get("retry-after-ms"), headers.get("retry-after"))
         if retries_taken >= self.retries or not should_retry(response.status, headers, asked):
@@ -317,15 +329,16 @@ def error_message(text: str, reason: str | None) -> str:
     return text.strip()[:500] or reason or "no reason given"
 
 
-def error_code(text: str) -> str | None:
-    """The provider's `error.code` in an error answer, when it gave a string one."""
+def error_details(text: str) -> dict[str, Any]:
+    """The `type`, `code` and `param` of an error answer's {"error": {...}} (those it has)."""
     try:
         body = json.loads(text)
     except ValueError:
-        return None
+        return {}
     error = body.get("error") if isinstance(body, dict) else None
-    code = error.get("code") if isinstance(error, dict) else None
-    return code if isinstance(code, str) and code else None
+    if not isinstance(error, dict):
+        return {}
+    return {k: error[k] for k in ("type", "code", "param") if isinstance(error.get(k), str)}
 
 
 # aiohttp names what cut a body only inside its message ("... ConnectionResetError(104, ...)").

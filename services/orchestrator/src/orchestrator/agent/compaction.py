@@ -11,8 +11,8 @@ from orchestrator.agent.context import (
     estimate_tokens,
     prune_tool_results,
 )
-from orchestrator.agent.llm import LLMClient
-from orchestrator.agent.loop import AgentLoop, add_usage
+from orchestrator.agent.llm import LLMClient, add_usage
+from orchestrator.agent.loop import AgentLoop
 from orchestrator.events import EventSink
 from orchestrator.media import as_text_only, plain_text
 from orchestrator.store.sessions import SessionStore

@@ -114,16 +114,18 @@ class LLMClient:
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None = None,
         on_delta: DeltaCallback | None = None,
-        tool_choice: str = "",
+        tool_choice: str | dict[str, Any] = "",
+        params: dict[str, Any] | None = None,
     ) -> LLMReply:
-        """The whole reply; text goes to on_delta as it streams and is never sent twice."""
+        """The whole reply; text goes to on_delta as it streams and is never sent twice.
+        `params` (a client's temperature, stop, response_format...) go into the request as
+        given: what the provider refuses is its to say."""
         call = _Call(on_delta)
         deadline = self.settings.llm_deadline
         try:
             async with asyncio.timeout(deadline) as timer:
-                return await self._attempts(
-                    _request(self.model, messages, tools, tool_choice), call
-                )
+                request = {**(params or {}), **_request(self.model, messages, tools, tool_choice)}
+                return await self._attempts(request, call)
         except TimeoutError as exc:
             if not timer.expired():
                 raise
@@ -188,13 +190,16 @@ class LLMClient:
 
 
 def _request(
-    model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, choice: str
+    model: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    choice: str | dict[str, Any],
 ) -> dict[str, Any]:
     request: dict[str, Any] = {"model": model, "messages": messages, "stream": True}
     request["stream_options"] = {"include_usage": True}
     if tools:
         request["tools"] = tools
-        if choice in ("auto", "required", "none"):
+        if isinstance(choice, dict) or choice in ("auto", "required", "none"):
             request["tool_choice"] = choice
         elif choice:
             request["tool_choice"] = {"type": "function", "function": {"name": choice}}
@@ -273,3 +278,12 @@ def _cached_tokens(usage: dict[str, Any]) -> int:
 
 def _partial(shown: int) -> str:
     return "; the unfinished answer shown was not kept: ask again" if shown else ""
+
+
+def add_usage(usage: dict[str, int], reply: LLMReply) -> None:
+    """Adds a reply's tokens to a turn's usage."""
+    usage["prompt_tokens"] = usage.get("prompt_tokens", 0) + reply.prompt_tokens
+    usage["completion_tokens"] = usage.get("completion_tokens", 0) + reply.completion_tokens
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    if reply.cached_tokens:
+        usage["cached_prompt_tokens"] = usage.get("cached_prompt_tokens", 0) + reply.cached_tokens

@@ -16,8 +16,9 @@ from crayfish_common.tools import ToolResult
 from crayfish_common.tracing import span
 from opentelemetry import trace
 
+from orchestrator.agent.client_request import ClientRequest
 from orchestrator.agent.guard import RepeatGuard
-from orchestrator.agent.llm import LLMClient, LLMReply, ToolCall
+from orchestrator.agent.llm import LLMClient, LLMReply, ToolCall, add_usage
 from orchestrator.agent.prompt import CAP_HEAD_SHARE, HEARTBEAT_TOKEN, SILENT_TOKEN
 from orchestrator.agent.pseudo_calls import CallSniffer, find_pseudo_calls, strip_call_syntax
 from orchestrator.agent.text_tools import to_text_protocol
@@ -65,6 +66,8 @@ class TurnOutcome:
     rounds: int
     stopped: str = ""
     usage: dict[str, int] = field(default_factory=dict)
+    # Calls of the client's tools (ClientRequest): the turn ends and hands them over.
+    client_calls: list[ToolCall] = field(default_factory=list)
 
 
 class AgentLoop:
@@ -83,16 +86,20 @@ class AgentLoop:
         persist: Persist,
         usage: dict[str, int],
         only: set[str] | None = None,
+        client: ClientRequest | None = None,
     ) -> TurnOutcome:
-        """Runs rounds until a final answer; `only` restricts the tools offered and run."""
+        """Runs rounds until a final answer, or a call of a `client` tool; `only` restricts
+        the tools offered and run."""
         guard = RepeatGuard(exact_limit=self.limits.repeat_limit)
         tools = TurnTools(self.registry, only)  # grows when tool_search finds tools
+        client = client or ClientRequest()
         reasked = False
         for round_no in range(1, self.limits.max_rounds + 1):
-            reply, streamed = await self._ask(messages, round_no, emit, usage, tools)
+            reply, streamed = await self._ask(messages, round_no, emit, usage, tools, client)
             calls, content, note = reply.tool_calls, reply.content, ""
             if not calls:
-                calls, content, note = self._read_text_reply(reply.content, set(tools), reasked)
+                known = set(tools) | client.tool_names
+                calls, content, note = self._read_text_reply(reply.content, known, reasked)
             if note:
                 reasked = True
                 await emit("llm.reask", {"round": round_no, "reason": note})
@@ -105,10 +112,13 @@ class AgentLoop:
                 await persist([final])
                 return TurnOutcome(content, round_no, usage=usage)
             group, stop_reason = await self._run_calls(
-                calls, content, session_id, guard, emit, tools
+                calls, content, session_id, guard, emit, tools, client.tool_names
             )
             messages.extend(group)
             await persist(group)
+            handed = [c for c in calls if c.name in client.tool_names]
+            if handed:
+                return TurnOutcome(content, round_no, usage=usage, client_calls=handed)
             if stop_reason:
                 return await self._stop(messages, persist, round_no, usage, stop_reason)
         reason = f"it reached the limit of {self.limits.max_rounds} tool rounds"
@@ -150,6 +160,7 @@ class AgentLoop:
         emit: EventSink,
         usage: dict[str, int],
         tools: Mapping[str, OfferedTool],
+        client: ClientRequest,
     ) -> tuple[LLMReply, str]:
         """The reply, and the text already streamed to the user as deltas."""
         await emit("llm.request", {"round": round_no, "messages": len(messages)})
@@ -163,13 +174,14 @@ class AgentLoop:
         started = time.perf_counter()
         with span(tracer, "llm", {"crayfish.round": round_no}) as llm_span:
             if self.limits.tool_mode == "text":
-                reply = await self.llm.complete(to_text_protocol(messages), None, on_delta)
+                text_protocol = to_text_protocol(messages)
+                reply = await self.llm.complete(text_protocol, None, on_delta, "", client.params)
             else:
-                offered = [t.as_openai() for t in tools.values()]
-                choice = self.limits.first_tool_choice if round_no == 1 else ""
-                if choice not in ("", "auto", "required", "none") and choice not in tools:
-                    choice = ""  # forcing a tool this turn does not offer would be rejected
-                reply = await self.llm.complete(messages, offered or None, on_delta, choice)
+                offered = [t.as_openai() for t in tools.values()] + client.tools
+                choice = client.tool_choice or self._first_choice(round_no, tools)
+                reply = await self.llm.complete(
+                    messages, offered or None, on_delta, choice, client.params
+                )
             llm_span.set_attributes(
                 {
                     "gen_ai.usage.input_tokens": reply.prompt_tokens,
@@ -193,6 +205,12 @@ class AgentLoop:
         )
         return reply, sniffer.seen
 
+    def _first_choice(self, round_no: int, tools: Mapping[str, OfferedTool]) -> str:
+        choice = self.limits.first_tool_choice if round_no == 1 else ""
+        if choice not in ("", "auto", "required", "none") and choice not in tools:
+            return ""  # forcing a tool this turn does not offer would be rejected
+        return choice
+
     def _recover_calls(self, content: str, known: set[str]) -> tuple[list[ToolCall], str, bool]:
         """(calls recovered from text, remaining prose, whether call syntax went unrecovered)."""
         found, looks_like_call = find_pseudo_calls(content, known)
@@ -212,10 +230,14 @@ class AgentLoop:
         guard: RepeatGuard,
         emit: EventSink,
         tools: TurnTools,
+        handed: frozenset[str] = frozenset(),
     ) -> tuple[list[dict[str, Any]], str]:
-        outcomes = await asyncio.gather(*(self._run_one(c, session_id, emit, tools) for c in calls))
+        """The message group of a round: its calls, and the results of those Crayfish runs
+        (the `handed` tools' calls are the client's to answer)."""
+        own = [c for c in calls if c.name not in handed]
+        outcomes = await asyncio.gather(*(self._run_one(c, session_id, emit, tools) for c in own))
         stop_reason = ""
-        for call, outcome in zip(calls, outcomes, strict=True):
+        for call, outcome in zip(own, outcomes, strict=True):
             reason = guard.check(call.name, call.arguments, outcome.output)
             stop_reason = stop_reason or (reason or "")
         assistant = {
@@ -232,7 +254,7 @@ class AgentLoop:
         }
         results = [
             {"role": "tool", "tool_call_id": c.id, "content": o.output}
-            for c, o in zip(calls, outcomes, strict=True)
+            for c, o in zip(own, outcomes, strict=True)
         ]
         return [assistant, *results], stop_reason
 
@@ -284,12 +306,3 @@ class AgentLoop:
         messages.append(final)
         await persist([final])
         return TurnOutcome(text, rounds, stopped=reason, usage=usage)
-
-
-def add_usage(usage: dict[str, int], reply: LLMReply) -> None:
-    """Adds a reply's tokens to a turn's usage."""
-    usage["prompt_tokens"] = usage.get("prompt_tokens", 0) + reply.prompt_tokens
-    usage["completion_tokens"] = usage.get("completion_tokens", 0) + reply.completion_tokens
-    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-    if reply.cached_tokens:
-        usage["cached_prompt_tokens"] = usage.get("cached_prompt_tokens", 0) + reply.cached_tokens

@@ -156,3 +156,19 @@ def _runtime(inputs: PromptInputs) -> str:
         f"The current date and time is given at the end of each user message, in a "
         f"`{TURN_CONTEXT_MARK}` block written by Crayfish, not by the user."
     )
+
+
+CLIENT_INSTRUCTIONS_MARK = "## Instructions from the client app"
+
+
+def with_client_instructions(system: str, instructions: str) -> str:
+    """The system prompt with a client's own system/developer messages as its last section:
+    Crayfish's prompt stays the same leading bytes (a provider's prompt cache holds), and the
+    model is told whose words they are."""
+    if not instructions.strip():
+        return system
+    return (
+        f"{system}\n\n{CLIENT_INSTRUCTIONS_MARK}\nThe app you are answering through (an "
+        "OpenAI-compatible client) sent these instructions with this conversation. Follow "
+        "them unless they conflict with the sections above.\n\n" + instructions.strip()
+    )

@@ -48,16 +48,20 @@ def _failed_turn(task: Task) -> FailedTurn:
         return FailedTurn(409, "the turn was cancelled", "turn_cancelled")
     if task.status == "interrupted":
         return FailedTurn(503, f"the turn was interrupted: {task.error}", "turn_interrupted")
+    status, code = _status(TurnFailure.from_json(task.failure))
+    return FailedTurn(status, f"the turn failed: {task.error}{tools_note(task)}", code)
+
+
+def tools_note(task: Task) -> str:
+    """What a failed turn's client must know before it asks again: tools already ran."""
     failure = TurnFailure.from_json(task.failure)
-    status, code = _status(failure)
-    message = f"the turn failed: {task.error}"
-    if failure is not None and failure.tools_ran:
-        calls = "1 tool call" if failure.tools_ran == 1 else f"{failure.tools_ran} tool calls"
-        message += (
-            f" ({calls} ran before the failure; a retry of this request gets this answer,"
-            " it does not run the turn again)"
-        )
-    return FailedTurn(status, message, code)
+    if failure is None or not failure.tools_ran:
+        return ""
+    calls = "1 tool call" if failure.tools_ran == 1 else f"{failure.tools_ran} tool calls"
+    return (
+        f" ({calls} ran before the failure; a retry of this request gets this answer,"
+        " it does not run the turn again)"
+    )
 
 
 def _status(failure: TurnFailure | None) -> tuple[int, str]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import uuid
+import dataclasses
+import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
@@ -11,15 +12,27 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from orchestrator.agent.client_request import ClientAnswer
 from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
 from orchestrator.api.failed_turns import failed_turn
-from orchestrator.api.retries import REPLAY_HEADERS, V1RequestDep, earlier_task, submit_once
+from orchestrator.api.openai_answer import (
+    Peeked,
+    answer_message,
+    answer_of,
+    finish_reason,
+    refusal_body,
+    refusal_response,
+    remember,
+    tool_call_deltas,
+)
+from orchestrator.api.openai_request import TurnPlan, check_order, client_request, plan_turn
+from orchestrator.api.retries import REPLAY_HEADERS, V1RequestDep, earlier_task, settled
 from orchestrator.api.schemas import RequestBody
 from orchestrator.api.sse import sse_comment, sse_event, sse_response
 from orchestrator.core import OrchestratorCore
 from orchestrator.media import ImageRejected, user_content
-from orchestrator.store import InvalidSessionId
+from orchestrator.store import InvalidSessionId, StoredEvent
 from orchestrator.store.sessions import check_session_id
 from orchestrator.store.tasks import Task
 from orchestrator.store.turn_requests import TurnRequest
@@ -31,6 +44,8 @@ class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[dict[str, Any]] | None = None  # of an assistant message
+    tool_call_id: str | None = None  # of a tool message: the call it answers
 
 
 class StreamOptions(BaseModel):
@@ -43,6 +58,11 @@ class CompletionRequest(RequestBody):
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = Field(False, strict=True)
     stream_options: StreamOptions | None = None
+    # The client's own tools, offered beside Crayfish's; a call of one is handed back.
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    # temperature, top_p, max_tokens, stop, seed, response_format... (model_extra) go to the
+    # provider as sent (agent/client_request.py FORWARDED_PARAMS).
 
 
 def _text(content: str | list[dict[str, Any]] | None) -> str:
@@ -68,16 +88,38 @@ def _image_urls(content: str | list[dict[str, Any]] | None) -> list[str]:
     return urls
 
 
-def _kept(message: ChatMessage) -> bool:
-    """An earlier message that goes into a new session's history."""
-    if message.role not in ("user", "assistant"):
-        return False
-    return bool(_text(message.content) or _image_urls(message.content))
+async def _stored(core: OrchestratorCore, message: dict[str, Any]) -> dict[str, Any]:
+    """An earlier message of a new session as its history holds it (images fetched)."""
+    content = message.get("content")
+    if message["role"] == "tool":
+        return {"role": "tool", "tool_call_id": message["tool_call_id"], "content": _text(content)}
+    if message["role"] == "assistant":
+        stored: dict[str, Any] = {"role": "assistant", "content": _text(content)}
+        if message.get("tool_calls"):
+            stored["tool_calls"] = [_call(c) for c in message["tool_calls"]]
+        return stored
+    images = await core.take_images(_image_urls(content))
+    return {"role": message["role"], "content": user_content(_text(content), images)}
 
 
-async def _message_with_images(core: OrchestratorCore, message: ChatMessage) -> dict[str, Any]:
-    images = await core.take_images(_image_urls(message.content))
-    return {"role": message.role, "content": user_content(_text(message.content), images)}
+def _call(call: dict[str, Any]) -> dict[str, Any]:
+    """A client's tool call in the shape every provider takes (arguments as JSON text)."""
+    function = call["function"]
+    arguments = function.get("arguments")
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+    name = str(function.get("name", ""))
+    return {
+        "id": call["id"],
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
+
+
+def _kept(message: dict[str, Any]) -> bool:
+    """Whether an earlier message goes into a new session's history (not an empty answer)."""
+    content = message.get("content")
+    return bool(message.get("tool_calls") or _text(content) or _image_urls(content))
 
 
 @router.get("/v1/models")
@@ -94,40 +136,48 @@ async def _start_turn(
     body: CompletionRequest,
     core: OrchestratorCore,
     session_header: str | None,
-    request: TurnRequest,
-) -> tuple[Task, bool]:
-    """The turn's task, and whether it is an earlier attempt's (this request repeats it)."""
-    if body.messages[-1].role != "user":
-        raise ApiError(400, "the last message must have role 'user'", "invalid_messages")
-    last = body.messages[-1]
-    message = _text(last.content)
-    if not message.strip() and not _image_urls(last.content):
-        raise ApiError(400, "the last user message is empty", "invalid_messages")
-    earlier = await earlier_task(core, request)
-    if earlier is not None:
-        return earlier, True
-    session_id = session_header or f"oai-{uuid.uuid4().hex}"
-    # No named session: the conversation is what the client sent, earlier messages included.
-    prior = [] if session_header else [m for m in body.messages[:-1] if _kept(m)]
+    turn_request: TurnRequest,
+) -> tuple[Task, TurnPlan, bool]:
+    """The turn's task, where it goes, and whether it is an earlier attempt's (this request
+    repeats it: api/retries.py)."""
+    messages = [m.model_dump() for m in body.messages]
+    check_order(messages)
+    request = client_request(body, messages, await core.own_tool_names())
     try:
-        check_session_id(session_id)
+        plan = await plan_turn(core, messages, session_header)
+        check_session_id(plan.session_id)
+        earlier = await earlier_task(core, turn_request)
+        if earlier is not None:
+            return earlier, dataclasses.replace(plan, session_id=earlier.session_id), True
+        users = [m for m in plan.new if m["role"] == "user"]
+        request.tool_results = {
+            m["tool_call_id"]: _text(m["content"]) for m in plan.new if m["role"] == "tool"
+        }
+        message = "\n\n".join(_text(m["content"]) for m in users if _text(m["content"]).strip())
+        urls = [url for m in users for url in _image_urls(m["content"])]
+        if users and not message.strip() and not urls:
+            raise ApiError(400, "the last user message is empty", "invalid_messages")
+        seed = [m for m in plan.seed if _kept(m)]
         # Every image this request would fetch and store, counted before any is.
-        core.check_request_images(sum(len(_image_urls(m.content)) for m in [*prior, last]))
-        images = await core.take_images(_image_urls(last.content))
-        if prior:
-            await core.store.append(
-                session_id, [await _message_with_images(core, m) for m in prior]
-            )
-        return await submit_once(
-            core, request, session_id, message or "(image)", images, bool(prior)
+        core.check_request_images(len(urls) + sum(len(_image_urls(m["content"])) for m in seed))
+        images = await core.take_images(urls)
+        if seed:
+            await core.store.append(plan.session_id, [await _stored(core, m) for m in seed])
+        if users and not message and images:
+            message = "(image)"
+        submitted = await core.submit_client_turn(
+            turn_request, plan.session_id, message, images, request
         )
+        fresh = plan.session_id if seed else None
+        task, replay = await settled(core, turn_request, submitted, fresh)
+        return task, dataclasses.replace(plan, session_id=task.session_id), replay
     except InvalidSessionId as exc:
         raise ApiError(400, str(exc), "invalid_session_id") from exc
     except ImageRejected as exc:
         raise ApiError(exc.status, exc.message, exc.code) from exc
 
 
-def _completion(task: Task, model: str) -> dict[str, Any]:
+def _completion(task: Task, model: str, answer: ClientAnswer) -> dict[str, Any]:
     return {
         "id": f"chatcmpl-{task.id}",
         "object": "chat.completion",
@@ -136,8 +186,8 @@ def _completion(task: Task, model: str) -> dict[str, Any]:
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": task.result or ""},
-                "finish_reason": "stop",
+                "message": answer_message(task.result or "", answer),
+                "finish_reason": finish_reason(answer),
             }
         ],
         "usage": openai_usage(task.usage),
@@ -155,19 +205,37 @@ async def chat_completions(
     turn_request: V1RequestDep,
     x_crayfish_session: Annotated[str | None, Header()] = None,
 ) -> JSONResponse | EventSourceResponse:
-    """Runs a full turn (tools run server-side) and answers as an OpenAI chat completion; a
-    retry of the request gets the same turn's answer (api/retries.py)."""
-    task, replay = await _start_turn(body, core, x_crayfish_session, turn_request)
+    """Runs a turn (Crayfish's tools run server-side; a call of one of the client's `tools`
+    ends it, handed back) and answers as an OpenAI chat completion; a retry of the request
+    gets the same turn's answer (api/retries.py)."""
+    task, plan, replay = await _start_turn(body, core, x_crayfish_session, turn_request)
     headers = {"X-Crayfish-Session": task.session_id, "X-Crayfish-Task": task.id}
     if replay:
         headers.update(REPLAY_HEADERS)
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return sse_response(_chunks(core, task, body.model, include_usage, replay), headers)
+        peek = Peeked(core.tasks.follow(task.id, 0))
+        refused = await _refusal(core, await peek.wait())
+        if refused is not None:
+            return refusal_response(refused, headers)
+        chunks = _chunks(core, task, body.model, include_usage, peek, plan, replay)
+        return sse_response(chunks, headers)
     task = await core.tasks.wait(task.id)
+    answer = await answer_of(core, task)
     if task.status != "completed":
+        if answer.refusal is not None:
+            return refusal_response(answer.refusal, headers)
         return failed_turn(task, replay).response(headers)
-    return JSONResponse(_completion(task, body.model), headers=headers)
+    await remember(core, plan, answer_message(task.result or "", answer))
+    return JSONResponse(_completion(task, body.model, answer), headers=headers)
+
+
+async def _refusal(core: OrchestratorCore, last: StoredEvent | None) -> dict[str, Any] | None:
+    """The provider's refusal, when the turn failed with one before answering anything."""
+    if last is None or last.type != "task.failed":
+        return None
+    task = await core.tasks.wait(last.task_id)
+    return (await answer_of(core, task)).refusal
 
 
 def _chunk(task: Task, model: str, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
@@ -181,21 +249,35 @@ def _chunk(task: Task, model: str, delta: dict[str, Any], finish: str | None) ->
 
 
 async def _chunks(
-    core: OrchestratorCore, task: Task, model: str, include_usage: bool, replay: bool = False
+    core: OrchestratorCore,
+    task: Task,
+    model: str,
+    include_usage: bool,
+    peek: Peeked,
+    plan: TurnPlan,
+    replay: bool,
 ) -> AsyncIterator[ServerSentEvent]:
     yield sse_event(_chunk(task, model, {"role": "assistant", "content": ""}, None))
-    async for event in core.tasks.follow(task.id, 0):
+    shown = []  # the text streamed, which the client keeps as the answer
+    async for event in peek.events():
         if event.type == "assistant.delta" and event.data.get("text"):
+            shown.append(event.data["text"])
             yield sse_event(_chunk(task, model, {"content": event.data["text"]}, None))
         elif event.type in ("tool.started", "tool.finished"):
             yield sse_comment(f"crayfish {event.type} {event.data.get('tool', '')}")
     task = await core.tasks.wait(task.id)
+    answer = await answer_of(core, task)
     if task.status == "completed":
-        yield sse_event(_chunk(task, model, {}, "stop"))
+        for delta in tool_call_deltas(answer.tool_calls):
+            yield sse_event(_chunk(task, model, delta, None))
+        await remember(core, plan, answer_message("".join(shown), answer))
+        yield sse_event(_chunk(task, model, {}, finish_reason(answer)))
         if include_usage:
             usage_chunk = _chunk(task, model, {}, None)
             usage_chunk["choices"], usage_chunk["usage"] = [], openai_usage(task.usage)
             yield sse_event(usage_chunk)
+    elif answer.refusal is not None:
+        yield sse_event(refusal_body(answer.refusal))
     else:
         yield sse_event(failed_turn(task, replay).body())
     yield sse_event("[DONE]")

@@ -84,16 +84,25 @@ async def submit_once(
     session_id: str,
     message: str,
     images: list[dict[str, object]],
-    fresh_session: bool,
 ) -> tuple[Task, bool]:
-    """Submits the turn, or, when an identical attempt got there first (two arriving together),
-    returns that one's task (True: a replay); a session made for this attempt alone is
-    dropped then."""
+    """Submits a chat turn once (see `settled`)."""
     submitted = await core.submit_once(request, session_id, message, images=images)
+    return await settled(core, request, submitted)
+
+
+async def settled(
+    core: OrchestratorCore,
+    request: TurnRequest,
+    submitted: Task | Earlier,
+    fresh_session: str | None = None,
+) -> tuple[Task, bool]:
+    """The submitted turn's task, or, when an identical attempt got there first (two arriving
+    together), that one's task (True: a replay); then a session made for this attempt alone
+    (`fresh_session`) is dropped."""
     if isinstance(submitted, Task):
         return submitted, False
-    if fresh_session:
-        await core.store.delete(session_id)
+    if fresh_session is not None:
+        await core.store.delete(fresh_session)
     task = await task_of(core, request, submitted)
     assert task is not None  # a request is recorded with its task, and goes with it
     return task, True

@@ -64,7 +64,7 @@ async def create_chat(body: ChatRequest, core: CoreDep, request: Request) -> Cha
         if once is None:
             task = await core.submit(session_id, body.message, images=images)
         else:
-            task, _ = await submit_once(core, once, session_id, body.message, images, False)
+            task, _ = await submit_once(core, once, session_id, body.message, images)
     except InvalidSessionId as exc:
         raise ApiError(400, str(exc), "invalid_session_id") from exc
     except ImageRejected as exc:

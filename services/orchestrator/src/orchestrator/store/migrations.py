@@ -49,6 +49,7 @@ MIGRATIONS = [
         7, "failed turns' causes; requests that started turns", sql_file("0007_turn_requests.sql")
     ),
     Migration(8, "notifications, and webhooks' cursors", sql_file("0008_notifications.sql")),
+    Migration(9, "OpenAI-compatible turns and conversations", sql_file("0009_openai_turns.sql")),
 ]
 
 

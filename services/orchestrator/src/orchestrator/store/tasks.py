@@ -148,8 +148,14 @@ class TaskStore:
     ) -> list[dict[str, Any]]:
         """Appends the task's message to its session and marks it accepted, together; returns
         the session's history before it, read in the same statement (with `load`; else [])."""
+        return await self.accept_group(task, [message], load)
+
+    async def accept_group(
+        self, task: Task, messages: list[dict[str, Any]], load: bool = True
+    ) -> list[dict[str, Any]]:
+        """`accept` for several messages (a client's tool results, then its message)."""
         history = await self.sessions.append_fenced(
-            Fence(task.id, accept=True), task.session_id, [message], load=load
+            Fence(task.id, accept=True), task.session_id, messages, load=load
         )
         if history is None:
             await self._refused(task)
