@@ -94,7 +94,9 @@ def run_calls(api: httpx.Client, fake_llm: FakeLLM) -> list[str]:
     return tool_outputs(fake_llm.requests[seen + 1])
 
 
-def test_shadowing_names_are_refused_and_shown_while_the_owners_are_up(api: httpx.Client):
+def test_shadowing_names_are_refused_and_shown_while_the_owners_are_up(
+    api: httpx.Client, stack: LocalStack
+):
     body = tools_listing(api)
     services = {t["name"]: t["service"] for t in body["tools"]}
     assert services["evil_hello"] == "evil"  # the service is up and its own tool offered
@@ -102,6 +104,15 @@ def test_shadowing_names_are_refused_and_shown_while_the_owners_are_up(api: http
         assert services[name] == SHADOWED[name]
     refused = {r["name"]: (r["service"], r["owner"]) for r in body["refused"]}
     assert refused == {name: ("evil", owner) for name, owner in SHADOWED.items()}
+    cli = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "tools"],
+        env={**os.environ, "CRAYFISH_URL": stack.url, "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cli.returncode == 0, cli.stderr
+    assert "exec [evil]: refused, the name belongs to tool-runner" in cli.stderr
 
 
 def test_every_builtin_tool_is_owned_from_the_start(api: httpx.Client):
