@@ -375,3 +375,19 @@ def test_media_keeps_its_total_by_deleting_the_oldest_images(tmp_path: Path, fak
     assert [part["type"] for part in shown] == ["text", "text", "image_url", "image_url"]
     assert "could not be shown: it is gone" in shown[0]["text"]
     assert shown[3]["image_url"]["url"] == data_url(pictures[3])
+
+
+def test_a_workspace_media_folder_linked_out_is_not_moved_and_start_up_goes_on(
+    tmp_path: Path, fake_llm: FakeLLM
+):
+    fake_llm.reply_forever_text("seen")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    name = f"{hashlib.sha256(PNG).hexdigest()}.png"
+    (outside / name).write_bytes(PNG)
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / "media").symlink_to(outside)  # what a sandboxed command could do
+    with make_client(tmp_path, fake_llm, CRAYFISH_LLM_VISION="on") as client:
+        assert client.get("/healthz").status_code == 200
+        assert (outside / name).read_bytes() == PNG  # neither read through the link nor removed
+        assert not (tmp_path / "data" / "media" / name).exists()

@@ -30,20 +30,11 @@ def move_workspace_media(workspace: Path, store: MediaStore) -> tuple[int, int]:
     for name, modified in _stored_names(old):
         path = f"{MEDIA_DIR}/{name}"
         try:
-            data = old.read_bytes(path, MOVE_MAX_BYTES)
-        except FileRefused as exc:
+            done = _move(old, store, path, modified)
+        except (FileRefused, OSError) as exc:  # never a reason not to start
             log.warning("workspace %s not moved to the data folder: %s", path, exc)
-            left += 1
-            continue
-        if hashlib.sha256(data).hexdigest() != stored_digest(path):
-            log.warning("workspace %s not moved: its bytes do not have its name's hash", path)
-            left += 1
-            continue
-        store.root.root.mkdir(parents=True, exist_ok=True)
-        store.root.write_atomic(path, data, len(data))
-        os.utime(store.root.root / path, (modified, modified))  # pruning goes oldest first
-        old.remove(path)
-        moved += 1
+            done = False
+        moved, left = (moved + 1, left) if done else (moved, left + 1)
     if moved or left:
         log.info(
             "media: %d image(s) moved from the workspace to %s, %d left in the workspace",
@@ -52,6 +43,19 @@ def move_workspace_media(workspace: Path, store: MediaStore) -> tuple[int, int]:
             left,
         )
     return moved, left
+
+
+def _move(old: SafeRoot, store: MediaStore, path: str, modified: float) -> bool:
+    """Copies one image to the store and removes it from the workspace, if its bytes match."""
+    data = old.read_bytes(path, MOVE_MAX_BYTES)
+    if hashlib.sha256(data).hexdigest() != stored_digest(path):
+        log.warning("workspace %s not moved: its bytes do not have its name's hash", path)
+        return False
+    store.root.root.mkdir(parents=True, exist_ok=True)
+    store.root.write_atomic(path, data, len(data))
+    os.utime(store.root.root / path, (modified, modified))  # pruning goes oldest first
+    old.remove(path)
+    return True
 
 
 def _stored_names(root: SafeRoot) -> list[tuple[str, float]]:
@@ -68,9 +72,7 @@ def _stored_names(root: SafeRoot) -> list[tuple[str, float]]:
                     continue
                 if stat.S_ISREG(info.st_mode):
                     found.append((entry.name, info.st_mtime))
-    except FileRefused as exc:
-        if exc.kind not in ("missing", "not_regular", "outside"):
-            raise
-        if exc.kind != "missing":
+    except (FileRefused, OSError) as exc:
+        if not (isinstance(exc, FileRefused) and exc.kind == "missing"):
             log.warning("workspace media/ not moved: %s", exc)
     return found
