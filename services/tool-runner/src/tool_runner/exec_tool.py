@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from crayfish_common.tools import Tool, ToolCall, ToolError, ToolResult, object_schema
@@ -67,8 +68,9 @@ class ExecTool(Tool):
         spec = build_spec(self.ws, self.settings, self.policy, args, call.session_id)
         try:
             async with self.slots.slot(spec.session_id, spec.limits.timeout) as left:
-                spec.limits.timeout = left  # the wait counted against the call's timeout
-                outcome = await self.sandbox.run(spec, call.sink)
+                # The wait counts against the call's timeout; the result names the whole.
+                running = replace(spec, limits=replace(spec.limits, timeout=left))
+                outcome = await self.sandbox.run(running, call.sink)
         except NoSlot as exc:
             raise ToolError(str(exc)) from None
         return describe(outcome, spec.limits)
