@@ -108,8 +108,8 @@ async def generated_tool_service(
         await service.stop(0)
 
 
-async def _serve(count: int, port: int, prefix: str) -> None:
-    servicer = ToolSetServicer(generated_tool_set(tool_specs(count, prefix)))
+async def _serve(specs: list[tuple[str, str, dict[str, Any]]], port: int, origin: str) -> None:
+    servicer = ToolSetServicer(generated_tool_set(specs, origin))
     service = GrpcService([TOOL_SERVICE_NAME], [servicer.register])
     await service.start(f"127.0.0.1:{port}")
     await asyncio.Event().wait()
@@ -120,8 +120,14 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=150)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--prefix", default="", help="put before every tool name")
+    parser.add_argument("--names", default="", help="comma-separated names instead of --count")
+    parser.add_argument("--origin", default="", help="said in every answer")
     args = parser.parse_args()
-    asyncio.run(_serve(args.count, args.port, args.prefix))
+    specs = tool_specs(args.count, args.prefix)
+    if args.names:
+        schema = object_schema({"command": {"type": "string"}}, [])
+        specs = [(n, f"The {n} tool.", schema) for n in args.names.split(",")]
+    asyncio.run(_serve(specs, args.port, args.origin))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ LLM, a REST answer or a log line, and the stack must stay ready.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import time
 from pathlib import Path
 
@@ -23,7 +25,12 @@ CANARY = "canary-env-5be0a7-every-service-has-it"
 HOST_SECRET = "host-file-secret-31f8c2"
 SECRETS = ("sk-test-secret", API_TOKEN, CANARY, HOST_SECRET)  # sk-test-secret: tests/stacks.py
 STACK_FILES = {"MEMORY.md": "The user likes tea.\n"}
-STACK_ENV = {"CRAYFISH_TEST_CANARY": CANARY}
+STACK_ENV = {"CRAYFISH_TEST_CANARY": CANARY, "CRAYFISH_LLM_VISION": "on"}
+# Two valid 1x1 PNGs with different bytes: the user's image, and the attacker's.
+USER_PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+ATTACKER_PNG = USER_PNG + b"attacker"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -198,3 +205,32 @@ def test_a_link_swapped_in_between_check_and_use_never_leaks(api, fake_llm, stac
     assert_nothing_leaked(stack, fake_llm, *answers)
     for name in ("AGENTS.md", ".agents-link", "memory/race.md", "memory/.race-link"):
         (workspace / name).unlink()
+
+
+def image_url(data: bytes) -> str:
+    return f"data:image/png;base64,{base64.b64encode(data).decode()}"
+
+
+def test_a_command_cannot_swap_another_sessions_image(api, fake_llm, stack):
+    """Another session's command renames media/ and plants its own image under the user's
+    image's name; the user's session still shows the model the user's image."""
+    fake_llm.reply_text("A pixel.")
+    sent = api.post(
+        "/api/chat",
+        json={"message": "what is it?", "session_id": "victim", "images": [image_url(USER_PNG)]},
+    )
+    assert wait_task(api, sent.json()["task_id"])["status"] == "completed"
+    name = f"{hashlib.sha256(USER_PNG).hexdigest()}.png"
+    payload = base64.b64encode(ATTACKER_PNG).decode()
+    plant(
+        api,
+        fake_llm,
+        f"mv media media.old 2>/dev/null; mkdir -p media && echo {payload} | base64 -d"
+        f" > media/{name} && mkdir -p {stack.data_dir}/orchestrator/media 2>/dev/null;"
+        f" cp media/{name} {stack.data_dir}/orchestrator/media/{name} 2>/dev/null; true",
+    )
+    fake_llm.reply_text("Still a pixel.")
+    again = api.post("/api/chat", json={"message": "and now?", "session_id": "victim"})
+    assert wait_task(api, again.json()["task_id"])["status"] == "completed"
+    shown = repr(fake_llm.last_request["messages"])
+    assert image_url(USER_PNG) in shown and image_url(ATTACKER_PNG) not in shown

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -76,12 +77,13 @@ def test_an_image_reaches_the_model_and_history_keeps_a_reference(
         {"type": "image_url", "image_url": {"url": data_url(PNG)}},
     ]
     path = f"media/{hashlib.sha256(PNG).hexdigest()}.png"
-    assert (tmp_path / "workspace" / path).read_bytes() == PNG
+    assert (tmp_path / "data" / path).read_bytes() == PNG
+    assert not (tmp_path / "workspace" / "media").exists()  # out of the sandbox's reach
     history = vision.get("/api/sessions/pics").json()["messages"]
     assert history[0]["content"][1] == {"type": "image_ref", "path": path, "mime": "image/png"}
 
-    # The file goes away (the sandbox can delete it): the next request says so instead.
-    (tmp_path / "workspace" / path).unlink()
+    # The file goes away (pruned, or deleted by hand): the next request says so instead.
+    (tmp_path / "data" / path).unlink()
     again = vision.post("/api/chat", json={"message": "and now?", "session_id": "pics"})
     assert finished(vision, again.json()["task_id"])["status"] == "completed"
     earlier = fake_llm.requests[1]["messages"][1]["content"]
@@ -169,11 +171,60 @@ def test_a_media_folder_turned_into_a_link_out_is_not_followed(
 ):
     outside = tmp_path / "outside"
     outside.mkdir()
-    (tmp_path / "workspace" / "media").symlink_to(outside)  # what a sandboxed command could do
+    (tmp_path / "data").mkdir(exist_ok=True)
+    (tmp_path / "data" / "media").symlink_to(outside)  # had anything planted it there
     reply = vision.post("/api/chat", json={"message": "look", "images": [data_url(PNG)]})
     assert reply.status_code == 503, reply.text
-    assert "could not be stored in the workspace" in reply.json()["error"]["message"]
+    assert "could not be stored in the data folder" in reply.json()["error"]["message"]
     assert list(outside.iterdir()) == [] and fake_llm.requests == []
+
+
+def test_a_stored_image_whose_bytes_changed_is_not_sent(
+    vision: TestClient, fake_llm: FakeLLM, tmp_path: Path
+):
+    fake_llm.reply_forever_text("seen")
+    sent = vision.post(
+        "/api/chat", json={"message": "mine", "session_id": "a", "images": [data_url(PNG)]}
+    )
+    assert finished(vision, sent.json()["task_id"])["status"] == "completed"
+    path = f"media/{hashlib.sha256(PNG).hexdigest()}.png"
+    other = PNG + b"another picture"  # a valid PNG with other bytes, under the first one's name
+    (tmp_path / "data" / path).write_bytes(other)
+    again = vision.post("/api/chat", json={"message": "and now?", "session_id": "a"})
+    assert finished(vision, again.json()["task_id"])["status"] == "completed"
+    earlier = fake_llm.requests[-1]["messages"][1]["content"]
+    assert earlier[1] == {
+        "type": "text",
+        "text": f"[image {path} could not be shown: its content was changed since it was sent]",
+    }
+    assert data_url(other) not in repr(fake_llm.requests[-1])
+
+
+def test_images_in_the_workspace_media_folder_move_to_the_data_folder(
+    tmp_path: Path, fake_llm: FakeLLM
+):
+    fake_llm.reply_forever_text("seen")
+    old = tmp_path / "workspace" / "media"
+    old.mkdir(parents=True)
+    name = f"{hashlib.sha256(PNG).hexdigest()}.png"
+    (old / name).write_bytes(PNG)
+    os.utime(old / name, (1_000_000, 1_000_000))
+    planted = f"{hashlib.sha256(GIF).hexdigest()}.gif"  # a name whose bytes are another image
+    (old / planted).write_bytes(PNG + b"planted")
+    (old / "notes.txt").write_text("the user's own file")
+    with make_client(tmp_path, fake_llm, CRAYFISH_LLM_VISION="on") as client:
+        moved = tmp_path / "data" / "media" / name
+        assert moved.read_bytes() == PNG and moved.stat().st_mtime == 1_000_000
+        assert sorted(p.name for p in old.iterdir()) == sorted([planted, "notes.txt"])
+        assert not (tmp_path / "data" / "media" / planted).exists()
+        sent = client.post(
+            "/api/chat", json={"message": "again", "session_id": "m", "images": [data_url(PNG)]}
+        )
+        assert finished(client, sent.json()["task_id"])["status"] == "completed"
+    assert content_without_turn_context(fake_llm.requests[-1]["messages"][-1]["content"])[1] == {
+        "type": "image_url",
+        "image_url": {"url": data_url(PNG)},
+    }
 
 
 class ImageServer(BaseHTTPRequestHandler):
@@ -241,7 +292,7 @@ def test_image_urls_are_fetched_through_the_ssrf_guard(
         # Fetched once, stored, sent to the model as data: the model never sees the URL.
         sent = fake_llm.requests[0]["messages"][-1]["content"][1]["image_url"]["url"]
         assert sent == data_url(PNG)
-        stored = tmp_path / "workspace" / f"media/{hashlib.sha256(PNG).hexdigest()}.png"
+        stored = tmp_path / "data" / f"media/{hashlib.sha256(PNG).hexdigest()}.png"
         assert stored.read_bytes() == PNG
         for path, status, reason in [
             ("/big.png", 413, "CRAYFISH_IMAGE_MAX_BYTES"),
@@ -280,7 +331,7 @@ def test_a_v1_history_with_too_many_images_is_refused_before_any_fetch(
             "code": "too_many_images",
         }
         assert ImageServer.hits == [] and fake_llm.requests == []
-        assert not (tmp_path / "workspace" / "media").exists()
+        assert not (tmp_path / "data" / "media").exists()
         assert client.get("/api/sessions").json()["sessions"] == []
         # With a named session the history sent is not read: only the last image is fetched.
         named = client.post("/v1/chat/completions", json=body, headers={"X-Crayfish-Session": "s"})
@@ -291,7 +342,7 @@ def test_a_v1_history_with_too_many_images_is_refused_before_any_fetch(
 def test_media_keeps_its_total_by_deleting_the_oldest_images(tmp_path: Path, fake_llm: FakeLLM):
     fake_llm.reply_forever_text("seen")
     pictures = [PNG + bytes([n]) * 200 for n in range(4)]  # ~270 bytes each
-    media = tmp_path / "workspace" / "media"
+    media = tmp_path / "data" / "media"
     media.mkdir(parents=True)
     (media / "notes.txt").write_text("mine, not an image the store made")
     with make_client(
@@ -324,3 +375,19 @@ def test_media_keeps_its_total_by_deleting_the_oldest_images(tmp_path: Path, fak
     assert [part["type"] for part in shown] == ["text", "text", "image_url", "image_url"]
     assert "could not be shown: it is gone" in shown[0]["text"]
     assert shown[3]["image_url"]["url"] == data_url(pictures[3])
+
+
+def test_a_workspace_media_folder_linked_out_is_not_moved_and_start_up_goes_on(
+    tmp_path: Path, fake_llm: FakeLLM
+):
+    fake_llm.reply_forever_text("seen")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    name = f"{hashlib.sha256(PNG).hexdigest()}.png"
+    (outside / name).write_bytes(PNG)
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / "media").symlink_to(outside)  # what a sandboxed command could do
+    with make_client(tmp_path, fake_llm, CRAYFISH_LLM_VISION="on") as client:
+        assert client.get("/healthz").status_code == 200
+        assert (outside / name).read_bytes() == PNG  # neither read through the link nor removed
+        assert not (tmp_path / "data" / "media" / name).exists()

@@ -8,6 +8,7 @@ from crayfish_common.guarded_fetch import Fetched, FetchError, WebFetcher
 from crayfish_common.textcap import cap_text
 from crayfish_common.tools import Tool, ToolCall, ToolError, ToolResult, object_schema
 
+from connectors.charset import decode_page
 from connectors.html_text import html_to_text
 
 BEGIN = "<<<EXTERNAL_UNTRUSTED_CONTENT>>>"
@@ -72,10 +73,7 @@ def readable(fetched: Fetched) -> tuple[str, str]:
     kind = fetched.content_type
     if kind and not kind.startswith(TEXT_TYPES) and not kind.endswith(("+json", "+xml")):
         return "", f"[binary content ({kind}), {len(fetched.body)} bytes, not shown]"
-    try:
-        text = fetched.body.decode(fetched.charset or "utf-8", errors="replace")
-    except LookupError:  # a charset Python does not know
-        text = fetched.body.decode("utf-8", errors="replace")
+    text = decode_page(fetched.body, fetched.charset)
     if kind in ("text/html", "application/xhtml+xml") or (
         not kind and "<html" in text[:1000].lower()
     ):

@@ -71,7 +71,7 @@ class Assistant:
         )
         self.workspace = WorkspaceFiles(settings.workspace)
         self.media = MediaStore(
-            settings.workspace,
+            settings.data_dir,
             settings.image_max_bytes,
             settings.images_per_message,
             AllowList.parse(settings.web_fetch_allow),

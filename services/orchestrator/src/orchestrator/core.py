@@ -32,6 +32,7 @@ from orchestrator.heartbeat import (
 from orchestrator.jobs import Deliveries
 from orchestrator.local_tools import LocalTools
 from orchestrator.media import ImageRejected, vision_refusal
+from orchestrator.media_migration import move_workspace_media
 from orchestrator.metrics import Metrics
 from orchestrator.notify import Notifier, NotifyBounds, WebhookSender
 from orchestrator.scheduler import Scheduler
@@ -120,6 +121,7 @@ class OrchestratorCore:
     async def start(self) -> None:
         """Connects, migrates, imports JSONL sessions once, then takes turns from the queue."""
         await self.db.open()
+        await asyncio.to_thread(move_workspace_media, self.settings.workspace, self.assistant.media)
         await legacy_import.import_sessions(self.db, self.settings.legacy_sessions_dir)
         await self._queue_legacy_inbox()
         await self.tasks.start()

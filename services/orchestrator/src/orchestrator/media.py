@@ -1,8 +1,9 @@
 """Images in messages: taken in (data: URLs, or http(s) URLs fetched through the SSRF guard),
 checked by their magic bytes and capped (size, per message, per request), stored once under the
-workspace's `media/` by content hash, the oldest pruned past a total; history keeps
-`{"type": "image_ref", "path", "mime"}` parts, and a request to the LLM gets them back as
-`image_url` data parts when the model sees images (or a placeholder if a file is gone or refused).
+data folder's `media/` by content hash (out of the sandbox's reach), the oldest pruned past a
+total; history keeps `{"type": "image_ref", "path", "mime"}` parts, and a request to the LLM gets
+them back as `image_url` data parts when the model sees images, each checked against its hash (or
+a placeholder if a file is gone, changed or refused).
 """
 
 from __future__ import annotations
@@ -55,7 +56,14 @@ VISION_MODELS = (
 )
 EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
 # The names this store gives; other files in media/ are neither counted nor pruned.
-STORED_NAME = re.compile(r"[0-9a-f]{64}\.(?:png|jpg|gif|webp)")
+STORED_NAME = re.compile(r"([0-9a-f]{64})\.(?:png|jpg|gif|webp)")
+
+
+def stored_digest(path: str) -> str | None:
+    """The SHA-256 an image reference's path names (`media/<sha256>.<ext>`), or None."""
+    folder, _, name = path.partition("/")
+    match = STORED_NAME.fullmatch(name) if folder == MEDIA_DIR else None
+    return match.group(1) if match else None
 
 
 class ImageRejected(Exception):
@@ -127,12 +135,15 @@ class ImageFetcher:
 
 
 class MediaStore:
-    """Images under the workspace's `media/`, named by the SHA-256 of their bytes; past
-    `max_total` bytes of them (0: no cap), the oldest written are deleted."""
+    """Images under the data folder's `media/`, named by the SHA-256 of their bytes; past
+    `max_total` bytes of them (0: no cap), the oldest written are deleted.
+
+    Not in the workspace: a sandboxed command could rename the folder there and plant another
+    image under a stored name."""
 
     def __init__(
         self,
-        workspace: Path,
+        data_dir: Path,
         max_bytes: int,
         max_count: int,
         fetch_allow: AllowList = NO_ALLOW,
@@ -140,7 +151,7 @@ class MediaStore:
         max_per_request: int = 16,
         max_total: int = 0,
     ):
-        self.root = SafeRoot(workspace)
+        self.root = SafeRoot(data_dir, label="data folder")
         self.max_bytes = max_bytes
         self.max_count = max_count
         self.max_per_request = max_per_request
@@ -172,14 +183,14 @@ class MediaStore:
             await asyncio.to_thread(self.prune, {ref["path"] for ref in refs})
             return refs
         except FileRefused as exc:
-            reason = f"the image could not be stored in the workspace: {exc}"
+            reason = f"the image could not be stored in the data folder: {exc}"
             raise ImageRejected(503, reason) from exc
         except OSError as exc:
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise  # the data folder is full: 507, as everywhere
             raise ImageRejected(
                 503,
-                "the image could not be stored in the workspace's media/ "
+                f"the image could not be stored in {self.root.root / MEDIA_DIR} "
                 f"({exc.strerror or exc}); the orchestrator needs write access to it",
             ) from exc
 
@@ -224,6 +235,7 @@ class MediaStore:
         mime = sniff(data)
         assert mime is not None
         path = f"{MEDIA_DIR}/{hashlib.sha256(data).hexdigest()}.{EXTENSIONS[mime]}"
+        self.root.root.mkdir(parents=True, exist_ok=True)
         self.root.write_atomic(path, data, self.max_bytes)
         return {"type": "image_ref", "path": path, "mime": mime}
 
@@ -275,12 +287,19 @@ class MediaStore:
         return found
 
     def data_url(self, ref: dict[str, Any]) -> tuple[str | None, str]:
-        """(data URL, "") for a stored image, or (None, why not): the file is hostile input."""
+        """(data URL, "") for a stored image whose bytes still have the hash its name says,
+        or (None, why not)."""
         path = str(ref.get("path", ""))
+        digest = stored_digest(path)
+        if digest is None:
+            return None, "it is not an image this store named"
         try:
             data = self.root.read_bytes(path, self.max_bytes)
         except FileRefused as exc:
             return None, "it is gone" if exc.kind == "missing" else f"it was refused ({exc})"
+        if hashlib.sha256(data).hexdigest() != digest:
+            log.warning("image %s not sent: its bytes no longer have the hash it is named by", path)
+            return None, "its content was changed since it was sent"
         mime = sniff(data)
         if mime is None:
             return None, "it is no longer an image"

@@ -50,6 +50,13 @@ class ToolRunnerSettings(ServiceSettings):
     max_processes: int = 256
     max_file_mb: int = 256
     tmp_size_mb: int = 64
+    # Commands running at once, per session and per tool-runner: a call past either waits for
+    # a slot (within its timeout), so one reply with 40 exec calls cannot run 40 sandboxes.
+    max_running: int = Field(default=8, ge=1)
+    max_running_per_session: int = Field(default=4, ge=1)
+    # Memory of all running commands together (a parent cgroup over the per-command ones;
+    # bwrap as root): past it the kernel kills a command. 0: half of the machine's memory.
+    total_memory_mb: int = Field(default=0, ge=0)
     # bwrap: sandboxes started ahead of time, each waiting for one command (0: start each
     # command's sandbox when it arrives). Every command still gets namespaces of its own.
     warm_sandboxes: int = Field(default=2, ge=0, le=16)
@@ -86,6 +93,14 @@ class ToolRunnerSettings(ServiceSettings):
             if not SKILL_ROOT_NAME.fullmatch(name):
                 raise ValueError(f"skill root name {name!r}: use a-z, 0-9, '-' or '_'")
         return roots
+
+    @property
+    def sandboxes_memory_mb(self) -> int:
+        """total_memory_mb, or half of this machine's memory when it is 0."""
+        if self.total_memory_mb:
+            return self.total_memory_mb
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        return max(pages // 2 // (1024 * 1024), 1)
 
     @property
     def is_root(self) -> bool:

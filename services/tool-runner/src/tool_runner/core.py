@@ -17,6 +17,7 @@ from tool_runner.fsafe import Workspace
 from tool_runner.policy import CommandPolicy
 from tool_runner.prepare import prepare_workspace
 from tool_runner.sandbox.base import Sandbox
+from tool_runner.slots import CommandSlots
 from tool_runner.spreadsheet import ReadSpreadsheet
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ def make_sandbox(settings: ToolRunnerSettings, workspace: Path) -> Sandbox:
             settings.skill_roots,
             warm=settings.warm_sandboxes,
             warm_limits=limits_for(settings, None),
+            total_memory_mb=settings.sandboxes_memory_mb,
         )
     if settings.sandbox == "docker":
         from tool_runner.sandbox.docker import DockerSandbox  # imports the docker SDK
@@ -82,10 +84,11 @@ class ToolRunnerCore:
         self.ws = Workspace(settings.workspace, owner)
         self.sandbox = make_sandbox(settings, self.ws.root)
         self.policy = CommandPolicy(settings.deny_patterns, settings.allowlist)
+        self.slots = CommandSlots(settings.max_running, settings.max_running_per_session)
         s = settings
         self.tools = RunnerTools(
             [
-                ExecTool(self.ws, s, self.policy, self.sandbox),
+                ExecTool(self.ws, s, self.policy, self.sandbox, self.slots),
                 ReadFile(self.ws, s.read_max_bytes),
                 WriteFile(self.ws, s.write_max_bytes),
                 EditFile(self.ws, s.write_max_bytes),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from crayfish_common.tools import Tool, ToolCall, ToolError, ToolResult, object_schema
@@ -11,6 +12,7 @@ from tool_runner.config import ToolRunnerSettings
 from tool_runner.fsafe import Workspace
 from tool_runner.policy import CommandPolicy
 from tool_runner.sandbox.base import ExecOutcome, ExecSpec, Limits, Sandbox
+from tool_runner.slots import CommandSlots, NoSlot
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED_ENV = {"PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT"}
@@ -54,15 +56,23 @@ class ExecTool(Tool):
         settings: ToolRunnerSettings,
         policy: CommandPolicy,
         sandbox: Sandbox,
+        slots: CommandSlots,
     ) -> None:
         self.ws = ws
         self.settings = settings
         self.policy = policy
         self.sandbox = sandbox
+        self.slots = slots
 
     async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
         spec = build_spec(self.ws, self.settings, self.policy, args, call.session_id)
-        outcome = await self.sandbox.run(spec, call.sink)
+        try:
+            async with self.slots.slot(spec.session_id, spec.limits.timeout) as left:
+                # The wait counts against the call's timeout; the result names the whole.
+                running = replace(spec, limits=replace(spec.limits, timeout=left))
+                outcome = await self.sandbox.run(running, call.sink)
+        except NoSlot as exc:
+            raise ToolError(str(exc)) from None
         return describe(outcome, spec.limits)
 
 

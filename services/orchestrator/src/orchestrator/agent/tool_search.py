@@ -17,6 +17,7 @@ from typing import Any
 
 from crayfish_common.tools import ToolResult
 
+from orchestrator.agent.tool_owners import RefusedTool
 from orchestrator.agent.tools import OWN_TOOLS, OfferedTool, ToolRegistry, parse_arguments
 from orchestrator.clients import OutputSink
 
@@ -75,13 +76,16 @@ class ToolCatalog:
     entries: list[tuple[OfferedTool, bool]]
     unavailable: dict[str, str]
     searching: bool
+    refused: list[RefusedTool]
 
 
 def tool_catalog(registry: ToolRegistry) -> ToolCatalog:
     """The offered tools first, then those a search would find (deferred)."""
     first = [(t, False) for t in initial_offer(registry)]
     found = [(t, True) for t in registry.tools.values() if registry.deferred(t)]
-    return ToolCatalog([*first, *found], dict(registry.unavailable), registry.searching)
+    return ToolCatalog(
+        [*first, *found], dict(registry.unavailable), registry.searching, list(registry.refused)
+    )
 
 
 class TurnTools(Mapping[str, OfferedTool]):

@@ -13,6 +13,7 @@ from typing import Any
 import jsonschema
 from crayfish_common.tools import ToolResult
 
+from orchestrator.agent.tool_owners import RefusedTool, ToolOwners
 from orchestrator.clients import (
     DeadlineExceeded,
     OutputSink,
@@ -57,9 +58,11 @@ class OfferedTool:
 class ToolRegistry:
     """Tools by name, refreshed from the services; a dead service only loses its own tools.
 
-    Two services offering one tool name: the service listed first keeps it (built-in, then
-    connectors, then CRAYFISH_TOOL_SERVICES in order), and the clash is logged once; the names
-    of the orchestrator's own tools (OWN_TOOLS) are never taken from a service.
+    A name belongs to its first owner for the life of the process (agent/tool_owners.py): the
+    built-in services' names from the start, any other name to the first service that lists it
+    (built-in, then connectors, then CRAYFISH_TOOL_SERVICES in order when several list it
+    together). Another service's offer of the name is refused (logged once, in `refused`),
+    whether or not the owner is up.
     Past `search_threshold` tools (0: never), a turn offers the tools of `always_offered`
     services plus tool_search/tool_describe instead of every schema (agent/tool_search.py).
     """
@@ -79,10 +82,9 @@ class ToolRegistry:
         self.always_offered = always_offered
         self.tools: dict[str, OfferedTool] = {}
         self.unavailable: dict[str, str] = {}
-        # Tool name -> the service that last listed it, kept while that service is down.
-        self._last_owner: dict[str, str] = {}
+        self.refused: list[RefusedTool] = []
+        self.owners = ToolOwners(s.name for s in services)
         self._fetched_at = 0.0
-        self._clashes: set[tuple[str, str, str]] = set()
         self._shared_fetch = SingleFlight(self._fetch)
 
     async def refresh(self, force: bool = False) -> dict[str, OfferedTool]:
@@ -97,6 +99,7 @@ class ToolRegistry:
     async def _fetch(self) -> dict[str, OfferedTool]:
         tools: dict[str, OfferedTool] = {}
         unavailable: dict[str, str] = {}
+        refused: list[RefusedTool] = []
         listed = await asyncio.gather(*(_listing(s) for s in self.services))
         for service, specs in zip(self.services, listed, strict=True):
             if isinstance(specs, ServiceError):
@@ -104,32 +107,16 @@ class ToolRegistry:
                 log.warning("no tools from %s: %s", service.name, unavailable[service.name])
                 continue
             for spec in specs:
-                if spec.name in tools or spec.name in OWN_TOOLS:
-                    kept = tools[spec.name].service_name if spec.name in tools else "orchestrator"
-                    self._report_clash(spec.name, kept, service.name)
-                    continue
-                tools[spec.name] = OfferedTool(
-                    spec.name, spec.description, spec.parameters, service
-                )
-        self._last_owner = {
-            name: owner for name, owner in self._last_owner.items() if owner in unavailable
-        } | {name: tool.service_name for name, tool in tools.items()}
-        self.tools, self.unavailable = tools, unavailable
+                refusal = self.owners.claim(spec.name, service.name)
+                if refusal is not None:
+                    refused.append(refusal)
+                elif spec.name not in tools:  # a service listing one name twice: the first
+                    tools[spec.name] = OfferedTool(
+                        spec.name, spec.description, spec.parameters, service
+                    )
+        self.tools, self.unavailable, self.refused = tools, unavailable, refused
         self._fetched_at = time.monotonic()
         return tools
-
-    def _report_clash(self, name: str, kept: str, dropped: str) -> None:
-        if (name, kept, dropped) not in self._clashes:
-            self._clashes.add((name, kept, dropped))
-            log.warning(
-                "tool %r is offered by %s and %s: %s's is used (the first listed wins), "
-                "%s's is not offered",
-                name,
-                kept,
-                dropped,
-                kept,
-                dropped,
-            )
 
     @property
     def searching(self) -> bool:
@@ -152,7 +139,7 @@ class ToolRegistry:
         """Runs a call; a service that streams output sends it to on_output as it arrives."""
         tool = self.tools.get(name)
         if tool is None:
-            owner = self._last_owner.get(name, "")
+            owner = self.owners.owner_of(name) or ""
             if owner in self.unavailable:
                 return ToolResult(
                     False,

@@ -21,6 +21,12 @@ class ToolView(BaseModel):
     )
 
 
+class RefusedToolView(BaseModel):
+    name: str
+    service: str = Field(description="The service that offers it.")
+    owner: str = Field(description="The service the name belongs to (its first owner).")
+
+
 class ToolsView(BaseModel):
     tools: list[ToolView]
     unavailable: dict[str, str] = Field(
@@ -28,6 +34,11 @@ class ToolsView(BaseModel):
     )
     searching: bool = Field(
         False, description="Whether turns start with tool_search/tool_describe, not every tool."
+    )
+    refused: list[RefusedToolView] = Field(
+        default_factory=list,
+        description="Tools a service offers under a name that belongs to another service: never"
+        " offered, even while the owner is down.",
     )
 
 
@@ -48,4 +59,7 @@ async def list_tools(core: CoreDep) -> ToolsView:
         ],
         unavailable=catalog.unavailable,
         searching=catalog.searching,
+        refused=[
+            RefusedToolView(name=r.name, service=r.service, owner=r.owner) for r in catalog.refused
+        ],
     )

@@ -107,6 +107,12 @@ def list_tools(client: CrayfishClient, as_json: bool) -> int:
         print(f"{s.bold(tool['name'])} {service}{later}  {shorten(str(tool['description']), 70)}")
     for service, reason in listed.get("unavailable", {}).items():
         print(f"{service}: unavailable ({reason})", file=sys.stderr)
+    for refused in listed.get("refused", []):
+        print(
+            f"{refused['name']} [{refused['service']}]: refused, the name belongs to"
+            f" {refused['owner']}",
+            file=sys.stderr,
+        )
     return 0
 
 

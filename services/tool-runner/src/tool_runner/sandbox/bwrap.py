@@ -80,6 +80,7 @@ class BwrapSandbox(Sandbox):
         skill_roots: dict[str, Path] | None = None,
         warm: int = 0,
         warm_limits: Limits | None = None,
+        total_memory_mb: int = 0,
     ):
         super().__init__()
         self.workspace = workspace
@@ -93,7 +94,7 @@ class BwrapSandbox(Sandbox):
         self.bwrap = shutil.which("bwrap") or ""
         self.prlimit = shutil.which("prlimit") or ""
         self.prefix: list[str] = []
-        self.cgroups = CgroupLimiter()
+        self.cgroups = CgroupLimiter(total_memory_mb)
         self.warm_limits = warm_limits or Limits()
         self.pool = WarmPool(warm, self._start_warm, self._discard_warm)
         # Off until start() has settled the mounts (its probes would churn the pool).

@@ -48,7 +48,9 @@ class CommandGroup:
 class CgroupLimiter:
     """Creates a memory+pids cgroup per command where this host lets us; else reports why not."""
 
-    def __init__(self) -> None:
+    def __init__(self, total_memory_mb: int = 0) -> None:
+        # The memory of all commands together, set on the parent (0: no cap of its own).
+        self.total_memory_mb = total_memory_mb
         # One parent per service instance: several may share a hierarchy level.
         self.group = f"{GROUP}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.parents: dict[str, Path] = {}
@@ -76,12 +78,26 @@ class CgroupLimiter:
             if "" in self.parents:
                 (self.parents[""].parent / "cgroup.subtree_control").write_text("+memory +pids")
                 (self.parents[""] / "cgroup.subtree_control").write_text("+memory +pids")
+            if self.total_memory_mb:
+                self._limit_total(self.total_memory_mb * 1024 * 1024)
         except (OSError, KeyError) as exc:
             self.problem = f"cannot create cgroups: {exc}"
             self.parents.clear()
             return False
         log.debug("cgroups for commands under %s", ", ".join(map(str, self.parents.values())))
         return True
+
+    def _limit_total(self, memory: int) -> None:
+        """The parent's memory limit: it bounds the sum of its child groups (v1 hierarchy is
+        always on in current kernels; v2 always)."""
+        for key, parent in self.parents.items():
+            if key == "memory":
+                (parent / "memory.limit_in_bytes").write_text(str(memory))
+                with contextlib.suppress(OSError):  # only with swap accounting
+                    (parent / "memory.memsw.limit_in_bytes").write_text(str(memory))
+            elif key == "":
+                (parent / "memory.max").write_text(str(memory))
+                (parent / "memory.swap.max").write_text("0")
 
     def create(self, memory_mb: int, max_processes: int) -> CommandGroup:
         name = uuid.uuid4().hex[:16]
