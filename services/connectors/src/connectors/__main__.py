@@ -6,6 +6,7 @@ import asyncio
 import logging
 
 from crayfish_common.logs import configure_logging
+from crayfish_common.settings_errors import settings_or_exit
 
 from connectors.config import ConnectorsSettings
 from connectors.mcp_config import ConfigError
@@ -13,7 +14,7 @@ from connectors.server import run
 
 
 def main() -> None:
-    settings = ConnectorsSettings()
+    settings = settings_or_exit(ConnectorsSettings, "connectors")
     configure_logging("connectors", settings.log_level, settings.log_json)
     try:
         asyncio.run(run(settings))

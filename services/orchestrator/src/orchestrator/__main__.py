@@ -8,8 +8,8 @@ import sys
 
 import uvicorn
 from crayfish_common.logs import configure_logging
+from crayfish_common.settings_errors import settings_or_exit
 from crayfish_common.tracing import setup_tracing
-from pydantic import ValidationError
 
 from orchestrator.app import create_app
 from orchestrator.config import Settings
@@ -18,11 +18,7 @@ log = logging.getLogger("orchestrator")
 
 
 def main() -> int:
-    try:
-        settings = Settings()
-    except ValidationError as exc:
-        print(f"orchestrator: bad configuration:\n{exc}", file=sys.stderr)
-        return 2
+    settings = settings_or_exit(Settings, "orchestrator")
     if not settings.database_url:
         print(
             "orchestrator: CRAYFISH_DATABASE_URL is unset: name a PostgreSQL server "

@@ -7,6 +7,7 @@ import logging
 import sys
 
 from crayfish_common.logs import configure_logging
+from crayfish_common.settings_errors import settings_or_exit
 from crayfish_common.tracing import setup_tracing
 
 from tool_runner.config import ToolRunnerSettings
@@ -15,7 +16,7 @@ from tool_runner.server import serve
 
 
 def main() -> int:
-    settings = ToolRunnerSettings()
+    settings = settings_or_exit(ToolRunnerSettings, "tool-runner")
     configure_logging("tool-runner", settings.log_level, settings.log_json)
     setup_tracing("tool-runner")  # on when OTEL_EXPORTER_OTLP_ENDPOINT is set
     try:
