@@ -13,6 +13,7 @@ import uuid
 from typing import Any
 
 from orchestrator.agent.llm import LLMClient
+from orchestrator.agent.llm_probe import LlmProbe
 from orchestrator.agent.tool_search import ToolCatalog, tool_catalog
 from orchestrator.assistant import Assistant
 from orchestrator.clients import ServiceClients
@@ -55,6 +56,7 @@ class OrchestratorCore:
         self.settings = settings
         self.clients = ServiceClients(settings)
         self.llm = LLMClient(settings)
+        self.llm_probe = LlmProbe(settings.openai_base_url, settings.openai_api_key, settings.model)
         self.db = Database(settings.database_url, settings.database_pool_size)
         self.transcripts = TranscriptMirror(settings.transcripts_dir)
         self.store = SessionStore(self.db, self.transcripts)
@@ -92,6 +94,7 @@ class OrchestratorCore:
         self.metrics.count_active_tasks(lambda: self.tasks.active_count)
         self._heartbeats: asyncio.Task[None] | None = None
         self._retention: asyncio.Task[None] | None = None
+        self._llm_line: asyncio.Task[None] | None = None  # logs whether the LLM answers
 
     async def start(self) -> None:
         """Connects, migrates, imports JSONL sessions once, then takes turns from the queue."""
@@ -103,6 +106,7 @@ class OrchestratorCore:
         if self.settings.events_retention_hours > 0:
             self._retention = asyncio.create_task(self._retention_loop(), name="retention")
         self.scheduler.start()
+        self._llm_line = asyncio.create_task(self.llm_probe.log_at_start(), name="llm-line")
 
     async def submit(
         self,
@@ -226,9 +230,10 @@ class OrchestratorCore:
             await asyncio.sleep(RETENTION_EVERY)
 
     async def close(self) -> None:
-        for loop in (self._heartbeats, self._retention):
+        for loop in (self._heartbeats, self._retention, self._llm_line):
             if loop is not None:
                 loop.cancel()
+        self.llm_probe.close()
         await self.scheduler.close()
         await self.tasks.shutdown()
         await self.webhooks.close()

@@ -16,6 +16,7 @@ from typing import Any
 from crayfish_common.tracing import attach_carrier, current_carrier, detach, span
 from opentelemetry import trace
 
+from orchestrator.agent.llm import LLMError
 from orchestrator.events import TERMINAL_EVENTS, EventOutbox, EventSink, LiveLog, Watches
 from orchestrator.jobs import Deliveries, JobQueue
 from orchestrator.store import (
@@ -261,7 +262,10 @@ class TaskManager:
         except TurnInterrupted as exc:  # declared dead elsewhere: it writes nothing more
             log.warning("task %s stopped: %s", task.id, exc)
         except Exception as exc:  # the task fails; the server goes on
-            log.exception("task %s failed", task.id)
+            if isinstance(exc, LLMError):  # expected (the provider's error, a timeout): one line
+                log.warning("task %s failed: %s", task.id, exc)
+            else:
+                log.exception("task %s failed", task.id)
             task.error = str(exc) or type(exc).__name__
             await self._finish(task, "failed", live=live)
         finally:
