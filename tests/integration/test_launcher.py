@@ -18,8 +18,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from crayfish_common.healthcheck import check
 
-from devstack.instance import TEMPLATE
+from devstack.instance import GRPC_PORT_VARIABLES, TEMPLATE
 from devstack.launcher import free_port
 from tests.stacks import wait_task
 
@@ -78,8 +79,10 @@ def launched() -> Iterator[Launched]:
     root = Path(tempfile.mkdtemp(prefix="crayfish-launcher-"))
     root.chmod(0o755)  # the sandbox uid traverses it to the workspace
     port = free_port()
+    grpc_ports = {variable: str(free_port()) for variable in GRPC_PORT_VARIABLES.values()}
     env = launcher_env(
         root,
+        **grpc_ports,
         CRAYFISH_HTTP_PORT=str(port),
         OPENAI_BASE_URL=f"http://127.0.0.1:{closed_port()}/v1",
         OPENAI_API_KEY="sk-test",
@@ -121,6 +124,11 @@ def test_a_second_run_on_the_data_folder_refuses_and_the_first_keeps_serving(lau
     assert database and database[0]["ok"], ready.text
     sessions = httpx.get(f"{launched.url}/api/sessions", timeout=10)
     assert sessions.status_code == 200, sessions.text
+
+
+def test_each_grpc_service_listens_on_the_port_its_variable_names(launched: Launched):
+    for variable in GRPC_PORT_VARIABLES.values():
+        assert check(f"127.0.0.1:{launched.env[variable]}", timeout=5.0), variable
 
 
 def test_the_live_workspace_is_a_copy_in_the_data_folder(launched: Launched):

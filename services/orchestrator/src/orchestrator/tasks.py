@@ -117,7 +117,8 @@ class TaskManager:
         session_id, kind = task.session_id, task.kind
         here = self.worker.reserve()
         try:
-            created = await self.store.submit(task, self.name if here else None)
+            runner = self.name if here else None
+            created = await self.store.submit(task, runner, self.worker.spread)
             if created and task.status == "running":
                 self._start_here(task)
         finally:

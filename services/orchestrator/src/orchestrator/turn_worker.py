@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from orchestrator.store import TaskStore
 from orchestrator.store.events import POLL_SECONDS
+from orchestrator.store.spread import Spread
 from orchestrator.store.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,13 @@ class TurnWorker:
         self._reserved += 1
         return True
 
+    @property
+    def spread(self) -> Spread:
+        """Other replicas count while their heartbeat is recent (a few beats) and they have
+        room: turns go to the idlest (store/spread.py)."""
+        fresh = min(3 * self.timing.heartbeat, self.timing.stalled_after)
+        return Spread(fresh, self.timing.concurrency)
+
     def release(self) -> None:
         self._reserved -= 1
 
@@ -124,7 +132,7 @@ class TurnWorker:
             if self._closing or self._full:
                 continue
             try:
-                claimed = await self.store.claim(self.name, free)
+                claimed, share = await self.store.claim(self.name, free, self.spread)
             except Exception as exc:  # the database may be away for a moment
                 log.warning("claiming turns failed: %s", exc)
                 await asyncio.sleep(1.0)
@@ -132,6 +140,8 @@ class TurnWorker:
             for task, last_seq in claimed:
                 self.run(task, last_seq)
             self._full = len(claimed) == free
+            if claimed and len(claimed) == share < free:
+                self._wake.set()  # more may wait: claim again, weighing the replicas anew
 
     async def _beat_loop(self) -> None:
         while True:

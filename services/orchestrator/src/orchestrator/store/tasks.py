@@ -18,6 +18,7 @@ from psycopg.types.json import Json, Jsonb
 from orchestrator.store.database import Database
 from orchestrator.store.events import CANCEL, CHANNEL, QUEUED, EventStore, StoredEvent
 from orchestrator.store.sessions import Appending, Fence, SessionStore, pg_text
+from orchestrator.store.spread import ALONE, CLAIM_SHARE, LOADS, SUBMIT_RUNNER, Spread
 from orchestrator.store.transcripts import TranscriptMirror
 
 TaskStatus = Literal["queued", "running", "completed", "failed", "cancelled", "interrupted"]
@@ -26,6 +27,7 @@ COLUMNS = (
     "id, session_id, kind, message, status, result, error, delivered, usage, accepted,"
     " created_at, started_at, finished_at, images, trace"
 )
+CLAIMED = [name.strip() for name in COLUMNS.split(",")]
 
 
 @dataclass(frozen=True)
@@ -88,26 +90,29 @@ class TaskStore:
         # The session store whose kept histories a turn's appends move on.
         self.sessions = sessions or SessionStore(db, self.mirror)
 
-    async def submit(self, task: Task, runner: str | None) -> bool:
+    async def submit(self, task: Task, runner: str | None, spread: Spread = ALONE) -> bool:
         """Records the task and its `task.queued` event together, durably: once this returns the
         message is acknowledged. With `runner`, a task whose session has nothing else queued or
-        running starts at once on it (`task.status` says). A task id that exists already is
-        left as it is: False."""
+        running starts at once on it when no other replica runs fewer turns (`spread`);
+        `task.status` says. A task id that exists already is left as it is: False."""
         now = time.time()
         async with self.db.connection() as conn:
             cursor = await conn.execute(
-                "SELECT created, status FROM crayfish_submit(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (
-                    task.id,
-                    task.session_id,
-                    task.kind,
-                    pg_text(task.message),
-                    task.created_at,
-                    Json(task.images),
-                    runner,
-                    now,
-                    Json(task.trace) if task.trace else None,
-                ),
+                f"WITH {LOADS} SELECT s.created, s.status FROM crayfish_submit(%(id)s,"
+                " %(session)s, %(kind)s, %(message)s, %(created)s, %(images)s,"
+                f" {SUBMIT_RUNNER}, %(now)s, %(trace)s) AS s",
+                {
+                    **spread.params(runner or ""),
+                    "id": task.id,
+                    "session": task.session_id,
+                    "kind": task.kind,
+                    "message": pg_text(task.message),
+                    "created": task.created_at,
+                    "images": Json(task.images),
+                    "runner": runner,
+                    "now": now,
+                    "trace": Json(task.trace) if task.trace else None,
+                },
             )
             row = await cursor.fetchone()
         assert row is not None
@@ -116,18 +121,25 @@ class TaskStore:
             task.started_at = now if task.status == "running" else None
         return bool(row["created"])
 
-    async def claim(self, runner: str, limit: int) -> list[tuple[Task, int]]:
-        """Starts up to `limit` tasks on `runner`: the heads of their sessions' lines, of
-        sessions that run nothing; each with the seq of its last event (its `task.started`)."""
+    async def claim(
+        self, runner: str, limit: int, spread: Spread = ALONE
+    ) -> tuple[list[tuple[Task, int]], int]:
+        """Starts up to `limit` tasks on `runner`, fewer when other replicas run fewer turns
+        (`spread`): the heads of their sessions' lines, of sessions that run nothing; each with
+        the seq of its last event (its `task.started`). Also returns how many it might take."""
         async with self.db.connection() as conn:
             cursor = await conn.execute(
-                f"SELECT {COLUMNS} FROM crayfish_claim(%s, %s, %s)", (runner, limit, time.time())
+                f"WITH {LOADS}, {CLAIM_SHARE} SELECT share.n AS share, c.* FROM share"
+                " LEFT JOIN LATERAL crayfish_claim(%(me)s, share.n, %(now)s) AS c ON true",
+                {**spread.params(runner), "free": limit, "now": time.time()},
             )
-            claimed = [_task(row) for row in await cursor.fetchall()]
+            rows = await cursor.fetchall()
+        share = int(rows[0]["share"]) if rows else 0
+        claimed = [_task({k: row[k] for k in CLAIMED}) for row in rows if row["id"] is not None]
         if not claimed:
-            return []
+            return [], share
         seqs = await self.events.last_seqs([task.id for task in claimed])
-        return [(task, seqs[task.id]) for task in claimed]
+        return [(task, seqs[task.id]) for task in claimed], share
 
     async def get(self, task_id: str) -> Task | None:
         async with self.db.connection() as conn:

@@ -1,0 +1,61 @@
+"""Turns spread over idle replicas, whichever replica accepted them.
+
+A client's one keep-alive connection reaches one replica; if that replica started every turn
+it accepted (its submit may start a turn at once), the others would idle. So, in the same
+statement as the submit or the claim, each replica weighs the running turns of every live
+replica (heartbeat seen within `fresh` seconds, fewer than `cap` running): a submit starts its
+turn here only when no other replica runs fewer, and a claim takes at most enough turns to run
+one more than the idlest other replica; the rest wait in line, and the claimers every replica
+runs (woken by NOTIFY) take them. The idlest replica can always claim, so nothing waits on a
+replica that defers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Who counts as another replica able to take a turn: its heartbeat is at most `fresh`
+    seconds old and it runs fewer than `cap` turns (the replicas' concurrency)."""
+
+    fresh: float
+    cap: int
+
+    def params(self, runner: str) -> dict[str, Any]:
+        return {"me": runner, "fresh": self.fresh, "cap": self.cap}
+
+
+ALONE = Spread(0.0, 0)  # no other replica counts: the replica takes what it can
+
+# `mine`: this replica's running turns; `idlest`: the fewest of another live replica with room
+# (NULL: there is none). Counted through the tasks_running_runner index.
+LOADS = """
+    loads AS (
+        SELECT r.name, (SELECT count(*) FROM tasks t
+                        WHERE t.runner = r.name AND t.status = 'running') AS n
+        FROM runners r
+        WHERE r.name <> %(me)s AND r.seen_at >= crayfish_now() - %(fresh)s
+    ),
+    mine AS (
+        SELECT count(*) AS n FROM tasks t WHERE t.runner = %(me)s AND t.status = 'running'
+    ),
+    idlest AS (SELECT min(n) AS n FROM loads WHERE n < %(cap)s)
+"""
+
+# The runner a submit may start its task on: this one, unless another runs fewer turns.
+SUBMIT_RUNNER = """
+    CASE WHEN (SELECT n FROM idlest) IS NULL OR (SELECT n FROM mine) <= (SELECT n FROM idlest)
+         THEN %(runner)s::text END
+"""
+
+# How many turns a claim may take: up to one more than the idlest other replica runs.
+CLAIM_SHARE = """
+    share AS (
+        SELECT CASE WHEN idlest.n IS NULL THEN %(free)s
+                    ELSE least(%(free)s, greatest(0, idlest.n + 1 - mine.n)) END::integer AS n
+        FROM idlest, mine
+    )
+"""
