@@ -7,7 +7,8 @@ import re
 import sys
 from typing import TypeVar
 
-from pydantic import ValidationError
+from pydantic import AliasChoices, ValidationError
+from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, SettingsError
 
 SettingsT = TypeVar("SettingsT", bound=BaseSettings)
@@ -42,21 +43,23 @@ def settings_or_exit(cls: type[SettingsT], service: str) -> SettingsT:
 
 
 def env_name(cls: type[BaseSettings], field: str) -> str:
-    """The variable a field is read from: its alias, else the class's prefix + its name."""
+    """The variable a field is read from: its alias (or aliases), else the class's prefix + its
+    name."""
     info = cls.model_fields.get(field)
     if info is None:
         return field.upper() or "a setting"
     alias = info.validation_alias
     if isinstance(alias, str):
         return alias
+    if isinstance(alias, AliasChoices):
+        return " or ".join(str(choice) for choice in alias.choices)
     prefix = str(cls.model_config.get("env_prefix") or "")
     return f"{prefix}{field}".upper()
 
 
-def _describe(cls: type[BaseSettings], error: object) -> str:
-    assert isinstance(error, dict)
-    message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
-    location = error.get("loc") or ()
+def _describe(cls: type[BaseSettings], error: ErrorDetails) -> str:
+    message = error["msg"].removeprefix("Value error, ")
+    location = error["loc"]
     if not location:  # a check across fields; its message names the variables
         return message
     name = env_name(cls, str(location[0]))
