@@ -73,9 +73,10 @@ class TurnWorker:
 
     @property
     def spread(self) -> Spread:
-        """Other replicas count while their heartbeat is recent (a few beats) and they have
-        room: turns go to the idlest (store/spread.py)."""
-        fresh = min(3 * self.timing.heartbeat, self.timing.stalled_after)
+        """Other replicas count while their heartbeat is recent (two beats: one that stopped
+        beating to shut down soon stops drawing turns it will not claim) and they have room:
+        turns go to the idlest (store/spread.py)."""
+        fresh = min(2 * self.timing.heartbeat, self.timing.stalled_after)
         return Spread(fresh, self.timing.concurrency)
 
     def release(self) -> None:
