@@ -286,7 +286,7 @@ def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         stack, _lock = prepare(dict(os.environ))  # held until this process ends
-    except RuntimeError as exc:
+    except (RuntimeError, OSError) as exc:  # a folder that cannot be made is one line too
         log.error("cannot start: %s", exc)
         return 1
     workspace = stack.workspace
