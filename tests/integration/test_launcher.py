@@ -197,3 +197,26 @@ def test_the_orchestrator_alone_names_its_port_in_use():
     assert done.returncode == 2, done.stderr
     said = done.stderr.strip().splitlines()
     assert len(said) == 1 and f"{port}" in said[0] and "CRAYFISH_HTTP_PORT" in said[0], said
+
+
+@pytest.mark.parametrize(
+    ("module", "variable"), [("skills", "SKILLS_PORT"), ("connectors", "CONNECTORS_PORT")]
+)
+def test_a_grpc_service_alone_names_its_port_in_use(module: str, variable: str, tmp_path: Path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        prefix = variable.removesuffix("PORT")
+        env = launcher_env(
+            tmp_path,
+            **{variable: str(port)},
+            **{f"{prefix}WORKSPACE": str(tmp_path), f"{prefix}DATA_DIR": str(tmp_path / "data")},
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", module], env=env, capture_output=True, text=True, timeout=120
+        )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert f"127.0.0.1:{port}" in last and variable in last, last

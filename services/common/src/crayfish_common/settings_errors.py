@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from pydantic import AliasChoices, ValidationError
 from pydantic_core import ErrorDetails
@@ -40,6 +40,13 @@ def settings_or_exit(cls: type[SettingsT], service: str) -> SettingsT:
     except BadSettings as exc:
         print(f"{service}: cannot start: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_BAD_SETTINGS) from None
+
+
+def exit_cannot_listen(service: str, settings: BaseSettings, reason: object) -> NoReturn:
+    """One line naming the variable that moves the port, then exit status 2."""
+    variable = env_name(type(settings), "port")
+    print(f"{service}: cannot start: {reason}: set {variable} to another port", file=sys.stderr)
+    raise SystemExit(EXIT_BAD_SETTINGS)
 
 
 def env_name(cls: type[BaseSettings], field: str) -> str:

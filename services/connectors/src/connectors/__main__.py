@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from crayfish_common.grpc_server import CannotListen
 from crayfish_common.logs import configure_logging
-from crayfish_common.settings_errors import settings_or_exit
+from crayfish_common.settings_errors import exit_cannot_listen, settings_or_exit
 
 from connectors.config import ConnectorsSettings
 from connectors.mcp_config import ConfigError
@@ -18,6 +19,8 @@ def main() -> None:
     configure_logging("connectors", settings.log_level, settings.log_json)
     try:
         asyncio.run(run(settings))
+    except CannotListen as exc:
+        exit_cannot_listen("connectors", settings, exc)
     except ConfigError as exc:  # named problem, no traceback: the fix is in the file
         logging.getLogger("connectors").error("cannot start: %s", exc)
         raise SystemExit(2) from None
