@@ -133,7 +133,7 @@ class TurnWorker:
             if self._closing or self._full:
                 continue
             try:
-                claimed, share = await self.store.claim(self.name, free, self.spread)
+                claimed = await self.store.claim(self.name, free, self.spread)
             except Exception as exc:  # the database may be away for a moment
                 log.warning("claiming turns failed: %s", exc)
                 await asyncio.sleep(1.0)
@@ -141,8 +141,6 @@ class TurnWorker:
             for task, last_seq in claimed:
                 self.run(task, last_seq)
             self._full = len(claimed) == free
-            if claimed and len(claimed) == share < free:
-                self._wake.set()  # more may wait: claim again, weighing the replicas anew
 
     async def _beat_loop(self) -> None:
         while True:

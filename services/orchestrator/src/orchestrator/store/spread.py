@@ -4,10 +4,11 @@ A client's one keep-alive connection reaches one replica; if that replica starte
 it accepted (its submit may start a turn at once), the others would idle. So, in the same
 statement as the submit or the claim, each replica weighs the running turns of every live
 replica (heartbeat seen within `fresh` seconds, fewer than `cap` running): a submit starts its
-turn here only when no other replica runs fewer, and a claim takes at most enough turns to run
-one more than the idlest other replica; the rest wait in line, and the claimers every replica
-runs (woken by NOTIFY) take them. The idlest replica can always claim, so nothing waits on a
-replica that defers.
+turn here only when no other replica runs fewer, and a claim takes this replica's part of the
+turns running and ready to start, as if spread evenly; the rest wait in line, and the claimers
+every replica runs (woken by NOTIFY) take them. A claim that took its whole part tells the
+claimers again (one that deferred to a claim it could not see yet weighs anew), and the idlest
+replica's part is never zero, so nothing waits on a replica that defers.
 """
 
 from __future__ import annotations
@@ -51,11 +52,23 @@ SUBMIT_RUNNER = """
          THEN %(runner)s::text END
 """
 
-# How many turns a claim may take: up to one more than the idlest other replica runs.
+# How many turns a claim may take: this replica's part of the turns running and ready to start
+# (heads of lines) if they were spread evenly over it and the other replicas with room. The
+# idlest replica's part is always at least one while a head waits. Heads are counted only when
+# another replica counts (an initplan of the ELSE branch is not run otherwise).
 CLAIM_SHARE = """
+    others AS (SELECT coalesce(sum(n), 0) AS total, count(*) AS count FROM loads WHERE n < %(cap)s),
     share AS (
         SELECT CASE WHEN idlest.n IS NULL THEN %(free)s
-                    ELSE least(%(free)s, greatest(0, idlest.n + 1 - mine.n)) END::integer AS n
-        FROM idlest, mine
+                    ELSE least(%(free)s, greatest(0, ceil(
+                        (others.total + mine.n + (SELECT count(*) FROM tasks q
+                            WHERE q.status = 'queued' AND NOT EXISTS (
+                                SELECT 1 FROM tasks o
+                                WHERE o.session_id = q.session_id
+                                  AND o.status IN ('queued', 'running')
+                                  AND (o.status = 'running' OR o.line < q.line))))::numeric
+                        / (others.count + 1)) - mine.n))
+               END::integer AS n
+        FROM idlest, mine, others
     )
 """

@@ -123,10 +123,10 @@ class TaskStore:
 
     async def claim(
         self, runner: str, limit: int, spread: Spread = ALONE
-    ) -> tuple[list[tuple[Task, int]], int]:
+    ) -> list[tuple[Task, int]]:
         """Starts up to `limit` tasks on `runner`, fewer when other replicas run fewer turns
         (`spread`): the heads of their sessions' lines, of sessions that run nothing; each with
-        the seq of its last event (its `task.started`). Also returns how many it might take."""
+        the seq of its last event (its `task.started`)."""
         async with self.db.connection() as conn:
             cursor = await conn.execute(
                 f"WITH {LOADS}, {CLAIM_SHARE} SELECT share.n AS share, c.* FROM share"
@@ -134,12 +134,16 @@ class TaskStore:
                 {**spread.params(runner), "free": limit, "now": time.time()},
             )
             rows = await cursor.fetchall()
-        share = int(rows[0]["share"]) if rows else 0
-        claimed = [_task({k: row[k] for k in CLAIMED}) for row in rows if row["id"] is not None]
+            share = int(rows[0]["share"]) if rows else 0
+            claimed = [_task({k: row[k] for k in CLAIMED}) for row in rows if row["id"] is not None]
+            if 0 < share == len(claimed) < limit:
+                # More may wait: every claimer weighs the replicas again (one that deferred to
+                # a claim it could not see yet included), this one too.
+                await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, QUEUED))
         if not claimed:
-            return [], share
+            return []
         seqs = await self.events.last_seqs([task.id for task in claimed])
-        return [(task, seqs[task.id]) for task in claimed], share
+        return [(task, seqs[task.id]) for task in claimed]
 
     async def get(self, task_id: str) -> Task | None:
         async with self.db.connection() as conn:
