@@ -115,10 +115,9 @@ class TaskManager:
 
     async def _submit(self, task: Task) -> Task:
         session_id, kind = task.session_id, task.kind
-        here = self.worker.reserve()
+        here = await self.worker.reserve_if_idlest()
         try:
-            runner = self.name if here else None
-            created = await self.store.submit(task, runner, self.worker.spread)
+            created = await self.store.submit(task, self.name if here else None)
             if created and task.status == "running":
                 self._start_here(task)
         finally:

@@ -71,6 +71,20 @@ class TurnWorker:
         self._reserved += 1
         return True
 
+    async def reserve_if_idlest(self) -> bool:
+        """`reserve`, when no other live replica runs fewer turns (else the turn waits in line
+        for the idlest to claim it: turns spread whichever replica accepted them)."""
+        if not self.reserve():
+            return False
+        try:
+            if await self.store.starts_here(self.name, self.spread):
+                return True
+        except Exception:
+            self.release()
+            raise
+        self.release()
+        return False
+
     @property
     def spread(self) -> Spread:
         """Other replicas count while their heartbeat is recent (two beats: one that stopped

@@ -1,14 +1,14 @@
 """Turns spread over idle replicas, whichever replica accepted them.
 
 A client's one keep-alive connection reaches one replica; if that replica started every turn
-it accepted (its submit may start a turn at once), the others would idle. So, in the same
-statement as the submit or the claim, each replica weighs the running turns of every live
-replica (heartbeat seen within `fresh` seconds, fewer than `cap` running): a submit starts its
-turn here only when no other replica runs fewer, and a claim takes this replica's part of the
-turns running and ready to start, as if spread evenly; the rest wait in line, and the claimers
-every replica runs (woken by NOTIFY) take them. A claim that took its whole part tells the
-claimers again (one that deferred to a claim it could not see yet weighs anew), and the idlest
-replica's part is never zero, so nothing waits on a replica that defers.
+it accepted (its submit may start a turn at once), the others would idle. So each replica
+weighs the running turns of every live replica (heartbeat seen within `fresh` seconds, fewer
+than `cap` running), in a query before a submit and in the claim's own statement: a submit
+starts its turn here only when no other replica runs fewer, and a claim takes this replica's
+part of the turns running and ready to start, as if spread evenly; the rest wait in line, and
+the claimers every replica runs (woken by NOTIFY) take them. A claim that took its whole part
+tells the claimers again (one that deferred to a claim it could not see yet weighs anew), and
+the idlest replica's part is never zero, so nothing waits on a replica that defers.
 """
 
 from __future__ import annotations
@@ -46,10 +46,9 @@ LOADS = """
     idlest AS (SELECT min(n) AS n FROM loads WHERE n < %(cap)s)
 """
 
-# The runner a submit may start its task on: this one, unless another runs fewer turns.
-SUBMIT_RUNNER = """
-    CASE WHEN (SELECT n FROM idlest) IS NULL OR (SELECT n FROM mine) <= (SELECT n FROM idlest)
-         THEN %(runner)s::text END
+# Whether a submit may start its task on this replica: no other runs fewer turns.
+IDLEST_HERE = """
+    (SELECT n FROM idlest) IS NULL OR (SELECT n FROM mine) <= (SELECT n FROM idlest)
 """
 
 # How many turns a claim may take: this replica's part of the turns running and ready to start

@@ -18,7 +18,7 @@ from psycopg.types.json import Json, Jsonb
 from orchestrator.store.database import Database
 from orchestrator.store.events import CANCEL, CHANNEL, QUEUED, EventStore, StoredEvent
 from orchestrator.store.sessions import Appending, Fence, SessionStore, pg_text
-from orchestrator.store.spread import ALONE, CLAIM_SHARE, LOADS, SUBMIT_RUNNER, Spread
+from orchestrator.store.spread import ALONE, CLAIM_SHARE, IDLEST_HERE, LOADS, Spread
 from orchestrator.store.transcripts import TranscriptMirror
 
 TaskStatus = Literal["queued", "running", "completed", "failed", "cancelled", "interrupted"]
@@ -27,7 +27,6 @@ COLUMNS = (
     "id, session_id, kind, message, status, result, error, delivered, usage, accepted,"
     " created_at, started_at, finished_at, images, trace"
 )
-CLAIMED = [name.strip() for name in COLUMNS.split(",")]
 
 
 @dataclass(frozen=True)
@@ -90,29 +89,26 @@ class TaskStore:
         # The session store whose kept histories a turn's appends move on.
         self.sessions = sessions or SessionStore(db, self.mirror)
 
-    async def submit(self, task: Task, runner: str | None, spread: Spread = ALONE) -> bool:
+    async def submit(self, task: Task, runner: str | None) -> bool:
         """Records the task and its `task.queued` event together, durably: once this returns the
         message is acknowledged. With `runner`, a task whose session has nothing else queued or
-        running starts at once on it when no other replica runs fewer turns (`spread`);
-        `task.status` says. A task id that exists already is left as it is: False."""
+        running starts at once on it (`task.status` says). A task id that exists already is
+        left as it is: False."""
         now = time.time()
         async with self.db.connection() as conn:
             cursor = await conn.execute(
-                f"WITH {LOADS} SELECT s.created, s.status FROM crayfish_submit(%(id)s,"
-                " %(session)s, %(kind)s, %(message)s, %(created)s, %(images)s,"
-                f" {SUBMIT_RUNNER}, %(now)s, %(trace)s) AS s",
-                {
-                    **spread.params(runner or ""),
-                    "id": task.id,
-                    "session": task.session_id,
-                    "kind": task.kind,
-                    "message": pg_text(task.message),
-                    "created": task.created_at,
-                    "images": Json(task.images),
-                    "runner": runner,
-                    "now": now,
-                    "trace": Json(task.trace) if task.trace else None,
-                },
+                "SELECT created, status FROM crayfish_submit(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (
+                    task.id,
+                    task.session_id,
+                    task.kind,
+                    pg_text(task.message),
+                    task.created_at,
+                    Json(task.images),
+                    runner,
+                    now,
+                    Json(task.trace) if task.trace else None,
+                ),
             )
             row = await cursor.fetchone()
         assert row is not None
@@ -135,7 +131,8 @@ class TaskStore:
             )
             rows = await cursor.fetchall()
             share = int(rows[0]["share"]) if rows else 0
-            claimed = [_task({k: row[k] for k in CLAIMED}) for row in rows if row["id"] is not None]
+            names = [name.strip() for name in COLUMNS.split(",")]
+            claimed = [_task({k: row[k] for k in names}) for row in rows if row["id"] is not None]
             if 0 < share == len(claimed) < limit:
                 # More may wait: every claimer weighs the replicas again (one that deferred to
                 # a claim it could not see yet included), this one too.
@@ -144,6 +141,16 @@ class TaskStore:
             return []
         seqs = await self.events.last_seqs([task.id for task in claimed])
         return [(task, seqs[task.id]) for task in claimed]
+
+    async def starts_here(self, runner: str, spread: Spread) -> bool:
+        """Whether a turn this replica accepts should start here: no other live replica with
+        room runs fewer turns (store/spread.py)."""
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                f"WITH {LOADS} SELECT {IDLEST_HERE} AS here", spread.params(runner)
+            )
+            row = await cursor.fetchone()
+        return bool(row and row["here"])
 
     async def get(self, task_id: str) -> Task | None:
         async with self.db.connection() as conn:
