@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from crayfish_common.grpc_server import CannotListen
+from crayfish_common import grpc_server, settings_errors
 from crayfish_common.logs import configure_logging
-from crayfish_common.settings_errors import exit_cannot_listen, settings_or_exit
 
 from connectors.config import ConnectorsSettings
 from connectors.mcp_config import ConfigError
@@ -15,12 +14,12 @@ from connectors.server import run
 
 
 def main() -> None:
-    settings = settings_or_exit(ConnectorsSettings, "connectors")
+    settings = settings_errors.settings_or_exit(ConnectorsSettings, "connectors")
     configure_logging("connectors", settings.log_level, settings.log_json)
     try:
         asyncio.run(run(settings))
-    except CannotListen as exc:
-        exit_cannot_listen("connectors", settings, exc)
+    except grpc_server.CannotListen as exc:
+        settings_errors.exit_cannot_listen("connectors", settings, exc)
     except ConfigError as exc:  # named problem, no traceback: the fix is in the file
         logging.getLogger("connectors").error("cannot start: %s", exc)
         raise SystemExit(2) from None

@@ -115,7 +115,8 @@ class TaskManager:
 
     async def _submit(self, task: Task) -> Task:
         session_id, kind = task.session_id, task.kind
-        here = await self.worker.reserve_if_idlest()
+        here = self.worker.reserve()
+        here = await self.worker.keep_if_idlest(here)  # turns spread over idle replicas
         try:
             created = await self.store.submit(task, self.name if here else None)
             if created and task.status == "running":

@@ -71,15 +71,16 @@ class TurnWorker:
         self._reserved += 1
         return True
 
-    async def reserve_if_idlest(self) -> bool:
-        """`reserve`, when no other live replica runs fewer turns (else the turn waits in line
-        for the idlest to claim it: turns spread whichever replica accepted them)."""
-        if not self.reserve():
+    async def keep_if_idlest(self, reserved: bool) -> bool:
+        """Keeps a slot `reserve` gave when no other live replica runs fewer turns; else frees
+        it, and the turn waits in line for the idlest to claim it (turns spread whichever
+        replica accepted them). Whether the slot is kept."""
+        if not reserved:
             return False
         try:
             if await self.store.starts_here(self.name, self.spread):
                 return True
-        except Exception:
+        except BaseException:
             self.release()
             raise
         self.release()
