@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -53,6 +54,7 @@ class TurnWorker:
         self._full = False  # a claim was cut short for want of room: claim when a turn ends
         self._closing = False
         self._loops: list[asyncio.Task[None]] = []
+        self._alone_until = 0.0  # monotonic time until which this replica counts as the only one
 
     async def start(self) -> None:
         """Registers the replica (before it holds any turn), then claims and beats."""
@@ -77,14 +79,18 @@ class TurnWorker:
         replica accepted them). Whether the slot is kept."""
         if not reserved:
             return False
+        if time.monotonic() < self._alone_until:
+            return True  # no other replica a heartbeat ago: no need to ask
         try:
-            if await self.store.starts_here(self.name, self.spread):
-                return True
+            here, others = await self.store.starts_here(self.name, self.spread)
         except BaseException:
             self.release()
             raise
-        self.release()
-        return False
+        if not others:
+            self._alone_until = time.monotonic() + self.timing.heartbeat
+        if not here:
+            self.release()
+        return here
 
     @property
     def spread(self) -> Spread:

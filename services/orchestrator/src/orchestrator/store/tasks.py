@@ -142,15 +142,18 @@ class TaskStore:
         seqs = await self.events.last_seqs([task.id for task in claimed])
         return [(task, seqs[task.id]) for task in claimed]
 
-    async def starts_here(self, runner: str, spread: Spread) -> bool:
-        """Whether a turn this replica accepts should start here: no other live replica with
-        room runs fewer turns (store/spread.py)."""
+    async def starts_here(self, runner: str, spread: Spread) -> tuple[bool, int]:
+        """Whether a turn this replica accepts should start here (no other live replica with
+        room runs fewer turns: store/spread.py), and how many other live replicas there are."""
         async with self.db.connection() as conn:
             cursor = await conn.execute(
-                f"WITH {LOADS} SELECT {IDLEST_HERE} AS here", spread.params(runner)
+                f"WITH {LOADS} SELECT {IDLEST_HERE} AS here,"
+                " (SELECT count(*) FROM loads) AS others",
+                spread.params(runner),
             )
             row = await cursor.fetchone()
-        return bool(row and row["here"])
+        assert row is not None
+        return bool(row["here"]), int(row["others"])
 
     async def get(self, task_id: str) -> Task | None:
         async with self.db.connection() as conn:
