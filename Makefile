@@ -13,13 +13,18 @@ STAMP := $(VENV)/.installed
 	images test-compose
 
 $(STAMP): requirements.txt requirements-dev.txt $(foreach s,$(SERVICES) $(EXAMPLES),$(s)/pyproject.toml)
+	@echo "==> install 1/4: the venv ($(VENV)) and pip"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	# The CPU wheel on this disk, before anything can pull a CUDA build (DESIGN §4).
-	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -r requirements.txt -r requirements-dev.txt
+	@# The CPU wheel on this disk, before anything can pull a CUDA build (DESIGN §4).
+	@echo "==> install 2/4: torch, CPU build (~200 MB)"
+	$(PIP) install --progress-bar on torch==2.13.0
+	@echo "==> install 3/4: requirements.txt, requirements-dev.txt (minutes on a fresh venv)"
+	$(PIP) install --progress-bar on -r requirements.txt -r requirements-dev.txt
+	@echo "==> install 4/4: the services and examples, editable"
 	$(PIP) install -q --no-deps $(foreach s,$(SERVICES) $(EXAMPLES),-e $(s))
 	touch $(STAMP)
+	@echo "==> installed: make run starts the stack"
 
 install: $(STAMP)
 

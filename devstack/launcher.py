@@ -21,6 +21,13 @@ from pathlib import Path
 
 from crayfish_common.healthcheck import check
 
+from devstack.instance import (
+    InstanceLock,
+    check_ports,
+    grpc_ports_from_env,
+    int_setting,
+    live_workspace,
+)
 from devstack.postgres import EmbeddedPostgres
 
 log = logging.getLogger("crayfish.launcher")
@@ -248,18 +255,41 @@ class LocalStack:
             self.postgres.stop()
 
 
-def main() -> int:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    workspace = Path(os.environ.get("CRAYFISH_WORKSPACE", "./workspace")).resolve()
-    data_dir = Path(os.environ.get("CRAYFISH_DATA_DIR", "./.crayfish-data")).resolve()
-    port = int(os.environ.get("CRAYFISH_HTTP_PORT", "8080"))
+def prepare(env: dict[str, str]) -> tuple[LocalStack, InstanceLock]:
+    """The stack `make run` starts, once this launcher holds the data folder and the ports set
+    by variables are free; RuntimeError (one line) otherwise."""
+    data_dir = Path(env.get("CRAYFISH_DATA_DIR") or "./.crayfish-data").resolve()
+    port = int_setting(env, "CRAYFISH_HTTP_PORT", 8080)
+    orchestrators = int_setting(env, "CRAYFISH_ORCHESTRATORS", 1)
+    tool_runners = int_setting(env, "CRAYFISH_TOOL_RUNNERS", 1)
+    grpc_ports = grpc_ports_from_env(env, tool_runners)
+    host = env.get("CRAYFISH_HTTP_HOST") or "127.0.0.1"
+    lock = InstanceLock.take(data_dir, f"http://{host}:{port}")
+    try:
+        check_ports(port, orchestrators, grpc_ports)
+        workspace = live_workspace(data_dir, env.get("CRAYFISH_WORKSPACE"))
+    except (RuntimeError, OSError):
+        lock.release()
+        raise
     stack = LocalStack(
         workspace=workspace,
         data_dir=data_dir,
         http_port=port,
-        orchestrators=int(os.environ.get("CRAYFISH_ORCHESTRATORS", "1")),
-        tool_runners=int(os.environ.get("CRAYFISH_TOOL_RUNNERS", "1")),
+        grpc_ports=grpc_ports,
+        orchestrators=orchestrators,
+        tool_runners=tool_runners,
     )
+    return stack, lock
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        stack, _lock = prepare(dict(os.environ))  # held until this process ends
+    except (RuntimeError, OSError) as exc:  # a folder that cannot be made is one line too
+        log.error("cannot start: %s", exc)
+        return 1
+    workspace = stack.workspace
     stopping = False
 
     def request_stop(signum: int, _frame: object) -> None:

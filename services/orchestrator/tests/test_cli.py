@@ -311,3 +311,17 @@ def test_the_client_resumes_a_stream_after_the_last_event_it_saw(stack: LocalSta
         client.close()
     assert [e.id for e in resumed] == [e.id for e in everything if e.id > seen]
     assert resumed[-1].type == "task.completed"
+
+
+def test_without_crayfish_url_the_cli_follows_crayfish_http_port(stack: LocalStack):
+    """`make run` on another port (CRAYFISH_HTTP_PORT) and the CLI in the same shell find it."""
+    env = {k: v for k, v in os.environ.items() if k != "CRAYFISH_URL"}
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "sessions"],  # this tree, not an installed one
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "NO_COLOR": "1", "CRAYFISH_HTTP_PORT": str(stack.http_port)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert stack.http_port != 8080

@@ -21,6 +21,10 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 MAX_CONNECTION_AGE_MS = 300_000
 
 
+class CannotListen(RuntimeError):
+    """The listen address is taken or not this host's; str() names it."""
+
+
 class GrpcService:
     """A running aio server with health reporting; start, then wait or stop."""
 
@@ -44,9 +48,12 @@ class GrpcService:
         self.port = 0
 
     async def start(self, address: str) -> int:
-        self.port = self.server.add_insecure_port(address)
+        try:
+            self.port = self.server.add_insecure_port(address)
+        except RuntimeError:  # grpc's message asks for debug logs; the port is in use
+            self.port = 0
         if self.port == 0:
-            raise RuntimeError(f"cannot listen on {address}")
+            raise CannotListen(f"cannot listen on {address} (in use, or not an address here)")
         await self.server.start()
         for name in ["", *self.service_names]:
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from crayfish_common.url_guard import AllowList
 from pydantic import BaseModel, Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from orchestrator.tool_service_config import (
     ToolServiceAddress,
@@ -20,9 +22,16 @@ from orchestrator.trusted_hosts import parse_trusted
 class WebhookTarget(BaseModel):
     """One webhook of CRAYFISH_NOTIFY_WEBHOOKS; `preset` shapes the body (README: Notify)."""
 
-    url: str = Field(pattern=r"^https?://[^\s]+$")
+    url: str
     secret: str = Field("", repr=False)
     preset: Literal["generic", "ntfy", "slack", "discord"] = "generic"
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not re.fullmatch(r"https?://[^\s]+", value):
+            raise ValueError("expected an http:// or https:// URL")
+        return value
 
     def __repr__(self) -> str:  # the URL of a Slack or Discord webhook is a secret too
         return f"WebhookTarget(preset={self.preset!r})"
@@ -136,9 +145,12 @@ class Settings(BaseSettings):
     schedules_per_session: int = Field(20, ge=0)
     schedules_max_model: int = Field(100, ge=0)
 
-    # Notify: webhooks (a JSON list of {"url", "secret"?, "preset"?}), each delivery retried
-    # with exponential backoff (first wait `notify_backoff` s) on 5xx and timeouts.
-    notify_webhooks: list[WebhookTarget] = Field(default_factory=list, repr=False)
+    # Notify: webhooks (a URL, comma-separated URLs, or a JSON list of {"url", "secret"?,
+    # "preset"?}), each delivery retried with exponential backoff (first wait `notify_backoff`
+    # s) on 5xx and timeouts.
+    notify_webhooks: Annotated[list[WebhookTarget], NoDecode] = Field(
+        default_factory=list, repr=False
+    )
     notify_attempts: int = Field(5, ge=1)
     notify_backoff: float = Field(2.0, ge=0)
     notify_timeout: float = Field(10.0, gt=0)
@@ -168,6 +180,19 @@ class Settings(BaseSettings):
     @classmethod
     def _unset_when_empty(cls, value: object) -> object:
         return None if value == "" else value
+
+    @field_validator("notify_webhooks", mode="before")
+    @classmethod
+    def _webhooks_from_text(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                return json.loads(text)
+            except ValueError as exc:
+                raise ValueError(f"expected a JSON list of webhooks ({exc})") from None
+        return [{"url": url.strip()} for url in text.split(",") if url.strip()]
 
     @field_validator("tool_services")
     @classmethod

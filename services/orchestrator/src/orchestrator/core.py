@@ -14,6 +14,7 @@ from typing import Any
 
 from orchestrator.agent.client_request import ClientRequest
 from orchestrator.agent.llm import LLMClient
+from orchestrator.agent.llm_probe import LlmProbe
 from orchestrator.agent.tool_search import ToolCatalog, tool_catalog
 from orchestrator.agent.tools import OWN_TOOLS
 from orchestrator.assistant import Assistant
@@ -64,6 +65,7 @@ class OrchestratorCore:
         self.settings = settings
         self.clients = ServiceClients(settings)
         self.llm = LLMClient(settings)
+        self.llm_probe = LlmProbe(settings.openai_base_url, settings.openai_api_key, settings.model)
         self.db = Database(settings.database_url, settings.database_pool_size)
         self.transcripts = TranscriptMirror(settings.transcripts_dir)
         self.store = SessionStore(self.db, self.transcripts)
@@ -117,6 +119,7 @@ class OrchestratorCore:
         self.metrics.count_active_tasks(lambda: self.tasks.active_count)
         self._heartbeats: asyncio.Task[None] | None = None
         self._retention: asyncio.Task[None] | None = None
+        self._llm_line: asyncio.Task[None] | None = None  # logs whether the LLM answers
 
     async def start(self) -> None:
         """Connects, migrates, imports JSONL sessions once, then takes turns from the queue."""
@@ -129,6 +132,7 @@ class OrchestratorCore:
         if self.settings.events_retention_hours > 0:
             self._retention = asyncio.create_task(self._retention_loop(), name="retention")
         self.scheduler.start()
+        self._llm_line = asyncio.create_task(self.llm_probe.log_at_start(), name="llm-line")
 
     async def submit(
         self,
@@ -291,9 +295,10 @@ class OrchestratorCore:
             await asyncio.sleep(RETENTION_EVERY)
 
     async def close(self) -> None:
-        for loop in (self._heartbeats, self._retention):
+        for loop in (self._heartbeats, self._retention, self._llm_line):
             if loop is not None:
                 loop.cancel()
+        self.llm_probe.close()
         await self.scheduler.close()
         await self.tasks.shutdown()
         await self.webhooks.close()

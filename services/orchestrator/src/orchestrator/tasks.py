@@ -16,6 +16,7 @@ from typing import Any
 from crayfish_common.tracing import attach_carrier, current_carrier, detach, span
 from opentelemetry import trace
 
+from orchestrator.agent.llm import LLMError
 from orchestrator.events import TERMINAL_EVENTS, EventOutbox, EventSink, LiveLog, Watches
 from orchestrator.jobs import Deliveries, JobQueue
 from orchestrator.store import (
@@ -138,6 +139,7 @@ class TaskManager:
         session_id, kind = task.session_id, task.kind
         earlier = None
         here = self.worker.reserve()
+        here = await self.worker.keep_if_idlest(here)  # turns spread over idle replicas
         try:
             runner = self.name if here else None
             if request is None:
@@ -292,7 +294,10 @@ class TaskManager:
         except TurnInterrupted as exc:  # declared dead elsewhere: it writes nothing more
             log.warning("task %s stopped: %s", task.id, exc)
         except Exception as exc:  # the task fails; the server goes on
-            log.exception("task %s failed", task.id)
+            if isinstance(exc, LLMError):  # expected (the provider's error, a timeout): one line
+                log.warning("task %s failed: %s", task.id, exc)
+            else:
+                log.exception("task %s failed", task.id)
             task.error = str(exc) or type(exc).__name__
             await self._record_failure(task, failure_of(exc, live.tools_started))
             await self._finish(task, "failed", live=live)

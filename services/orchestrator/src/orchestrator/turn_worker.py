@@ -8,11 +8,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from orchestrator.store import TaskStore
 from orchestrator.store.events import POLL_SECONDS
+from orchestrator.store.spread import Spread
 from orchestrator.store.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,7 @@ class TurnWorker:
         self._full = False  # a claim was cut short for want of room: claim when a turn ends
         self._closing = False
         self._loops: list[asyncio.Task[None]] = []
+        self._alone_until = 0.0  # monotonic time until which this replica counts as the only one
 
     async def start(self) -> None:
         """Registers the replica (before it holds any turn), then claims and beats."""
@@ -69,6 +72,33 @@ class TurnWorker:
             return False
         self._reserved += 1
         return True
+
+    async def keep_if_idlest(self, reserved: bool) -> bool:
+        """Keeps a slot `reserve` gave when no other live replica runs fewer turns; else frees
+        it, and the turn waits in line for the idlest to claim it (turns spread whichever
+        replica accepted them). Whether the slot is kept."""
+        if not reserved:
+            return False
+        if time.monotonic() < self._alone_until:
+            return True  # no other replica a heartbeat ago: no need to ask
+        try:
+            here, others = await self.store.starts_here(self.name, self.spread)
+        except BaseException:
+            self.release()
+            raise
+        if not others:
+            self._alone_until = time.monotonic() + self.timing.heartbeat
+        if not here:
+            self.release()
+        return here
+
+    @property
+    def spread(self) -> Spread:
+        """Other replicas count while their heartbeat is recent (two beats: one that stopped
+        beating to shut down soon stops drawing turns it will not claim) and they have room:
+        turns go to the idlest (store/spread.py)."""
+        fresh = min(2 * self.timing.heartbeat, self.timing.stalled_after)
+        return Spread(fresh, self.timing.concurrency)
 
     def release(self) -> None:
         self._reserved -= 1
@@ -124,7 +154,7 @@ class TurnWorker:
             if self._closing or self._full:
                 continue
             try:
-                claimed = await self.store.claim(self.name, free)
+                claimed = await self.store.claim(self.name, free, self.spread)
             except Exception as exc:  # the database may be away for a moment
                 log.warning("claiming turns failed: %s", exc)
                 await asyncio.sleep(1.0)

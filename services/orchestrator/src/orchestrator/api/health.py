@@ -22,7 +22,8 @@ async def healthz() -> HealthView:
 @router.get("/readyz", response_model=ReadyView, responses={503: {"model": ReadyView}})
 async def readyz(core: CoreDep) -> JSONResponse:
     """Each dependency's state (the services and the database), the sandbox in use and its
-    warnings; 503 until all are ready."""
+    warnings; 503 until all are ready. The `llm` entry says whether the provider is configured
+    and answers, without counting in `ready` (an outside party; agent/llm_probe.py says why)."""
     states = await core.dependency_states()
     sandbox: dict[str, object] = {}
     warnings: list[str] = []
@@ -36,8 +37,12 @@ async def readyz(core: CoreDep) -> JSONResponse:
             )
     except ServiceError as exc:
         sandbox = {"error": exc.status}
+    llm = core.llm_probe.known()
+    if llm.trouble:
+        warnings.append(llm.line())
     view = ReadyView(
         ready=all(s.ok for s in states),
+        llm=llm.view(),
         dependencies=[DependencyView(**asdict(s)) for s in states],
         sandbox=sandbox,
         warnings=warnings,

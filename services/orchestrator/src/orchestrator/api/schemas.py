@@ -91,6 +91,8 @@ class ReadyView(BaseModel):
     ready: bool
     dependencies: list[DependencyView]
     sandbox: dict[str, Any] = Field(default_factory=dict)
+    # the LLM provider: configured, reachable, ok, detail (not counted in `ready`)
+    llm: dict[str, Any] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
 
 

@@ -5,12 +5,20 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from orchestrator.cli import chat, listings, mcp, schedules
 from orchestrator.cli.api import DEFAULT_URL, CrayfishClient, RequestFailed, Unreachable
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def default_url(env: Mapping[str, str]) -> str:
+    """CRAYFISH_URL, else the port `make run` listens on (CRAYFISH_HTTP_PORT) on loopback."""
+    if env.get("CRAYFISH_URL"):
+        return env["CRAYFISH_URL"]
+    port = env.get("CRAYFISH_HTTP_PORT", "").strip()
+    return f"http://127.0.0.1:{port}" if port.isdigit() else DEFAULT_URL
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,8 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--url",
-        default=os.environ.get("CRAYFISH_URL", DEFAULT_URL),
-        help="orchestrator base URL (default: $CRAYFISH_URL or %(default)s)",
+        default=default_url(os.environ),
+        help="orchestrator base URL (default: $CRAYFISH_URL, else 127.0.0.1 on "
+        "$CRAYFISH_HTTP_PORT: %(default)s)",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

@@ -18,6 +18,7 @@ from psycopg.types.json import Json, Jsonb
 from orchestrator.store.database import Database
 from orchestrator.store.events import CANCEL, CHANNEL, QUEUED, EventStore, StoredEvent
 from orchestrator.store.sessions import Appending, Fence, SessionStore, pg_text
+from orchestrator.store.spread import ALONE, CLAIM_SHARE, IDLEST_HERE, LOADS, Spread
 from orchestrator.store.transcripts import TranscriptMirror
 
 TaskStatus = Literal["queued", "running", "completed", "failed", "cancelled", "interrupted"]
@@ -105,18 +106,43 @@ class TaskStore:
         assert row is not None
         return submitted(task, row, now)
 
-    async def claim(self, runner: str, limit: int) -> list[tuple[Task, int]]:
-        """Starts up to `limit` tasks on `runner`: the heads of their sessions' lines, of
-        sessions that run nothing; each with the seq of its last event (its `task.started`)."""
+    async def claim(
+        self, runner: str, limit: int, spread: Spread = ALONE
+    ) -> list[tuple[Task, int]]:
+        """Starts up to `limit` tasks on `runner`, fewer when other replicas run fewer turns
+        (`spread`): the heads of their sessions' lines, of sessions that run nothing; each with
+        the seq of its last event (its `task.started`)."""
         async with self.db.connection() as conn:
             cursor = await conn.execute(
-                f"SELECT {COLUMNS} FROM crayfish_claim(%s, %s, %s)", (runner, limit, time.time())
+                f"WITH {LOADS}, {CLAIM_SHARE} SELECT share.n AS share, c.* FROM share"
+                " LEFT JOIN LATERAL crayfish_claim(%(me)s, share.n, %(now)s) AS c ON true",
+                {**spread.params(runner), "free": limit, "now": time.time()},
             )
-            claimed = [_task(row) for row in await cursor.fetchall()]
+            rows = await cursor.fetchall()
+            share = int(rows[0]["share"]) if rows else 0
+            names = [name.strip() for name in COLUMNS.split(",")]
+            claimed = [_task({k: row[k] for k in names}) for row in rows if row["id"] is not None]
+            if 0 < share == len(claimed) < limit:
+                # More may wait: every claimer weighs the replicas again (one that deferred to
+                # a claim it could not see yet included), this one too.
+                await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, QUEUED))
         if not claimed:
             return []
         seqs = await self.events.last_seqs([task.id for task in claimed])
         return [(task, seqs[task.id]) for task in claimed]
+
+    async def starts_here(self, runner: str, spread: Spread) -> tuple[bool, int]:
+        """Whether a turn this replica accepts should start here (no other live replica with
+        room runs fewer turns: store/spread.py), and how many other live replicas there are."""
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                f"WITH {LOADS} SELECT {IDLEST_HERE} AS here,"
+                " (SELECT count(*) FROM loads) AS others",
+                spread.params(runner),
+            )
+            row = await cursor.fetchone()
+        assert row is not None
+        return bool(row["here"]), int(row["others"])
 
     async def get(self, task_id: str) -> Task | None:
         async with self.db.connection() as conn:
