@@ -84,10 +84,11 @@ class Database:
             try:  # each try starts a connection attempt (one gives up after RECONNECT_WINDOW)
                 async with self.pool.connection(timeout=RECONNECT_WINDOW) as conn:
                     await migrate(conn)
-                return
+                break
             except PoolTimeout:
                 if asyncio.get_running_loop().time() >= deadline:
                     raise
+        await self.pool.wait(timeout=within)  # its min_size connections, as requests expect
 
     async def close(self) -> None:
         await self.pool.close()
