@@ -207,6 +207,9 @@ def test_make_run_restarts_a_killed_postgresql_and_the_api_works_again_within_se
         assert wait_task(api, task["task_id"])["result"] == "still here"
         FIGURES["make run: first request after the kill"] = f"503 in {first_503:.2f} s"
         FIGURES["make run: API back after the kill"] = f"{back:.1f} s (server restarted)"
+    except BaseException:
+        print((root / "launcher.log").read_text(errors="replace")[-3000:])
+        raise
     finally:
         api.close()
         launcher.send_signal(signal.SIGTERM)
@@ -215,7 +218,6 @@ def test_make_run_restarts_a_killed_postgresql_and_the_api_works_again_within_se
         except subprocess.TimeoutExpired:
             os.killpg(launcher.pid, signal.SIGKILL)
             launcher.wait()
-        print((root / "launcher.log").read_text(errors="replace")[-3000:])
         shutil.rmtree(root, ignore_errors=True)
     assert not _alive(restarted)  # the restarted server stopped with the stack
 
