@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
@@ -13,7 +14,15 @@ from orchestrator.events import EventSink
 from orchestrator.store.tasks import Task
 from orchestrator.tasks import ORPHANED
 
-from .test_tasks import FAST, Replicas, recording_turn, replicas  # noqa: F401 (a fixture)
+from .test_tasks import FAST, Replicas, recording_turn
+
+
+@pytest.fixture
+async def replicas() -> AsyncIterator[Replicas]:
+    made = Replicas()
+    yield made
+    for _, manager in list(made.made):
+        await made.stop(manager)
 
 
 def _admin_url(url: str) -> tuple[str, str]:
@@ -37,7 +46,7 @@ async def _set_read_only(url: str, on: bool) -> None:
 
 async def _logged(caplog: pytest.LogCaptureFixture, text: str, within: float = 30.0) -> None:
     async with asyncio.timeout(within):
-        while not any(text in r.getMessage() for r in caplog.records):
+        while not any(text in r.getMessage() for r in caplog.records):  # noqa: ASYNC110
             await asyncio.sleep(0.02)
 
 
