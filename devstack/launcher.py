@@ -21,6 +21,7 @@ from pathlib import Path
 
 from crayfish_common.healthcheck import check
 
+from devstack.database_watch import restart_dead_database
 from devstack.instance import (
     InstanceLock,
     check_ports,
@@ -305,6 +306,8 @@ def main() -> int:
         log.info("Crayfish is up: %s  (workspace %s; Ctrl-C stops it)", urls, workspace)
         restarts: dict[str, list[float]] = {}
         while not stopping:
+            if not restart_dead_database(stack.postgres, restarts, RESTARTS_PER_MINUTE):
+                return 1
             for name in [n for n, p in stack.processes.items() if p.poll() is not None]:
                 recent = [t for t in restarts.get(name, []) if t > time.monotonic() - 60]
                 if len(recent) >= RESTARTS_PER_MINUTE:

@@ -124,6 +124,20 @@ class EmbeddedPostgres:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
 
+    def exited(self) -> bool:
+        """Whether the server was started and has died since (killed, crashed)."""
+        return self.process is not None and self.process.poll() is not None
+
+    def restart(self, timeout: float = 30.0) -> None:
+        """Starts the server again after it died: what is left of its process group (backends
+        that outlived it would hold its shared memory) is killed first; then crash recovery."""
+        proc, self.process = self.process, None
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        self.start(timeout)
+
     @property
     def pid(self) -> int | None:
         return None if self.process is None else self.process.pid

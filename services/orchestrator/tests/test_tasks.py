@@ -278,6 +278,9 @@ async def test_a_message_whose_sender_gave_up_mid_submit_still_runs_and_frees_it
     sender.cancel()
     with pytest.raises(asyncio.CancelledError):
         await sender
+    # Its submit goes on: once recorded (a concurrent submit may reach the server first),
+    while not await manager.active("s1"):  # noqa: ASYNC110 (a row, not an event here)
+        await asyncio.sleep(0.01)
     second = await manager.create("s1", "again")  # queued behind the first, which runs
     done = await manager.wait(second.id, 30)
     assert (done.status, done.result) == ("completed", "AGAIN")

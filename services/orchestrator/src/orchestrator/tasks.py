@@ -24,6 +24,7 @@ from orchestrator.store import (
     EventStore,
     SessionStore,
     StoredEvent,
+    StoreUnavailable,
     TaskStore,
     TurnInterrupted,
 )
@@ -44,6 +45,14 @@ INTERRUPTED = (
     "the turn was interrupted: the orchestrator running it stopped (a crash or a shutdown). "
     "Tools it had started may have run; nothing was retried. Ask again to go on."
 )
+ORPHANED = (
+    "the turn was interrupted: its run ended without its outcome being recorded (the database "
+    "was unavailable). Tools it had started may have run; nothing was retried. Ask again to go on."
+)
+# A turn's outcome the store could not take is tried again after 0.5 s, 1 s, ... at most 5 s
+# apart, until it does: the turn holds its session until then (the store has no other record).
+OUTCOME_RETRY_FIRST = 0.5
+OUTCOME_RETRY_MAX = 5.0
 GLOBAL_RESUME_WINDOW = 10_000  # a new reader of /api/events starts this many events back
 SWEEP_LOCK = 72105
 
@@ -81,7 +90,9 @@ class TaskManager:
         self.store = TaskStore(db, self.events, mirror, sessions)
         self.requests = TurnRequests(db)  # the requests that started turns, for their retries
         self.queue = JobQueue(db, timing, deliveries)  # notification deliveries
-        self.worker = TurnWorker(self.store, self._run_task, timing, name, self._gone)
+        self.worker = TurnWorker(
+            self.store, self._run_task, timing, name, self._gone, self._end_orphan
+        )
         self.events.on_queued = self.worker.queued
         self.events.on_cancel = self.worker.cancel_told
         self.events.on_watch = self._watch_told
@@ -354,41 +365,90 @@ class TaskManager:
         live: LiveTurn | None = None,
     ) -> bool:
         """Records the task's outcome; of a turn running here (`live`), with the events its
-        outbox still holds, in the same statement. False if it had ended (or, with
-        `only_from`, was in another state)."""
-        numbered = None
-        if live is not None:
+        outbox still holds, in the same statement, until the store takes it. False if it had
+        ended (or, with `only_from`, was in another state)."""
+        summary: dict[str, Any] | None
+        if live is None:
+            summary = self._summary(task, status)
+            if not await self.store.finish(task, status, f"task.{status}", summary, only_from):
+                summary = None
+        else:
+            self.worker.ending(task.id)
             outbox = self._outboxes.pop(task.id, None)
             pending = await outbox.drain() if outbox is not None else []
             numbered = Numbered(pending, live.log.next_seq)
-        summary = self._summary(task, status)
-        try:
-            ended = await self.store.finish(
-                task, status, f"task.{status}", summary, only_from, numbered
-            )
-        except Exception as exc:  # an outcome the store refuses must not leave the task running
-            log.exception("task %s: recording its outcome failed", task.id)
-            task.result, status = None, "failed"
-            task.error = f"its outcome could not be saved: {exc}"
-            # Just the failure this time (a full disk may still take that much): the answer
-            # and the events not yet written are dropped (followers here have seen them).
-            task.held = []
-            numbered = Numbered([], numbered.terminal_seq) if numbered else None
-            summary = self._summary(task, status)
-            ended = await self.store.finish(
-                task, status, "task.failed", summary, only_from, numbered
-            )
-        if ended:
+            summary = await self._record_outcome(task, status, only_from, numbered)
+        if summary is not None:
             data = {"session_id": task.session_id, **summary}
             if live is not None:
-                live.log.append(f"task.{status}", data, task.finished_at or time.time())
+                live.log.append(f"task.{task.status}", data, task.finished_at or time.time())
                 live.log.written_seq = live.log.next_seq - 1
-            self._observe(f"task.{status}", data)
-        return ended
+            self._observe(f"task.{task.status}", data)
+        return summary is not None
+
+    async def _record_outcome(
+        self,
+        task: Task,
+        status: TaskStatus,
+        only_from: tuple[TaskStatus, ...],
+        numbered: Numbered,
+    ) -> dict[str, Any] | None:
+        """Records a turn's outcome, trying again while the store is unavailable (it is then
+        ended once the store is back, not left running); returns its summary (None: it had
+        ended). An outcome the store refuses (a full disk) becomes the failure alone. Not while
+        the replica stops: its turns are then ended by the sweep (its heartbeat stops)."""
+        wait, refused = OUTCOME_RETRY_FIRST, False
+        while True:
+            summary = self._summary(task, status)
+            try:
+                event = f"task.{status}"
+                if await self.store.finish(task, status, event, summary, only_from, numbered):
+                    return summary
+                return None
+            except Exception as exc:
+                if self.worker.closing:
+                    raise
+                if not refused and not isinstance(exc, StoreUnavailable):
+                    log.exception("task %s: recording its outcome failed", task.id)
+                    # Just the failure this time (a full disk may still take that much): the
+                    # answer and the events not yet written are dropped (followers here have
+                    # seen them).
+                    refused, status, task.result, task.held = True, "failed", None, []
+                    task.error = f"its outcome could not be saved: {exc}"
+                    numbered = Numbered([], numbered.terminal_seq)
+                    continue
+                log.warning(
+                    "task %s: recording its outcome failed (%s); trying again in %.1f s",
+                    task.id,
+                    exc,
+                    wait,
+                )
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, OUTCOME_RETRY_MAX)
 
     def _observe(self, type_: str, data: dict[str, Any]) -> None:
         for observe in self.observers:
             observe(type_, data)
+
+    async def _end_orphan(self, task_id: str, cancel_asked: bool) -> None:
+        """Ends a turn recorded as running here that no run here holds (its run ended without
+        recording its outcome): cancelled if that was asked, else interrupted, or put back in
+        line if it had not begun."""
+        task = await self.store.get(task_id)
+        if task is None or task.status != "running" or task_id in self._live:
+            return
+        if cancel_asked:
+            status: TaskStatus = "cancelled"
+            task.error = "cancelled by request"
+        elif not task.accepted and await self.store.requeue(task_id):
+            log.warning("turn %s had no run here and had not begun: queued again", task_id)
+            return
+        else:
+            status, task.error = "interrupted", ORPHANED
+        if await self._finish(task, status, only_from=("running",)):
+            log.warning(
+                "turn %s had no run here (its outcome was never recorded): %s", task_id, status
+            )
 
     async def _sweep_loop(self) -> None:
         while True:

@@ -1,7 +1,8 @@
 """This replica's share of the turns: it claims the heads of sessions' lines (told by NOTIFY, and
 every few seconds in case a notification was missed), runs at most `concurrency` turns at once,
-stops a turn whose cancel was asked on any replica, sends its heartbeat, and at shutdown lets
-running turns finish for a grace period before stopping them."""
+stops a turn whose cancel was asked on any replica, sends its heartbeat (which also finds a turn
+recorded as running here that no run here holds), and at shutdown lets running turns finish for
+a grace period before stopping them."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ log = logging.getLogger(__name__)
 # cancelled_by_user() tells, once the turn was cancelled, whether a user asked (else the replica
 # is shutting down).
 RunTask = Callable[[Task, int, Callable[[], bool]], Awaitable[None]]
+# Ends a turn recorded as running here that no run here holds: orphaned(task id, cancel asked).
+EndOrphan = Callable[[str, bool], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -41,14 +44,18 @@ class TurnWorker:
         timing: WorkerTiming,
         name: str,
         gone: Callable[[Task], None] = lambda task: None,
+        orphaned: EndOrphan | None = None,
     ):
         self.store = store
         self.run_task = run
         self.gone = gone  # told when a run is over, even one cancelled before it began
+        self.orphaned = orphaned
         self.timing = timing
         self.name = name
         self._running: dict[str, asyncio.Task[None]] = {}
         self._by_user: set[str] = set()
+        self._ending: set[str] = set()  # runs over, recording their outcome
+        self._orphans: set[str] = set()  # recorded as running here at the last beat, not run here
         self._reserved = 0  # slots held by submits of this replica in flight
         self._wake = asyncio.Event()
         self._full = False  # a claim was cut short for want of room: claim when a turn ends
@@ -110,6 +117,15 @@ class TurnWorker:
         turn.add_done_callback(lambda _: self._over(task))
         self._running[task.id] = turn
 
+    @property
+    def closing(self) -> bool:
+        return self._closing
+
+    def ending(self, task_id: str) -> None:
+        """The task's run is over and its outcome is being recorded (until the store takes it):
+        a cancel asked now comes too late and does not cut the recording short."""
+        self._ending.add(task_id)
+
     def queued(self) -> None:
         """A turn waits in some line (a notification, or a reconnect): claim."""
         self._wake.set()
@@ -125,6 +141,8 @@ class TurnWorker:
         running = self._running.get(task_id)
         if running is None:
             return False
+        if task_id in self._ending:
+            return True
         self._by_user.add(task_id)
         running.cancel()
         return True
@@ -140,6 +158,7 @@ class TurnWorker:
     def _over(self, task: Task) -> None:
         self._running.pop(task.id, None)
         self._by_user.discard(task.id)
+        self._ending.discard(task.id)
         self.gone(task)
         if self._full:  # a slot is free, and more may wait in line
             self._wake.set()
@@ -167,10 +186,24 @@ class TurnWorker:
         while True:
             await asyncio.sleep(self.timing.heartbeat)
             try:
-                for task_id in await self.store.beat(self.name):
+                held = await self.store.beat(self.name)
+                for task_id in [t for t, cancel in held.items() if cancel]:
                     self.cancel_here(task_id)
+                await self._end_orphans(held)
             except Exception as exc:
                 log.warning("the turn heartbeat failed: %s", exc)
+
+    async def _end_orphans(self, held: dict[str, bool]) -> None:
+        """Ends the turns recorded as running here that no run here holds (a run that could not
+        record its outcome, and gave up): as no other replica would (this one is alive), they
+        would hold their sessions until a restart. Only those seen at two beats in a row: a
+        turn claimed a moment ago is recorded before its run is."""
+        orphans = {task_id for task_id in held if task_id not in self._running}
+        confirmed, self._orphans = orphans & self._orphans, orphans
+        if self.orphaned is None:
+            return
+        for task_id in confirmed:
+            await self.orphaned(task_id, held[task_id])
 
     async def close(self) -> None:
         """Stops claiming; running turns get `shutdown_grace` seconds, then are stopped (a turn

@@ -21,6 +21,7 @@ from orchestrator.clients import (
     ServiceError,
     ServiceUnavailable,
 )
+from orchestrator.store import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,14 @@ def install_error_handlers(app: FastAPI) -> None:
             problems.append(f"{where}: {err.get('msg', 'invalid').removeprefix('Value error, ')}")
         message = "invalid request: " + "; ".join(problems)
         return error_response(400, message, "invalid_request")
+
+    @app.exception_handler(StoreUnavailable)
+    async def _store_unavailable(_: Request, exc: StoreUnavailable) -> JSONResponse:
+        # Told within a second while the server is down (not after the pool's 30 s wait).
+        message = f"{exc}: retry in a moment"
+        response = error_response(503, message, "database_unavailable")
+        response.headers["Retry-After"] = "2"
+        return response
 
     @app.exception_handler(OSError)
     async def _os_error(_: Request, exc: OSError) -> JSONResponse:

@@ -1,6 +1,6 @@
 """PostgreSQL, the orchestrator's store of record: sessions, tasks, events, schema migrations."""
 
-from orchestrator.store.database import Database
+from orchestrator.store.database import Database, StoreUnavailable
 from orchestrator.store.events import EventStore, StoredEvent
 from orchestrator.store.sessions import InvalidSessionId, SessionInfo, SessionStore
 from orchestrator.store.tasks import Task, TaskStore, TurnInterrupted
@@ -11,6 +11,7 @@ __all__ = [
     "InvalidSessionId",
     "SessionInfo",
     "SessionStore",
+    "StoreUnavailable",
     "StoredEvent",
     "Task",
     "TaskStore",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import json
 import logging
@@ -14,7 +15,7 @@ import orjson
 import psycopg
 from psycopg.rows import DictRow, dict_row
 from psycopg.types.json import set_json_dumps
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from orchestrator.store.migrations import migrate
 
@@ -24,6 +25,24 @@ Connection = psycopg.AsyncConnection[DictRow]
 
 # Advisory lock namespaces (first key of pg_advisory_xact_lock(int, int)).
 SESSION_LOCK = 72104
+
+# Seconds a connection attempt may take (a server that accepts but does not answer).
+CONNECT_TIMEOUT = 5
+# Seconds a request waits for a pooled connection: while the server answers (a busy pool), and
+# while it does not (a connection was lost and none made since), so it is told 503 at once.
+ACQUIRE_TIMEOUT = 30.0
+UNREACHABLE_WAIT = 1.0
+# How long one pool connection attempt retries (after 1 s, 2 s, ...) before it gives up; the
+# next request starts another. psycopg_pool's default (300 s) doubles its waits to 32 s and
+# more, so a server back after 30 s down went unused for ~50 s.
+RECONNECT_WINDOW = 4.0
+# SQLSTATE classes of a server that cannot be reached (none: the client lost the connection).
+LOST_STATES = ("08", "57P", "53300")
+
+
+class StoreUnavailable(psycopg.OperationalError):
+    """The database cannot be reached or refuses writes for now (down, restarting, read-only):
+    HTTP 503; a turn's outcome is recorded once it answers again."""
 
 
 class Database:
@@ -43,19 +62,33 @@ class Database:
             max_size=max_connections,
             # Not `autocommit` in kwargs: the job queue opens its listening connection with
             # these kwargs plus its own autocommit=True.
-            kwargs={"row_factory": dict_row},
-            configure=_configure,
+            kwargs={"row_factory": dict_row, "connect_timeout": CONNECT_TIMEOUT},
+            configure=self._configure,
+            timeout=ACQUIRE_TIMEOUT,
+            reconnect_timeout=RECONNECT_WINDOW,
+            reconnect_failed=self._unreachable,
             # No `check` on each checkout (a round trip per query): a connection the server
             # dropped fails one query and is then replaced by the pool.
             open=False,
             name="crayfish",
         )
+        self.reachable = True  # False from a lost connection until a new one is made
+        self._checking: asyncio.Task[None] | None = None
 
-    async def open(self) -> None:
-        """Connects and brings the schema up to date (one replica at a time)."""
-        await self.pool.open(wait=True, timeout=30)
-        async with self.pool.connection() as conn:
-            await migrate(conn)
+    async def open(self, within: float = 30.0) -> None:
+        """Connects (waiting up to `within` seconds for the server) and brings the schema up to date
+        (one replica at a time)."""
+        await self.pool.open()
+        deadline = asyncio.get_running_loop().time() + within
+        while True:
+            try:  # each try starts a connection attempt (one gives up after RECONNECT_WINDOW)
+                async with self.pool.connection(timeout=RECONNECT_WINDOW) as conn:
+                    await migrate(conn)
+                break
+            except PoolTimeout:
+                if asyncio.get_running_loop().time() >= deadline:
+                    raise
+        await self.pool.wait(timeout=within)  # its min_size connections, as requests expect
 
     async def close(self) -> None:
         await self.pool.close()
@@ -77,32 +110,71 @@ class Database:
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Connection]:
-        with _disk_full_as_os_error():
-            async with self.pool.connection() as conn:
+        with self._mapped_errors():
+            async with self.pool.connection(timeout=self._acquire_timeout()) as conn:
                 yield conn
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Connection]:
         """A connection inside one transaction: committed on exit, rolled back on an error."""
-        with _disk_full_as_os_error():
-            async with self.pool.connection() as conn, conn.transaction():
+        with self._mapped_errors():
+            async with (
+                self.pool.connection(timeout=self._acquire_timeout()) as conn,
+                conn.transaction(),
+            ):
                 yield conn
 
+    def _acquire_timeout(self) -> float:
+        return ACQUIRE_TIMEOUT if self.reachable else UNREACHABLE_WAIT
 
-@contextmanager
-def _disk_full_as_os_error() -> Iterator[None]:
-    """The server's full disk as the OSError a full local disk raises (HTTP 507, a failed turn
-    saying "No space left on device")."""
-    try:
-        yield
-    except psycopg.errors.DiskFull as exc:
-        detail = str(exc).splitlines()[0]
-        raise OSError(errno.ENOSPC, f"the database's disk is full ({detail})") from exc
+    @contextmanager
+    def _mapped_errors(self) -> Iterator[None]:
+        """The server's full disk as the OSError a full local disk raises (HTTP 507, a failed
+        turn saying "No space left on device"); an unreachable or read-only server, or no
+        connection in time, as StoreUnavailable (HTTP 503)."""
+        try:
+            yield
+        except psycopg.errors.DiskFull as exc:
+            raise OSError(
+                errno.ENOSPC, f"the database's disk is full ({_first_line(exc)})"
+            ) from exc
+        except StoreUnavailable:
+            raise
+        except PoolTimeout as exc:
+            why = "unreachable" if not self.reachable else "busy: no free connection"
+            raise StoreUnavailable(f"the database is {why} ({_first_line(exc)})") from exc
+        except psycopg.errors.ReadOnlySqlTransaction as exc:
+            raise StoreUnavailable(f"the database refuses writes ({_first_line(exc)})") from exc
+        except psycopg.OperationalError as exc:
+            if not exc.sqlstate or exc.sqlstate.startswith(LOST_STATES):
+                self._unreachable()
+                raise StoreUnavailable(f"the database is unreachable ({_first_line(exc)})") from exc
+            raise
+
+    def _unreachable(self, _pool: object = None) -> None:
+        """A connection was lost (or could not be made): requests wait briefly from now on, and
+        the pool's idle connections are checked, so the dead ones go at once, not one per
+        request."""
+        if self.reachable:
+            log.warning("the database is unreachable: answering 503 until it is back")
+        self.reachable = False
+        if self._checking is None or self._checking.done():
+            self._checking = asyncio.get_running_loop().create_task(self._check_idle())
+
+    async def _check_idle(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.pool.check()
+
+    async def _configure(self, conn: Connection) -> None:
+        await conn.set_autocommit(True)
+        set_json_dumps(json_for_server, conn)
+        if not self.reachable:
+            log.warning("the database answers again")
+        self.reachable = True
 
 
-async def _configure(conn: Connection) -> None:
-    await conn.set_autocommit(True)
-    set_json_dumps(json_for_server, conn)
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def json_for_server(value: Any) -> bytes:

@@ -300,17 +300,18 @@ class TaskStore:
             row = await cursor.fetchone()
         return row["runner"] if row else None
 
-    async def beat(self, runner: str) -> list[str]:
-        """The runner's heartbeat; returns its running tasks whose cancel was asked."""
+    async def beat(self, runner: str) -> dict[str, bool]:
+        """The runner's heartbeat; returns the tasks running on it, each with whether its
+        cancel was asked."""
         async with self.db.connection() as conn:
             cursor = await conn.execute(
                 "WITH beat AS (INSERT INTO runners (name, seen_at) VALUES (%(r)s, crayfish_now())"
                 " ON CONFLICT (name) DO UPDATE SET seen_at = excluded.seen_at)"
-                " SELECT id FROM tasks"
-                " WHERE runner = %(r)s AND status = 'running' AND cancel_requested",
+                " SELECT id, cancel_requested FROM tasks"
+                " WHERE runner = %(r)s AND status = 'running'",
                 {"r": runner},
             )
-            return [row["id"] for row in await cursor.fetchall()]
+            return {row["id"]: row["cancel_requested"] for row in await cursor.fetchall()}
 
     async def forget_runner(self, runner: str) -> None:
         async with self.db.connection() as conn:
