@@ -12,6 +12,7 @@ from unittest import mock
 
 import pytest
 from crayfish.common.v1 import tools_pb2
+from crayfish.memory.v1 import memory_pb2_grpc
 from crayfish.tool_runner.v1 import tool_runner_pb2, tool_runner_pb2_grpc
 from crayfish_common.grpc_server import GrpcService
 from orchestrator.config import Settings
@@ -80,15 +81,33 @@ def fake_llm() -> Iterator[FakeLLM]:
         yield fake
 
 
+class ScriptedMemoryTools(memory_pb2_grpc.MemoryServiceServicer):
+    """The scripted tools behind the memory service's tool contract (its other RPCs: none)."""
+
+    def __init__(self, tools: ScriptedToolService):
+        self.tools = tools
+
+    async def ListTools(self, request, context):
+        return await self.tools.ListTools(request, context)
+
+    async def RunTool(self, request, context):
+        return await self.tools.RunTool(request, context)
+
+
 @pytest.fixture
 async def tool_service() -> AsyncIterator[tuple[ScriptedToolService, int]]:
+    """The toy tools as the tool-runner's; also as the memory service's, for a test that points
+    MEMORY_ADDR here (a `memory_` name belongs to the memory service: agent/tool_owners.py)."""
     servicer = ScriptedToolService()
     service = GrpcService(
-        ["crayfish.tool_runner.v1.ToolRunnerService"],
+        ["crayfish.tool_runner.v1.ToolRunnerService", "crayfish.memory.v1.MemoryService"],
         [
             lambda server: tool_runner_pb2_grpc.add_ToolRunnerServiceServicer_to_server(
                 servicer, server
-            )
+            ),
+            lambda server: memory_pb2_grpc.add_MemoryServiceServicer_to_server(
+                ScriptedMemoryTools(servicer), server
+            ),
         ],
     )
     port = await service.start("127.0.0.1:0")

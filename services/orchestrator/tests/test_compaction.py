@@ -41,7 +41,9 @@ async def test_a_long_session_is_compacted_once_and_stays_valid(
 ):
     log: list[str] = []
     fake_llm.reply_forever_with(scripted(fake_llm, log))
-    core = await core_factory(CRAYFISH_CONTEXT_TOKENS=6000)
+    # The toy tools serve as the memory service's too: memory_write is the memory service's name.
+    memory = f"127.0.0.1:{tool_service[1]}"
+    core = await core_factory(CRAYFISH_CONTEXT_TOKENS=6000, MEMORY_ADDR=memory)
     for i in range(5):
         task = await core.tasks.wait((await core.submit("long", f"turn {i}: {LONG}")).id, 60)
         assert task.status == "completed", task.error

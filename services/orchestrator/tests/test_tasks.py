@@ -234,21 +234,28 @@ async def test_a_follower_elsewhere_sees_a_turn_as_it_goes_and_unfollowed_ones_w
 ):
     spoke = {"quiet": asyncio.Event(), "followed": asyncio.Event()}
     go_on = {"quiet": asyncio.Event(), "followed": asyncio.Event()}
+    ran_on: dict[str, int] = {}
 
-    async def talking(task: Task, emit: EventSink) -> str:
-        await emit("assistant.delta", {"text": "first words", "round": 1})
-        spoke[task.session_id].set()
-        await go_on[task.session_id].wait()
-        await emit("assistant.delta", {"text": " and the rest", "round": 2})
-        return "done"
+    def talking(replica: int):
+        async def run_turn(task: Task, emit: EventSink) -> str:
+            ran_on[task.session_id] = replica
+            await emit("assistant.delta", {"text": "first words", "round": 1})
+            spoke[task.session_id].set()
+            await go_on[task.session_id].wait()
+            await emit("assistant.delta", {"text": " and the rest", "round": 2})
+            return "done"
 
-    runner = await replicas.start(talking)
-    elsewhere = await replicas.start(recording_turn([]))
-    quiet = await runner.create("quiet", "nobody follows this one from the store")
+        return run_turn
+
+    managers = [await replicas.start(talking(0)), await replicas.start(talking(1))]
+    quiet = await managers[0].create("quiet", "nobody follows this one from the store")
     await asyncio.wait_for(spoke["quiet"].wait(), 10)  # its write window runs from before now
-    followed = await runner.create("followed", "followed from another replica")
+    # Turns spread over idle replicas: the follower is whichever replica does not run it.
+    followed = await managers[0].create("followed", "followed from another replica")
+    await asyncio.wait_for(spoke["followed"].wait(), 10)
+    elsewhere = managers[1 - ran_on["followed"]]
     events = elsewhere.follow(followed.id, 0)
-    async with asyncio.timeout(10):  # the turn waits for its first words to be seen there
+    async with asyncio.timeout(10):  # the turn waits until its first words were seen there
         async for event in events:
             if event.type == "assistant.delta":  # seen from the store while the turn runs
                 assert event.data["text"] == "first words"
@@ -256,11 +263,11 @@ async def test_a_follower_elsewhere_sees_a_turn_as_it_goes_and_unfollowed_ones_w
                 break
     # The followed turn's first write window, which began after the quiet one's, has ended and
     # its words are in the store: had the quiet turn written its own as it went, they would be.
-    stored = [e.type for e in await runner.events.task_events(quiet.id, 0)]
+    stored = [e.type for e in await elsewhere.events.task_events(quiet.id, 0)]
     assert stored == ["task.queued", "task.started"]  # the rest goes with its outcome
     go_on["quiet"].set()
-    finished = await runner.wait(quiet.id, 10)
-    stored = [e.type for e in await runner.events.task_events(quiet.id, 0)]
+    finished = await managers[0].wait(quiet.id, 10)
+    stored = [e.type for e in await elsewhere.events.task_events(quiet.id, 0)]
     assert finished.status == "completed" and stored.count("assistant.delta") == 2
 
     go_on["followed"].set()
