@@ -269,22 +269,12 @@ class MediaStore:
 
     def _stored(self) -> list[tuple[float, int, str]]:
         """(modified, size, path) of each image file this store named, in media/ itself."""
-        found = []
         try:
-            with self.root.open(MEDIA_DIR, os.O_RDONLY | os.O_DIRECTORY) as fd:
-                for entry in os.scandir(fd):
-                    if not STORED_NAME.fullmatch(entry.name):
-                        continue
-                    try:
-                        info = entry.stat(follow_symlinks=False)
-                    except FileNotFoundError:
-                        continue  # pruned meanwhile (by another replica)
-                    if stat.S_ISREG(info.st_mode):
-                        found.append((info.st_mtime, info.st_size, f"{MEDIA_DIR}/{entry.name}"))
+            return [(i.st_mtime, i.st_size, f"{MEDIA_DIR}/{n}") for n, i in stored_files(self.root)]
         except FileRefused as exc:
             if exc.kind != "missing":
                 raise
-        return found
+            return []
 
     def data_url(self, ref: dict[str, Any]) -> tuple[str | None, str]:
         """(data URL, "") for a stored image whose bytes still have the hash its name says,
@@ -381,3 +371,21 @@ async def _image_part(ref: dict[str, Any], media: MediaStore, vision: bool) -> d
         log.warning("image %s not sent: %s", path, why)
         return {"type": "text", "text": f"[image {path} could not be shown: {why}]"}
     return {"type": "image_url", "image_url": {"url": url}}
+
+
+def stored_files(root: SafeRoot) -> list[tuple[str, os.stat_result]]:
+    """(name, status) of each regular file in root's media/ named as the store names images
+    (links and other kinds skipped; one removed meanwhile, e.g. pruned by another replica, too).
+    FileRefused when media/ itself is missing or refused."""
+    found = []
+    with root.open(MEDIA_DIR, os.O_RDONLY | os.O_DIRECTORY) as fd:
+        for entry in os.scandir(fd):
+            if not STORED_NAME.fullmatch(entry.name):
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                found.append((entry.name, info))
+    return found

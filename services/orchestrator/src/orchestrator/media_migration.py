@@ -9,12 +9,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import stat
 from pathlib import Path
 
 from crayfish_common.safe_files import FileRefused, SafeRoot
 
-from orchestrator.media import MEDIA_DIR, STORED_NAME, MediaStore, stored_digest
+from orchestrator.media import MEDIA_DIR, MediaStore, stored_digest, stored_files
 
 log = logging.getLogger(__name__)
 
@@ -60,19 +59,9 @@ def _move(old: SafeRoot, store: MediaStore, path: str, modified: float) -> bool:
 
 def _stored_names(root: SafeRoot) -> list[tuple[str, float]]:
     """(name, modified) of the regular files in root's media/ named as the store names them."""
-    found = []
     try:
-        with root.open(MEDIA_DIR, os.O_RDONLY | os.O_DIRECTORY) as fd:
-            for entry in os.scandir(fd):
-                if not STORED_NAME.fullmatch(entry.name):
-                    continue
-                try:
-                    info = entry.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                if stat.S_ISREG(info.st_mode):
-                    found.append((entry.name, info.st_mtime))
+        return [(name, info.st_mtime) for name, info in stored_files(root)]
     except (FileRefused, OSError) as exc:
         if not (isinstance(exc, FileRefused) and exc.kind == "missing"):
             log.warning("workspace media/ not moved: %s", exc)
-    return found
+        return []
