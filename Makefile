@@ -59,7 +59,7 @@ test-fast: install
 
 # Every image (the four services and the docker sandbox) with no network inside the builds: the
 # base is python:3.11-slim where the engine has it or can pull it, else a local Debian base
-# (debootstrap); Python packages come from a wheelhouse built on the host (README, Docker).
+# (debootstrap); Python packages come from a wheelhouse built on the host (docs/docker.md).
 images:
 	scripts/build_images.sh
 
