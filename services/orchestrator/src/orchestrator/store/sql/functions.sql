@@ -1,9 +1,10 @@
 -- The current definition of every function of the store, one place to read them. The migration
 -- runner applies this file after the numbered steps, in their transaction and under their lock,
--- on every start: CREATE OR REPLACE, so applying it again changes nothing. A step still creates
--- a function first (and drops one, or changes its arguments or result, which CREATE OR REPLACE
--- cannot); its body here is the one that counts. Advisory-lock ids are literals, each followed by
--- a comment naming its constant in orchestrator/store/locks.py.
+-- on every start: CREATE OR REPLACE, so applying it again changes nothing. The steps that first
+-- made these functions keep them as they were then (history; the body here is the one that
+-- counts). A new function needs only this file; dropping one, or changing its arguments or its
+-- result (which CREATE OR REPLACE cannot), needs a step too. Advisory-lock ids are literals, each
+-- followed by a comment naming its constant in orchestrator/store/locks.py.
 --
 -- Locks, always in this order: a turn request's (TURN_REQUEST_LOCK), the session's
 -- (SESSION_LOCK, hashtext(session id)), then task rows, then the events lock (EVENTS_LOCK, held to
