@@ -300,6 +300,7 @@ async def test_a_store_of_the_job_queue_version_runs_its_waiting_turns_once_upgr
     replicas.url = empty_database()
     async with await psycopg.AsyncConnection.connect(replicas.url, autocommit=True) as conn:
         monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:5])
+        monkeypatch.setattr(migrations, "FUNCTIONS", lambda: "")  # it had no functions file
         await migrations.migrate(conn)  # the schema as the job-queue version left it
         monkeypatch.undo()
         await conn.execute(

@@ -29,6 +29,7 @@ from orchestrator.store import (
     TurnInterrupted,
 )
 from orchestrator.store.events import POLL_SECONDS, sleep_until
+from orchestrator.store.locks import SWEEP_LOCK
 from orchestrator.store.tasks import TERMINAL_STATUSES, Numbered, Task, TaskStatus
 from orchestrator.store.transcripts import TranscriptMirror
 from orchestrator.store.turn_requests import Earlier, TurnRequest, TurnRequests
@@ -54,7 +55,6 @@ ORPHANED = (
 OUTCOME_RETRY_FIRST = 0.5
 OUTCOME_RETRY_MAX = 5.0
 GLOBAL_RESUME_WINDOW = 10_000  # a new reader of /api/events starts this many events back
-SWEEP_LOCK = 72105
 
 
 @dataclass

@@ -17,14 +17,12 @@ from psycopg.rows import DictRow, dict_row
 from psycopg.types.json import set_json_dumps
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from orchestrator.store.locks import SESSION_LOCK
 from orchestrator.store.migrations import migrate
 
 log = logging.getLogger(__name__)
 
 Connection = psycopg.AsyncConnection[DictRow]
-
-# Advisory lock namespaces (first key of pg_advisory_xact_lock(int, int)).
-SESSION_LOCK = 72104
 
 # Seconds a connection attempt may take (a server that accepts but does not answer).
 CONNECT_TIMEOUT = 5

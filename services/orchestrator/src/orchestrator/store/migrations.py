@@ -3,6 +3,8 @@
 Plain SQL files rather than alembic: the store is written with psycopg and SQL, not SQLAlchemy
 (which alembic needs, with its own engine and configuration); the steps are few, forward-only,
 and each runs in the one transaction that records it, so a failed upgrade changes nothing.
+The current body of every SQL function is in sql/functions.sql, applied after the steps on every
+start (a step's CREATE FUNCTION is its history, not its current form).
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from typing import Any
 
 from procrastinate.schema import SchemaManager
 
-log = logging.getLogger(__name__)
+from orchestrator.store.locks import MIGRATION_LOCK
 
-MIGRATION_LOCK = 72103  # pg_advisory_xact_lock key: replicas starting together migrate once
+log = logging.getLogger(__name__)
 
 
 def sql_file(name: str) -> Callable[[], str]:
@@ -52,9 +54,13 @@ MIGRATIONS = [
     Migration(9, "OpenAI-compatible turns and conversations", sql_file("0009_openai_turns.sql")),
 ]
 
+# The current definition of every function, re-applied with CREATE OR REPLACE after the steps.
+FUNCTIONS = sql_file("functions.sql")
+
 
 async def migrate(conn: Any) -> list[int]:
-    """Applies the steps this database lacks, in order; returns their versions."""
+    """Applies the steps this database lacks, in order, then the functions file; returns the
+    steps' versions."""
     applied: list[int] = []
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
@@ -75,6 +81,7 @@ async def migrate(conn: Any) -> list[int]:
                 (step.version, step.name, time.time()),
             )
             applied.append(step.version)
+        await conn.execute(FUNCTIONS())
     if applied:
         log.info("database schema migrated to version %d", applied[-1])
     return applied

@@ -9,9 +9,8 @@ from typing import Any, Literal
 from psycopg.types.json import Json
 
 from orchestrator.store.database import Database
+from orchestrator.store.locks import NOTIFY_LIMIT_LOCK
 
-# Advisory lock: notifications are counted and added one at a time.
-NOTIFY_LIMIT_LOCK = 72107
 HOUR = 3600.0
 TURN_HORIZON = 24 * HOUR  # a turn's notifications are counted this far back (no turn is longer)
 KEEP_FOR = 7 * 24 * HOUR  # rows older than this are pruned (their deliveries long done)

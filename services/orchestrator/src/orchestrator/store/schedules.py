@@ -9,10 +9,9 @@ from typing import Any, Literal
 
 from orchestrator.schedule_rules import Timing
 from orchestrator.store.database import Database
+from orchestrator.store.locks import SCHEDULE_LIMIT_LOCK
 from orchestrator.store.sessions import pg_text
 
-# Advisory lock: the model's schedules are counted and added to one at a time.
-SCHEDULE_LIMIT_LOCK = 72106
 COLUMNS = (
     "id, session_id, message, kind, at_time, every_seconds, cron, timezone, created_in,"
     " next_run, last_run, last_task_id, runs, created_at, skipped"
