@@ -56,6 +56,34 @@ async def test_a_database_upgraded_release_by_release_has_the_functions_file_bod
         assert await bodies(conn) == once  # the same as a database migrated in one go
 
 
+async def test_an_older_release_leaves_a_newer_releases_functions_alone(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """A rolling upgrade: a replica of the release before starts on a database the newer one
+    migrated; it must not put its own (older) function bodies back."""
+    async with await psycopg.AsyncConnection.connect(fresh_database(), autocommit=True) as conn:
+        newest = await bodies(conn)
+        with monkeypatch.context() as old_build:
+            old_build.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:-1])
+            old_build.setattr(migrations, "FUNCTIONS", lambda: OLDER_NOW)
+            assert await migrations.migrate(conn) == []
+        assert await bodies(conn) == newest
+        # The same build on a database of its own version applies its file (the test can fail).
+        await conn.execute(
+            "DELETE FROM crayfish_schema_version WHERE version = %s",
+            (migrations.MIGRATIONS[-1].version,),
+        )
+        with monkeypatch.context() as old_build:
+            old_build.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:-1])
+            old_build.setattr(migrations, "FUNCTIONS", lambda: OLDER_NOW)
+            assert await migrations.migrate(conn) == []
+        assert (await bodies(conn))["crayfish_now"][0].strip() == "SELECT 0::double precision"
+
+
+OLDER_NOW = """CREATE OR REPLACE FUNCTION crayfish_now() RETURNS double precision
+LANGUAGE sql AS $$ SELECT 0::double precision $$;"""
+
+
 def test_every_advisory_lock_id_in_the_functions_file_is_its_named_constant():
     text = functions_file()
     named = LOCK_SAME_LINE.findall(text) + [

@@ -81,7 +81,16 @@ async def migrate(conn: Any) -> list[int]:
                 (step.version, step.name, time.time()),
             )
             applied.append(step.version)
-        await conn.execute(FUNCTIONS())
+        newer = max(done, default=0) > MIGRATIONS[-1].version
+        if newer:  # a newer release's functions stay: this replica's would be older
+            log.warning(
+                "database schema version %d is newer than this release knows (%d): "
+                "its SQL functions are left as they are",
+                max(done),
+                MIGRATIONS[-1].version,
+            )
+        else:
+            await conn.execute(FUNCTIONS())
     if applied:
         log.info("database schema migrated to version %d", applied[-1])
     return applied
