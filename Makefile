@@ -3,8 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-SERVICES := services/common services/tool-runner services/memory services/skills services/connectors \
-	services/orchestrator
+SERVICES := services/common services/cli services/tool-runner services/memory services/skills \
+	services/connectors services/orchestrator
 # Installed into the venv too, so their tests and the integration tests can run them.
 EXAMPLES := examples/db-query-tool
 STAMP := $(VENV)/.installed
