@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 SERVICES := services/common services/tool-runner services/memory services/skills services/connectors \
-	services/orchestrator
+	services/orchestrator services/cli
 # Installed into the venv too, so their tests and the integration tests can run them.
 EXAMPLES := examples/db-query-tool
 STAMP := $(VENV)/.installed
@@ -23,6 +23,9 @@ $(STAMP): requirements.txt requirements-dev.txt $(foreach s,$(SERVICES) $(EXAMPL
 	$(PIP) install --progress-bar on -r requirements.txt -r requirements-dev.txt
 	@echo "==> install 4/4: the services and examples, editable"
 	$(PIP) install -q --no-deps $(foreach s,$(SERVICES) $(EXAMPLES),-e $(s))
+	@# Once more alone: replacing an orchestrator that still owned the `crayfish` script (before
+	@# services/cli) deletes the script the CLI just wrote, whatever the order.
+	$(PIP) install -q --no-deps -e services/cli
 	touch $(STAMP)
 	@echo "==> installed: make run starts the stack"
 

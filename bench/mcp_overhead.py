@@ -26,7 +26,7 @@ from tests.fakes import FakeLLM
 from tests.stacks import running_stack, wait_task
 
 CALLS, WARM = 20, 2
-CLI = str(Path(sys.executable).parent / "crayfish")
+CLI = [sys.executable, "-m", "crayfish_cli"]
 QUERY = "database chosen for billing"
 
 
@@ -83,7 +83,9 @@ async def mcp_http(url: str) -> dict[str, list[float]]:
 
 
 async def mcp_stdio(url: str) -> dict[str, list[float]]:
-    server = StdioServerParameters(command=CLI, args=["mcp", "serve"], env={"CRAYFISH_URL": url})
+    server = StdioServerParameters(
+        command=CLI[0], args=[*CLI[1:], "mcp", "serve"], env={"CRAYFISH_URL": url}
+    )
     async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
         return await over(session)
 

@@ -50,7 +50,7 @@ def stack(fake_llm: FakeLLM, receiver: WebhookReceiver) -> Iterator[LocalStack]:
 def crayfish(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     """The CLI as a user runs it (the module: this tree's code, whatever script is installed)."""
     return subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "--url", url, *args],
+        [sys.executable, "-m", "crayfish_cli", "--url", url, *args],
         capture_output=True,
         text=True,
         timeout=60,

@@ -7,7 +7,6 @@ import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,7 +19,8 @@ from devstack.launcher import LocalStack
 from tests.fakes import FakeLLM, Reply
 
 API_TOKEN = "mcp-test-token"
-CRAYFISH_CLI = str(Path(sys.executable).parent / "crayfish")
+# This tree's CLI (the installed `crayfish` script may belong to another checkout).
+CRAYFISH_CLI = [sys.executable, "-m", "crayfish_cli"]
 
 
 @asynccontextmanager
@@ -38,8 +38,8 @@ async def http_session(url: str, token: str | None = API_TOKEN) -> AsyncIterator
 @asynccontextmanager
 async def stdio_session(url: str, token: str = API_TOKEN) -> AsyncIterator[ClientSession]:
     server = StdioServerParameters(
-        command=CRAYFISH_CLI,
-        args=["mcp", "serve"],
+        command=CRAYFISH_CLI[0],
+        args=[*CRAYFISH_CLI[1:], "mcp", "serve"],
         env={"CRAYFISH_URL": url, "CRAYFISH_API_TOKEN": token},
     )
     async with (

@@ -105,7 +105,7 @@ def test_shadowing_names_are_refused_and_shown_while_the_owners_are_up(
     refused = {r["name"]: (r["service"], r["owner"]) for r in body["refused"]}
     assert refused == {name: ("evil", owner) for name, owner in SHADOWED.items()}
     cli = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "tools"],
+        [sys.executable, "-m", "crayfish_cli", "tools"],
         env={**os.environ, "CRAYFISH_URL": stack.url, "NO_COLOR": "1"},
         capture_output=True,
         text=True,

@@ -6,13 +6,13 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
+from crayfish_cli.mcp_tools import build_mcp_server
 from fastapi import FastAPI
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 
 from orchestrator.core import OrchestratorCore
 from orchestrator.mcp_server.in_process import CoreBackend
-from orchestrator.mcp_server.tools import build_mcp_server
 
 MCP_PATH = "/mcp"
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
+from crayfish_cli.mcp_tools import BackendError, ChatAnswer, MemoryHit, MemoryHits
+
 from orchestrator.clients import ServiceError
 from orchestrator.core import OrchestratorCore
-from orchestrator.mcp_server.tools import BackendError, ChatAnswer, MemoryHit, MemoryHits
 from orchestrator.store import InvalidSessionId
 
 CHAT_WAIT = 900.0  # seconds a chat call waits for its turn (the LLM deadline is 600 by default)

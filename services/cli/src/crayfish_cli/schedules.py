@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from orchestrator.cli.api import CrayfishClient
-from orchestrator.cli.render import shorten
-from orchestrator.media import sniff
+from crayfish_cli.api import CrayfishClient
+from crayfish_cli.content import image_type
+from crayfish_cli.render import shorten
 
 
 def list_schedules(client: CrayfishClient, as_json: bool) -> int:
@@ -78,7 +78,7 @@ def image_data_url(path: str, max_bytes: int = 20_000_000) -> str:
         raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from exc
     if len(data) > max_bytes:
         raise ValueError(f"{path} is over {max_bytes} bytes")
-    mime = sniff(data)
+    mime = image_type(data)
     if mime is None:
         raise ValueError(f"{path} is not a PNG, JPEG, GIF or WebP image")
     return f"data:{mime};base64,{base64.b64encode(data).decode()}"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from crayfish_cli.api import CrayfishClient
 from orchestrator.agent.turn_context import without_turn_context
-from orchestrator.cli.api import CrayfishClient
 
 from devstack.launcher import LocalStack, free_port
 from tests.fakes import FakeLLM, Reply
@@ -40,9 +40,8 @@ Read `forecast.json`, then write three sentences.
 
 
 def crayfish_command() -> list[str]:
-    """The installed console script when there is one, else the module."""
-    script = Path(sys.executable).parent / "crayfish"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "orchestrator.cli"]
+    """This tree's CLI (the installed `crayfish` script may belong to another checkout)."""
+    return [sys.executable, "-m", "crayfish_cli"]
 
 
 def crayfish(
@@ -317,7 +316,7 @@ def test_without_crayfish_url_the_cli_follows_crayfish_http_port(stack: LocalSta
     """`make run` on another port (CRAYFISH_HTTP_PORT) and the CLI in the same shell find it."""
     env = {k: v for k, v in os.environ.items() if k != "CRAYFISH_URL"}
     done = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "sessions"],  # this tree, not an installed one
+        [sys.executable, "-m", "crayfish_cli", "sessions"],  # this tree, not an installed one
         capture_output=True,
         text=True,
         timeout=60,

@@ -1,5 +1,5 @@
 """`crayfish`: a command-line client of the orchestrator's REST API."""
 
-from orchestrator.cli.main import main
+from crayfish_cli.main import main
 
 __all__ = ["main"]

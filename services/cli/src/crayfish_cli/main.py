@@ -7,8 +7,8 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from orchestrator.cli import chat, listings, mcp, schedules
-from orchestrator.cli.api import DEFAULT_URL, CrayfishClient, RequestFailed, Unreachable
+from crayfish_cli import chat, listings, schedules
+from crayfish_cli.api import DEFAULT_URL, CrayfishClient, RequestFailed, Unreachable
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -134,7 +134,7 @@ def run(args: argparse.Namespace, client: CrayfishClient) -> int:
     if args.command == "tools":
         return listings.list_tools(client, args.json)
     if args.command == "mcp":
-        return mcp.serve(client)
+        return serve_mcp(client)
     if args.memory_command == "search":
         return listings.search_memory(client, " ".join(args.query), args.top_k, args.json)
     return listings.show_memory(client, args.citation, args.json)
@@ -154,6 +154,19 @@ def run_schedules(args: argparse.Namespace, client: CrayfishClient) -> int:
         timezone=args.timezone,
         session_id=args.session,
     )
+
+
+def serve_mcp(client: CrayfishClient) -> int:
+    # Imported here: the MCP SDK is the optional `mcp` extra, the rest of the CLI runs without it.
+    try:
+        from crayfish_cli import mcp
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("mcp", "pydantic"):
+            raise
+        raise ValueError(
+            "`crayfish mcp serve` needs the MCP SDK: pip install 'crayfish-cli[mcp]'"
+        ) from exc
+    return mcp.serve(client)
 
 
 def explain(exc: RequestFailed) -> str:

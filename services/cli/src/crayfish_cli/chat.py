@@ -6,9 +6,9 @@ import json
 import sys
 from typing import TextIO
 
-from orchestrator.cli.api import CrayfishClient
-from orchestrator.cli.render import Style, TurnPrinter, use_colour
-from orchestrator.cli.turn import Turn, TurnResult
+from crayfish_cli.api import CrayfishClient
+from crayfish_cli.render import Style, TurnPrinter, use_colour
+from crayfish_cli.turn import Turn, TurnResult
 
 CHAT_HELP = "Type a message. /new starts a new session, /session shows its id, Ctrl-D quits."
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 
 import httpx
-from orchestrator.cli.api import CrayfishClient
-from orchestrator.cli.render import TurnPrinter, short_args
+from crayfish_cli.api import CrayfishClient
+from crayfish_cli.render import TurnPrinter, short_args
 
 
 def test_sse_parsing_keeps_ids_types_and_multiline_data_and_skips_comments():

@@ -9,9 +9,9 @@ import sys
 import time
 from typing import Any
 
-from orchestrator.cli.api import CrayfishClient
-from orchestrator.cli.render import Style, short_args, shorten, use_colour
-from orchestrator.media import plain_text
+from crayfish_cli.api import CrayfishClient
+from crayfish_cli.content import plain_text
+from crayfish_cli.render import Style, short_args, shorten, use_colour
 
 CITATION = re.compile(r"^(?P<path>.+?)(?:#L(?P<start>\d+)(?:-L?(?P<end>\d+))?)?$")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from orchestrator.cli.api import CrayfishClient, RequestFailed, Unreachable
-from orchestrator.mcp_server.tools import (
+from crayfish_cli.api import CrayfishClient, RequestFailed, Unreachable
+from crayfish_cli.mcp_tools import (
     BackendError,
     ChatAnswer,
     MemoryHit,

@@ -6,8 +6,8 @@ import signal
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.cli.api import TERMINAL, CrayfishClient
-from orchestrator.cli.render import TurnPrinter
+from crayfish_cli.api import TERMINAL, CrayfishClient
+from crayfish_cli.render import TurnPrinter
 
 
 @dataclass
