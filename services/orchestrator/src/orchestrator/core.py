@@ -18,12 +18,9 @@ from orchestrator.agent.llm_probe import LlmProbe
 from orchestrator.agent.tool_search import ToolCatalog, tool_catalog
 from orchestrator.agent.tools import OWN_TOOLS
 from orchestrator.assistant import Assistant
-from orchestrator.client_turns import KIND as OPENAI_KIND
-from orchestrator.client_turns import ClientTurns
 from orchestrator.clients import ServiceClients
 from orchestrator.clients.health import DependencyState
 from orchestrator.config import Settings
-from orchestrator.events import EventSink
 from orchestrator.heartbeat import (
     HEARTBEAT_FILE,
     HEARTBEAT_SESSION,
@@ -45,8 +42,11 @@ from orchestrator.store.sessions import check_session_id
 from orchestrator.store.transcripts import TranscriptMirror
 from orchestrator.store.turn_requests import KEPT_FOR as REQUESTS_KEPT_FOR
 from orchestrator.store.turn_requests import Earlier, TurnRequest
-from orchestrator.tasks import Task, TaskManager
-from orchestrator.turn_worker import WorkerTiming
+from orchestrator.turns.client_turns import KIND as OPENAI_KIND
+from orchestrator.turns.client_turns import ClientTurns
+from orchestrator.turns.events import EventSink
+from orchestrator.turns.tasks import Task, TaskManager
+from orchestrator.turns.turn_worker import WorkerTiming
 from orchestrator.webhooks import DeliveryRetryable
 
 log = logging.getLogger(__name__)
