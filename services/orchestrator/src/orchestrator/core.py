@@ -21,19 +21,19 @@ from orchestrator.assistant import Assistant
 from orchestrator.clients import ServiceClients
 from orchestrator.clients.health import DependencyState
 from orchestrator.config import Settings
-from orchestrator.heartbeat import (
-    HEARTBEAT_FILE,
-    HEARTBEAT_SESSION,
-    heartbeat_message,
-    heartbeat_tasks,
-)
 from orchestrator.jobs import Deliveries
 from orchestrator.local_tools import LocalTools
 from orchestrator.media import ImageRejected, vision_refusal
 from orchestrator.media_migration import move_workspace_media
 from orchestrator.metrics import Metrics
 from orchestrator.notify import Notifier, NotifyBounds, WebhookSender
-from orchestrator.scheduler import Scheduler
+from orchestrator.schedules.heartbeat import (
+    HEARTBEAT_FILE,
+    HEARTBEAT_SESSION,
+    heartbeat_message,
+    heartbeat_tasks,
+)
+from orchestrator.schedules.scheduler import Scheduler
 from orchestrator.store import Database, SessionStore, legacy_import, schedules
 from orchestrator.store.notifications import NotificationStore
 from orchestrator.store.openai_turns import OpenAITurnStore

@@ -13,8 +13,8 @@ from crayfish_common.tools import Tool, ToolCall, ToolError, ToolResult, ToolSet
 
 from orchestrator.clients.tool_service import OutputSink, ToolSpec
 from orchestrator.notify import Notifier, NotifyLimit
-from orchestrator.schedule_rules import ScheduleInvalid, iso
-from orchestrator.scheduler import ScheduleLimit, Scheduler
+from orchestrator.schedules.schedule_rules import ScheduleInvalid, iso
+from orchestrator.schedules.scheduler import ScheduleLimit, Scheduler
 from orchestrator.store.schedules import ScheduledTurn
 from orchestrator.webhooks import PRIORITIES, Notification
 
