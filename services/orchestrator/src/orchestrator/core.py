@@ -21,12 +21,13 @@ from orchestrator.assistant import Assistant
 from orchestrator.clients import ServiceClients
 from orchestrator.clients.health import DependencyState
 from orchestrator.config import Settings
-from orchestrator.jobs import Deliveries
 from orchestrator.local_tools import LocalTools
 from orchestrator.media import ImageRejected, vision_refusal
 from orchestrator.media_migration import move_workspace_media
 from orchestrator.metrics import Metrics
-from orchestrator.notify import Notifier, NotifyBounds, WebhookSender
+from orchestrator.notify.jobs import Deliveries
+from orchestrator.notify.notify import Notifier, NotifyBounds, WebhookSender
+from orchestrator.notify.webhooks import DeliveryRetryable
 from orchestrator.schedules.heartbeat import (
     HEARTBEAT_FILE,
     HEARTBEAT_SESSION,
@@ -47,7 +48,6 @@ from orchestrator.turns.client_turns import ClientTurns
 from orchestrator.turns.events import EventSink
 from orchestrator.turns.tasks import Task, TaskManager
 from orchestrator.turns.turn_worker import WorkerTiming
-from orchestrator.webhooks import DeliveryRetryable
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from crayfish_common.tracing import attach_carrier, current_carrier, detach, spa
 from opentelemetry import trace
 
 from orchestrator.agent.llm import LLMError
-from orchestrator.jobs import Deliveries, JobQueue
+from orchestrator.notify.jobs import Deliveries, JobQueue
 from orchestrator.store import (
     Database,
     EventStore,
