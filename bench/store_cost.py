@@ -25,9 +25,9 @@ from types import ModuleType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from orchestrator.events import EventOutbox, LiveLog
 from orchestrator.store import Database, EventStore, TaskStore
 from orchestrator.store.tasks import Numbered, Task
+from orchestrator.turns.events import EventOutbox, LiveLog
 
 from devstack.postgres import EmbeddedPostgres
 

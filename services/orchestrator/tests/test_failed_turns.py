@@ -9,7 +9,7 @@ import pytest
 from orchestrator.agent.llm import LLMError
 from orchestrator.api.failed_turns import failed_turn
 from orchestrator.store.tasks import Task
-from orchestrator.turn_failure import failure_of
+from orchestrator.turns.turn_failure import failure_of
 
 
 def failed(exc: Exception, tools_ran: int = 0, status: Any = "failed") -> Task:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from orchestrator.core import OrchestratorCore
-from orchestrator.heartbeat import heartbeat_tasks, is_acknowledgement
+from orchestrator.schedules.heartbeat import heartbeat_tasks, is_acknowledgement
 from orchestrator.store.tasks import Task
 
 from tests.fakes import FakeLLM

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from orchestrator.config import WebhookTarget
 from orchestrator.core import OrchestratorCore
-from orchestrator.webhooks import Notification, sign, webhook_request
+from orchestrator.notify.webhooks import Notification, sign, webhook_request
 
 from tests.fakes import FakeLLM, WebhookReceiver
 from tests.fakes.webhooks import webhook_problem

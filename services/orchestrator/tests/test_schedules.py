@@ -17,8 +17,8 @@ from fastapi.testclient import TestClient
 from orchestrator.app import create_app
 from orchestrator.core import OrchestratorCore
 from orchestrator.local_tools import describe_schedule
-from orchestrator.schedule_rules import ScheduleInvalid, Timing, next_run, parse_timing
-from orchestrator.scheduler import Scheduler
+from orchestrator.schedules.schedule_rules import ScheduleInvalid, Timing, next_run, parse_timing
+from orchestrator.schedules.scheduler import Scheduler
 
 from tests.fakes import FakeLLM, Reply, ToolCall
 

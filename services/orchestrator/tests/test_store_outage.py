@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
-from orchestrator.events import EventSink
 from orchestrator.store.tasks import Task
-from orchestrator.tasks import ORPHANED, TaskManager
+from orchestrator.turns.events import EventSink
+from orchestrator.turns.tasks import ORPHANED, TaskManager
 
 from .test_tasks import FAST, Replicas, recording_turn
 
@@ -78,7 +78,7 @@ async def test_an_outcome_the_store_refused_is_recorded_once_it_is_back_and_the_
     assert (first.status, second.status) == ("running", "queued")
     await _set_read_only(replicas.url, True)
     try:
-        with caplog.at_level(logging.WARNING, logger="orchestrator.tasks"):
+        with caplog.at_level(logging.WARNING, logger="orchestrator.turns.tasks"):
             answer.set()  # the turn ends while the store refuses its outcome
             await _logged(caplog, "recording its outcome failed")
     finally:

@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator, Callable
 
 import psycopg
 import pytest
-from orchestrator.events import EventSink
 from orchestrator.store import Database, TurnInterrupted, migrations
 from orchestrator.store.tasks import Task
-from orchestrator.tasks import TaskManager
-from orchestrator.turn_worker import WorkerTiming
+from orchestrator.turns.events import EventSink
+from orchestrator.turns.tasks import TaskManager
+from orchestrator.turns.turn_worker import WorkerTiming
 
 from tests.postgres import empty_database, fresh_database
 

@@ -27,11 +27,11 @@ from orchestrator.agent.turn_context import turn_context, with_turn_context
 from orchestrator.clients import ServiceClients, ServiceError, ToolServiceClient
 from orchestrator.clients.memory import Hit
 from orchestrator.config import Settings
-from orchestrator.events import EventSink
-from orchestrator.heartbeat import is_acknowledgement
 from orchestrator.media import MediaStore, for_llm, user_content, vision_enabled, vision_refusal
+from orchestrator.schedules.heartbeat import is_acknowledgement
 from orchestrator.store import SessionStore, TaskStore
 from orchestrator.store.tasks import Task
+from orchestrator.turns.events import EventSink
 from orchestrator.workspace import WorkspaceFile, WorkspaceFiles
 
 if TYPE_CHECKING:

@@ -18,25 +18,23 @@ from orchestrator.agent.llm_probe import LlmProbe
 from orchestrator.agent.tool_search import ToolCatalog, tool_catalog
 from orchestrator.agent.tools import OWN_TOOLS
 from orchestrator.assistant import Assistant
-from orchestrator.client_turns import KIND as OPENAI_KIND
-from orchestrator.client_turns import ClientTurns
 from orchestrator.clients import ServiceClients
 from orchestrator.clients.health import DependencyState
 from orchestrator.config import Settings
-from orchestrator.events import EventSink
-from orchestrator.heartbeat import (
+from orchestrator.local_tools import LocalTools
+from orchestrator.media import ImageRejected, vision_refusal
+from orchestrator.media_migration import move_workspace_media
+from orchestrator.metrics import Metrics
+from orchestrator.notify.jobs import Deliveries
+from orchestrator.notify.notify import Notifier, NotifyBounds, WebhookSender
+from orchestrator.notify.webhooks import DeliveryRetryable
+from orchestrator.schedules.heartbeat import (
     HEARTBEAT_FILE,
     HEARTBEAT_SESSION,
     heartbeat_message,
     heartbeat_tasks,
 )
-from orchestrator.jobs import Deliveries
-from orchestrator.local_tools import LocalTools
-from orchestrator.media import ImageRejected, vision_refusal
-from orchestrator.media_migration import move_workspace_media
-from orchestrator.metrics import Metrics
-from orchestrator.notify import Notifier, NotifyBounds, WebhookSender
-from orchestrator.scheduler import Scheduler
+from orchestrator.schedules.scheduler import Scheduler
 from orchestrator.store import Database, SessionStore, legacy_import, schedules
 from orchestrator.store.notifications import NotificationStore
 from orchestrator.store.openai_turns import OpenAITurnStore
@@ -45,9 +43,11 @@ from orchestrator.store.sessions import check_session_id
 from orchestrator.store.transcripts import TranscriptMirror
 from orchestrator.store.turn_requests import KEPT_FOR as REQUESTS_KEPT_FOR
 from orchestrator.store.turn_requests import Earlier, TurnRequest
-from orchestrator.tasks import Task, TaskManager
-from orchestrator.turn_worker import WorkerTiming
-from orchestrator.webhooks import DeliveryRetryable
+from orchestrator.turns.client_turns import KIND as OPENAI_KIND
+from orchestrator.turns.client_turns import ClientTurns
+from orchestrator.turns.events import EventSink
+from orchestrator.turns.tasks import Task, TaskManager
+from orchestrator.turns.turn_worker import WorkerTiming
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,11 @@ from typing import Any
 from crayfish_common.tools import Tool, ToolCall, ToolError, ToolResult, ToolSet, object_schema
 
 from orchestrator.clients.tool_service import OutputSink, ToolSpec
-from orchestrator.notify import Notifier, NotifyLimit
-from orchestrator.schedule_rules import ScheduleInvalid, iso
-from orchestrator.scheduler import ScheduleLimit, Scheduler
+from orchestrator.notify.notify import Notifier, NotifyLimit
+from orchestrator.notify.webhooks import PRIORITIES, Notification
+from orchestrator.schedules.schedule_rules import ScheduleInvalid, iso
+from orchestrator.schedules.scheduler import ScheduleLimit, Scheduler
 from orchestrator.store.schedules import ScheduledTurn
-from orchestrator.webhooks import PRIORITIES, Notification
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from typing import Any
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from orchestrator.events import TERMINAL_EVENTS
+from orchestrator.turns.events import TERMINAL_EVENTS
 
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 CONTENT_TYPE = prometheus_client.CONTENT_TYPE_LATEST

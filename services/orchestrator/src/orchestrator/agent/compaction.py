@@ -13,9 +13,9 @@ from orchestrator.agent.context import (
 )
 from orchestrator.agent.llm import LLMClient, add_usage
 from orchestrator.agent.loop import AgentLoop
-from orchestrator.events import EventSink
 from orchestrator.media import as_text_only, plain_text
 from orchestrator.store.sessions import SessionStore
+from orchestrator.turns.events import EventSink
 
 log = logging.getLogger(__name__)
 

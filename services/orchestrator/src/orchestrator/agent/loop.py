@@ -24,7 +24,7 @@ from orchestrator.agent.pseudo_calls import CallSniffer, find_pseudo_calls, stri
 from orchestrator.agent.text_tools import to_text_protocol
 from orchestrator.agent.tool_search import TurnTools
 from orchestrator.agent.tools import OfferedTool, ToolRegistry
-from orchestrator.events import EventSink
+from orchestrator.turns.events import EventSink
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("crayfish.orchestrator")

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 
 from orchestrator.api.errors import error_body
 from orchestrator.store.tasks import Task
-from orchestrator.turn_failure import TurnFailure
+from orchestrator.turns.turn_failure import TurnFailure
 
 NO_RETRY = {"x-should-retry": "false"}
 

@@ -11,7 +11,7 @@ from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
 from orchestrator.api.schemas import RequestBody
 from orchestrator.local_tools import describe_schedule
-from orchestrator.schedule_rules import ScheduleInvalid
+from orchestrator.schedules.schedule_rules import ScheduleInvalid
 
 router = APIRouter(tags=["schedules"])
 

@@ -15,11 +15,11 @@ from orchestrator.api.retries import earlier_task, submit_once, turn_request
 from orchestrator.api.schemas import ChatAccepted, ChatRequest, TaskView, Usage
 from orchestrator.api.sse import resume_after, sse_event, sse_response
 from orchestrator.core import OrchestratorCore
-from orchestrator.events import event_body
 from orchestrator.media import ImageRejected
 from orchestrator.store import InvalidSessionId, StoredEvent
 from orchestrator.store.sessions import check_session_id
 from orchestrator.store.tasks import Task
+from orchestrator.turns.events import event_body
 
 router = APIRouter(tags=["tasks"])
 SSE_RESPONSES: dict[int | str, dict[str, object]] = {200: {"content": {"text/event-stream": {}}}}

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from orchestrator.schedule_rules import Timing
+from orchestrator.schedules.schedule_rules import Timing
 from orchestrator.store.database import Database
 from orchestrator.store.locks import SCHEDULE_LIMIT_LOCK
 from orchestrator.store.sessions import pg_text

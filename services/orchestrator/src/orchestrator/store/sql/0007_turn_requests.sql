@@ -2,7 +2,7 @@
 -- HTTP requests that started turns (so a client's retry of one, on any replica, is answered
 -- with that turn's outcome instead of running it again).
 
--- {"cause", "llm_status", "llm_code", "tools_ran"} of a failed turn (orchestrator/turn_failure.py)
+-- {"cause", "llm_status", "llm_code", "tools_ran"} of a failed turn (orchestrator/turns/turn_failure.py)
 ALTER TABLE tasks ADD COLUMN failure jsonb;
 
 -- One row per request that started a turn. `fingerprint` is a hash of the route, the named

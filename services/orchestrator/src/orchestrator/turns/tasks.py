@@ -17,8 +17,7 @@ from crayfish_common.tracing import attach_carrier, current_carrier, detach, spa
 from opentelemetry import trace
 
 from orchestrator.agent.llm import LLMError
-from orchestrator.events import TERMINAL_EVENTS, EventOutbox, EventSink, LiveLog, Watches
-from orchestrator.jobs import Deliveries, JobQueue
+from orchestrator.notify.jobs import Deliveries, JobQueue
 from orchestrator.store import (
     Database,
     EventStore,
@@ -33,8 +32,9 @@ from orchestrator.store.locks import SWEEP_LOCK
 from orchestrator.store.tasks import TERMINAL_STATUSES, Numbered, Task, TaskStatus
 from orchestrator.store.transcripts import TranscriptMirror
 from orchestrator.store.turn_requests import Earlier, TurnRequest, TurnRequests
-from orchestrator.turn_failure import TurnFailure, failure_of
-from orchestrator.turn_worker import TurnWorker, WorkerTiming
+from orchestrator.turns.events import TERMINAL_EVENTS, EventOutbox, EventSink, LiveLog, Watches
+from orchestrator.turns.turn_failure import TurnFailure, failure_of
+from orchestrator.turns.turn_worker import TurnWorker, WorkerTiming
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("crayfish.orchestrator")

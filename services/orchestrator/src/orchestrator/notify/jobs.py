@@ -1,6 +1,6 @@
 """Notification deliveries as jobs of a PostgreSQL queue (procrastinate): sent by any replica's
 worker, retried with backoff, and sent again when the worker that had one died. (Turns wait in
-their sessions' lines in the tasks table: turn_worker.py.)
+their sessions' lines in the tasks table: turns/turn_worker.py.)
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from procrastinate.retry import BaseRetryStrategy, RetryDecision
 from procrastinate.worker import Worker
 
 from orchestrator.store.database import Database
-from orchestrator.turn_worker import WorkerTiming
+from orchestrator.turns.turn_worker import WorkerTiming
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,7 @@ from typing import Any
 import httpx
 
 from orchestrator.config import WebhookTarget
-from orchestrator.store.notifications import NotificationStore
-from orchestrator.webhooks import (
+from orchestrator.notify.webhooks import (
     DeliveryRefused,
     Notification,
     combined,
@@ -28,6 +27,7 @@ from orchestrator.webhooks import (
     describe,
     fingerprint,
 )
+from orchestrator.store.notifications import NotificationStore
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,13 @@ from collections.abc import Awaitable, Callable
 
 from orchestrator.agent.prompt import HEARTBEAT_TOKEN
 from orchestrator.config import Settings
-from orchestrator.schedule_rules import ScheduleInvalid, first_run, iso, next_run, parse_timing
+from orchestrator.schedules.schedule_rules import (
+    ScheduleInvalid,
+    first_run,
+    iso,
+    next_run,
+    parse_timing,
+)
 from orchestrator.store.schedules import ScheduledTurn, ScheduleStore
 from orchestrator.store.sessions import InvalidSessionId, check_session_id
 

@@ -20,10 +20,10 @@ from orchestrator.agent.llm import LLMError
 from orchestrator.agent.prompt import with_client_instructions
 from orchestrator.agent.turn_context import turn_context, with_turn_context
 from orchestrator.assistant import Assistant, system_message
-from orchestrator.events import EventSink
 from orchestrator.media import for_llm, user_content, vision_refusal
 from orchestrator.store.openai_turns import OpenAITurnStore
 from orchestrator.store.tasks import Task
+from orchestrator.turns.events import EventSink
 
 log = logging.getLogger(__name__)
 

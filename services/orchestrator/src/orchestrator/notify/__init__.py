@@ -1,0 +1,1 @@
+"""Notifications: the notify tool's bounds, webhook deliveries, and their job queue."""

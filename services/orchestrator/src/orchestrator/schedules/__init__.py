@@ -1,0 +1,1 @@
+"""Schedules: when they fire, the scheduler that fires them, and HEARTBEAT.md turns."""
