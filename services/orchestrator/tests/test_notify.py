@@ -196,8 +196,9 @@ async def tool_results(core: OrchestratorCore, session_id: str) -> list[str]:
 
 
 def _alerts_delivered(receiver: WebhookReceiver, count: int) -> list[str]:
-    """The alert texts delivered to /flood (one delivery may carry several), once `count`."""
-    deadline = time.monotonic() + 30
+    """The alert texts delivered to /flood (one delivery may carry several), once `count`.
+    Each delivery job may wait a polling interval of the job queue: a loaded machine is slow."""
+    deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         texts = []
         for delivery in receiver.to("/flood"):
