@@ -10,10 +10,10 @@ from crayfish_common.tracing import span
 from crayfish_common.url_guard import AllowList
 from opentelemetry import trace
 
-from orchestrator.agent.client_request import close_unanswered
+from orchestrator.agent.client_request import ClientRequest, close_unanswered
 from orchestrator.agent.compaction import Compactor
 from orchestrator.agent.llm import LLMClient
-from orchestrator.agent.loop import AgentLoop, LoopLimits
+from orchestrator.agent.loop import AgentLoop, LoopLimits, TurnOutcome
 from orchestrator.agent.prompt import (
     BOOTSTRAP_FILES,
     SILENT_TOKEN,
@@ -150,14 +150,26 @@ class Assistant:
     async def _loop(
         self, task: Task, emit: EventSink, messages: list[dict[str, Any]]
     ) -> tuple[str, int]:
-        outcome = await self.loop.run(
+        outcome = await self.run_loop(task, emit, messages)
+        return outcome.text, outcome.rounds
+
+    async def run_loop(
+        self,
+        task: Task,
+        emit: EventSink,
+        messages: list[dict[str, Any]],
+        client: ClientRequest | None = None,
+    ) -> TurnOutcome:
+        """The tool loop over `messages` (images as the model takes them), each group kept
+        with the turn; `client`: what a /v1 client asked of it (its tools, parameters)."""
+        return await self.loop.run(
             await for_llm(messages, self.media, self.vision),
             task.session_id,
             emit,
             lambda group: self.turns.append_turn(task, group),
             task.usage,
+            client=client,
         )
-        return outcome.text, outcome.rounds
 
     async def deliver(self, text: str, rounds: int, task: Task, emit: EventSink) -> str:
         if text.strip() == SILENT_TOKEN:

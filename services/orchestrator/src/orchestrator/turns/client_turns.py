@@ -20,7 +20,7 @@ from orchestrator.agent.llm import LLMError
 from orchestrator.agent.prompt import with_client_instructions
 from orchestrator.agent.turn_context import turn_context, with_turn_context
 from orchestrator.assistant import Assistant, system_message
-from orchestrator.media import for_llm, user_content, vision_refusal
+from orchestrator.media import user_content, vision_refusal
 from orchestrator.store.openai_turns import OpenAITurnStore
 from orchestrator.store.tasks import Task
 from orchestrator.turns.events import EventSink
@@ -73,14 +73,7 @@ class ClientTurns:
             history = [*history, *answers]
         history = close_unanswered(history)  # a message from elsewhere came before a result
         messages = [system_message(system), *history, *([user] if user else [])]
-        outcome = await a.loop.run(
-            await for_llm(messages, a.media, a.vision),
-            task.session_id,
-            emit,
-            lambda group: a.turns.append_turn(task, group),
-            task.usage,
-            client=request,
-        )
+        outcome = await a.run_loop(task, emit, messages, client=request)
         return outcome.text, outcome.rounds, ClientAnswer(outcome.client_calls)
 
     def _user_message(self, task: Task, recall: str, late: dict[str, str]) -> dict[str, Any] | None:
