@@ -5,6 +5,7 @@ restarts the server and the API works again within seconds, with no orchestrator
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -64,10 +65,46 @@ def api(stack: LocalStack) -> Iterator[httpx.Client]:
 
 
 def kill(server: EmbeddedPostgres) -> None:
-    """SIGKILL to the server and its backends at once (its process group)."""
+    """SIGKILL to the server and all its processes."""
     assert server.process is not None
-    os.killpg(server.process.pid, signal.SIGKILL)
+    kill_server(server.process.pid)
     server.process.wait()
+
+
+def kill_server(postmaster: int) -> None:
+    """SIGKILL to the postmaster and every process under it, as a killed container would have:
+    each backend is a session of its own (PostgreSQL calls setsid), so its process group is
+    not enough, and a backend left alive answers a query or two until it sees its postmaster
+    gone. Stopped first, so it forks no new one meanwhile."""
+    os.kill(postmaster, signal.SIGSTOP)
+    doomed = [postmaster, *_descendants(postmaster)]
+    for pid in doomed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    until(lambda: not any(_running(pid) for pid in doomed), timeout=30)
+
+
+def _descendants(root: int) -> list[int]:
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = [], [root]
+    while frontier:
+        children = [pid for pid, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a killed child its parent has not reaped yet is done)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 def until(check: Callable[[], bool], timeout: float = 60.0) -> float:
@@ -194,7 +231,7 @@ def test_make_run_restarts_a_killed_postgresql_and_the_api_works_again_within_se
         until(lambda: launcher.poll() is None and answers(api), timeout=180)
         postmaster = root / "data" / "postgres" / "postmaster.pid"
         pid = int(postmaster.read_text().split()[0])
-        os.killpg(pid, signal.SIGKILL)
+        kill_server(pid)
         began = time.monotonic()
         assert api.get("/api/sessions").status_code == 503
         first_503 = time.monotonic() - began

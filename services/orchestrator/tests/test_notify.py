@@ -210,3 +210,23 @@ def _alerts_delivered(receiver: WebhookReceiver, count: int) -> list[str]:
             return texts
         time.sleep(0.05)
     raise AssertionError(f"{count} alerts were not delivered")
+
+
+async def test_a_webhook_gets_every_note_from_its_first_one_on(core_factory):
+    """Its cursor starts with the first note numbered for it, in that note's transaction: notes
+    numbered at once by several turns reach it all, and none from before it was configured."""
+    core: OrchestratorCore = await core_factory()
+    store = core.webhooks.store
+
+    async def add(text: str, webhooks: list[str]) -> int:
+        kept = await store.add({"id": text, "text": text}, f"turn-{text}", 5, 100, webhooks)
+        assert isinstance(kept, int)
+        return kept
+
+    before = await add("before", [])
+    together = await asyncio.gather(*(add(f"n{i}", ["old"]) for i in range(12)))
+    await add("later", ["old", "new"])
+    old = await store.pending("old", 50)
+    assert [seq for seq, _ in old] == sorted(together) + [max(together) + 1]
+    assert before not in [seq for seq, _ in old]
+    assert [note["text"] for _, note in await store.pending("new", 50)] == ["later"]

@@ -75,7 +75,10 @@ class Notifier:
         """Returns how many webhooks will get it; NotifyLimit (the reason) past a bound."""
         turn = self.turn_of(note.session_id) or f"session:{note.session_id}"
         bounds = self.bounds
-        kept = await self.store.add(note.as_dict(), turn, bounds.per_turn, bounds.per_hour)
+        marks = [fingerprint(target) for target in self.targets]
+        kept = await self.store.add(
+            note.as_dict(), turn, bounds.per_turn, bounds.per_hour, webhooks=marks
+        )
         if kept == "turn":
             raise NotifyLimit(
                 f"not sent: this turn already sent {bounds.per_turn} notifications, the most "
@@ -89,9 +92,7 @@ class Notifier:
                 "will see it there."
             )
         await self.publish(note.session_id, {"notification": note.as_dict()})
-        for index, target in enumerate(self.targets):
-            mark = fingerprint(target)
-            await self.store.start_cursor(mark, kept)
+        for index, mark in enumerate(marks):
             await self.enqueue({"webhook": index, "fingerprint": mark}, mark, time.time())
         return len(self.targets)
 

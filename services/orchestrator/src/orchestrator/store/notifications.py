@@ -23,11 +23,18 @@ class NotificationStore:
         self.db = db
 
     async def add(
-        self, note: dict[str, Any], turn_id: str, per_turn: int, per_hour: int
+        self,
+        note: dict[str, Any],
+        turn_id: str,
+        per_turn: int,
+        per_hour: int,
+        webhooks: list[str],
     ) -> int | Literal["turn", "hour"]:
         """Keeps `note` and returns its sequence number; or returns the bound it would pass:
         "turn" (its turn sent `per_turn` already) or "hour" (`per_hour` were sent, all turns
-        together, in the last hour)."""
+        together, in the last hour). A webhook (by fingerprint) new to the store gets a cursor
+        just before `note`, in the same transaction: notes numbered at once by several turns
+        cannot start it past an earlier one (which it would never get)."""
         now = time.time()
         async with self.db.transaction() as conn:
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (NOTIFY_LIMIT_LOCK,))
@@ -51,16 +58,14 @@ class NotificationStore:
             )
             inserted = await added.fetchone()
             assert inserted is not None
-            return int(inserted["seq"])
-
-    async def start_cursor(self, fingerprint: str, before_seq: int) -> None:
-        """A webhook new to the store starts just before `before_seq`: it gets nothing older."""
-        async with self.db.connection() as conn:
-            await conn.execute(
-                "INSERT INTO webhook_cursors (fingerprint, seq, sent_at) VALUES (%s, %s, 0)"
-                " ON CONFLICT (fingerprint) DO NOTHING",
-                (fingerprint, before_seq - 1),
-            )
+            seq = int(inserted["seq"])
+            for fingerprint in webhooks:  # a new one gets nothing older than this note
+                await conn.execute(
+                    "INSERT INTO webhook_cursors (fingerprint, seq, sent_at) VALUES (%s, %s, 0)"
+                    " ON CONFLICT (fingerprint) DO NOTHING",
+                    (fingerprint, seq - 1),
+                )
+            return seq
 
     async def last_sent(self, fingerprint: str) -> float:
         """When the webhook last had a delivery (0: never)."""
