@@ -36,7 +36,7 @@ from tests.stacks import running_stack
 
 
 def thread_cpu() -> dict[int, float]:
-    """CPU seconds of each thread of this process (Linux: /proc/self/task)."""
+    """CPU seconds of each thread of this process (Linux: /proc/self/turn)."""
     ticks = os.sysconf("SC_CLK_TCK")
     found = {}
     for tid in os.listdir("/proc/self/task"):
@@ -60,10 +60,10 @@ async def turns(core: OrchestratorCore, fake: FakeLLM, count: int, tool: bool) -
             fake.reply_tool_calls(("exec", {"command": "echo hi"}))
         fake.reply_text("Hello, this is the answer in a few words.")
         started = time.perf_counter()
-        task = await core.submit(f"profile-{tool}", f"turn {i}")
-        task = await core.tasks.wait(task.id, within=60)
-        if task.status != "completed":
-            raise SystemExit(f"turn failed: {task.error}")
+        turn = await core.submit(f"profile-{tool}", f"turn {i}")
+        turn = await core.turns.wait(turn.id, within=60)
+        if turn.status != "completed":
+            raise SystemExit(f"turn failed: {turn.error}")
         walls.append((time.perf_counter() - started) * 1000)
     return walls
 

@@ -25,8 +25,8 @@ from types import ModuleType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from orchestrator.store import Database, EventStore, TaskStore
-from orchestrator.store.tasks import Numbered, Task
+from orchestrator.store import Database, EventStore, TurnStore
+from orchestrator.store.turns import PendingEvents, Turn
 from orchestrator.turns.events import EventOutbox, LiveLog
 
 from devstack.postgres import EmbeddedPostgres
@@ -103,11 +103,11 @@ async def postgres_turns(url: str) -> tuple[float, float]:
     db = Database(url, max_connections=CONCURRENT + 5)
     await db.open()
     events = EventStore(db)
-    tasks = TaskStore(db, events)
+    tasks = TurnStore(db, events)
     await tasks.beat("bench")
 
     async def turn(session: str) -> None:
-        started = Task(id=uuid.uuid4().hex, session_id=session, message=USER["content"])
+        started = Turn(id=uuid.uuid4().hex, session_id=session, message=USER["content"])
         assert await tasks.submit(started, "bench") and started.status == "running"
         await tasks.accept(started, USER)
         log = LiveLog(started.id, 2)
@@ -120,7 +120,7 @@ async def postgres_turns(url: str) -> tuple[float, float]:
         await tasks.append_turn(started, ANSWER)
         started.result = ANSWER[0]["content"]
         summary = {"status": "completed"}
-        numbered = Numbered(await outbox.drain(), log.next_seq)
+        numbered = PendingEvents(await outbox.drain(), log.next_seq)
         finished = await tasks.finish(
             started, "completed", "task.completed", summary, numbered=numbered
         )

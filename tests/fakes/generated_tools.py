@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from crayfish_common.grpc_server import GrpcService
 from crayfish_common.tool_service import TOOL_SERVICE_NAME, ToolSetServicer
-from crayfish_common.tools import Tool, ToolCall, ToolResult, ToolSet, object_schema
+from crayfish_common.tools import Tool, CallContext, ToolResult, ToolSet, object_schema
 
 SYSTEMS = [
     ("github", "issues and pull requests of a GitHub repository"),
@@ -81,7 +81,7 @@ class GeneratedTool(Tool):
 
     origin: ClassVar[str] = ""  # said in the answer, to tell two services apart
 
-    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+    async def run(self, args: dict[str, Any], call: CallContext) -> ToolResult:
         where = f" at {self.origin}" if self.origin else ""
         return ToolResult(True, f"{self.name}{where} ran with {json.dumps(args, sort_keys=True)}")
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from crayfish.common.v1 import tools_pb2
 from crayfish_common.tool_service import list_tools_response, run_tool_response
-from crayfish_common.tools import Tool, ToolCall, ToolError, ToolResult, ToolSet, object_schema
+from crayfish_common.tools import Tool, CallContext, ToolError, ToolResult, ToolSet, object_schema
 
 
 class Greet(Tool):
@@ -23,7 +23,7 @@ class Greet(Tool):
         required=["who"],
     )
 
-    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+    async def run(self, args: dict[str, Any], call: CallContext) -> ToolResult:
         if args["who"] == "Nobody":
             raise ToolError("nobody is there")
         if args["who"] == "Lookup":
@@ -41,7 +41,7 @@ def tools() -> ToolSet:
 
 async def run(tools: ToolSet, arguments: Any) -> ToolResult:
     raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
-    return await tools.run("greet", raw, ToolCall(session_id="s1"))
+    return await tools.run("greet", raw, CallContext(session_id="s1"))
 
 
 async def test_a_valid_call_runs_with_its_context(tools: ToolSet):

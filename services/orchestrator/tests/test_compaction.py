@@ -45,8 +45,8 @@ async def test_a_long_session_is_compacted_once_and_stays_valid(
     memory = f"127.0.0.1:{tool_service[1]}"
     core = await core_factory(CRAYFISH_CONTEXT_TOKENS=6000, MEMORY_ADDR=memory)
     for i in range(5):
-        task = await core.tasks.wait((await core.submit("long", f"turn {i}: {LONG}")).id, 60)
-        assert task.status == "completed", task.error
+        turn = await core.turns.wait((await core.submit("long", f"turn {i}: {LONG}")).id, 60)
+        assert turn.status == "completed", turn.error
     assert log.count("summary") == 1, log  # compacted once, to half the budget, then room
     assert log.index("flush") < log.index("summary")
     assert [c[0] for c in tool_service[0].calls].count("memory_write") >= 1
@@ -66,14 +66,14 @@ async def test_flush_and_compaction_text_never_reaches_the_user(core_factory, fa
     core = await core_factory(CRAYFISH_CONTEXT_TOKENS=4000)
     tasks = []
     for i in range(5):
-        task = await core.tasks.wait((await core.submit("quiet", f"turn {i}: {LONG}")).id, 60)
-        tasks.append(task)
+        turn = await core.turns.wait((await core.submit("quiet", f"turn {i}: {LONG}")).id, 60)
+        tasks.append(turn)
     assert "summary" in log
-    for task in tasks:
-        events = await core.tasks.events.task_events(task.id, 0)
+    for turn in tasks:
+        events = await core.turns.events.task_events(turn.id, 0)
         shown = "".join(e.data["text"] for e in events if e.type == "assistant.delta")
         assert "NO_REPLY" not in shown and "SUMMARY" not in shown
-        assert task.result.startswith("ok ")
+        assert turn.result.startswith("ok ")
 
 
 def _group(call_id: str) -> list[dict[str, Any]]:

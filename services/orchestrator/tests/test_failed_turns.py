@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 from orchestrator.agent.llm import LLMError
 from orchestrator.api.failed_turns import failed_turn
-from orchestrator.store.tasks import Task
+from orchestrator.store.turns import Turn
 from orchestrator.turns.turn_failure import failure_of
 
 
-def failed(exc: Exception, tools_ran: int = 0, status: Any = "failed") -> Task:
-    task = Task("t1", "s1", "hello", status=status, error=str(exc))
-    task.failure = failure_of(exc, tools_ran).as_json()
-    return task
+def failed(exc: Exception, tools_ran: int = 0, status: Any = "failed") -> Turn:
+    turn = Turn("t1", "s1", "hello", status=status, error=str(exc))
+    turn.failure = failure_of(exc, tools_ran).as_json()
+    return turn
 
 
 @pytest.mark.parametrize(
@@ -47,14 +47,14 @@ def test_each_failure_gets_the_status_of_what_happened(exc: Exception, status: i
 
 
 def test_cancelled_and_interrupted_turns_are_not_retried_either():
-    cancelled = failed_turn(Task("t1", "s1", "hi", status="cancelled", error="cancelled"))
-    interrupted = failed_turn(Task("t2", "s1", "hi", status="interrupted", error="it stopped"))
+    cancelled = failed_turn(Turn("t1", "s1", "hi", status="cancelled", error="cancelled"))
+    interrupted = failed_turn(Turn("t2", "s1", "hi", status="interrupted", error="it stopped"))
     assert (cancelled.status, cancelled.code) == (409, "turn_cancelled")
     assert (interrupted.status, interrupted.code) == (503, "turn_interrupted")
     assert interrupted.response({}).headers["x-should-retry"] == "false"
 
 
 def test_the_message_says_tools_ran_and_a_replay_says_it_is_one():
-    task = failed(LLMError("LLM answered HTTP 500: boom", 500), tools_ran=2)
-    assert "2 tool calls ran before the failure" in failed_turn(task).message
-    assert "it was not run again" in failed_turn(task, replay=True).message
+    turn = failed(LLMError("LLM answered HTTP 500: boom", 500), tools_ran=2)
+    assert "2 tool calls ran before the failure" in failed_turn(turn).message
+    assert "it was not run again" in failed_turn(turn, replay=True).message

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from orchestrator.core import OrchestratorCore
 from orchestrator.schedules.heartbeat import heartbeat_tasks, is_acknowledgement
-from orchestrator.store.tasks import Task
+from orchestrator.store.turns import Turn
 
 from tests.fakes import FakeLLM
 
@@ -28,11 +28,11 @@ def test_acknowledgements() -> None:
     assert not is_acknowledgement("The plants need water today.")
 
 
-async def heartbeat_tasks_of(core: OrchestratorCore) -> list[Task]:
-    """Every heartbeat task in the store, oldest first."""
-    events = await core.tasks.events.all_events(0)
+async def heartbeat_tasks_of(core: OrchestratorCore) -> list[Turn]:
+    """Every heartbeat turn in the store, oldest first."""
+    events = await core.turns.events.all_events(0)
     ids = dict.fromkeys(e.task_id for e in events if e.data.get("kind") == "heartbeat")
-    return [task for task_id in ids if (task := await core.tasks.get(task_id))]
+    return [turn for task_id in ids if (turn := await core.turns.get(task_id))]
 
 
 async def test_the_schedule_runs_heartbeats_and_drops_ok(

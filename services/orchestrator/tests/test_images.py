@@ -20,7 +20,7 @@ from orchestrator.agent.compaction import transcript
 from orchestrator.agent.context import IMAGE_TOKENS, estimate_tokens
 from orchestrator.agent.turn_context import content_without_turn_context
 from orchestrator.app import create_app
-from orchestrator.media import vision_enabled
+from orchestrator.content.media import vision_enabled
 
 from tests.fakes import FakeLLM
 

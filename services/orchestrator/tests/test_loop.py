@@ -6,18 +6,18 @@ from typing import Any
 
 from orchestrator.agent.turn_context import without_turn_context
 from orchestrator.core import OrchestratorCore
-from orchestrator.store.tasks import Task
+from orchestrator.store.turns import Turn
 
 from tests.fakes import FakeLLM, Reply
 
 
-async def run(core: OrchestratorCore, message: str, session: str = "s1") -> Task:
-    task = await core.submit(session, message)
-    return await core.tasks.wait(task.id, within=60)
+async def run(core: OrchestratorCore, message: str, session: str = "s1") -> Turn:
+    turn = await core.submit(session, message)
+    return await core.turns.wait(turn.id, within=60)
 
 
-async def events(core: OrchestratorCore, task: Task, kind: str) -> list[dict[str, Any]]:
-    return [e.data for e in await core.tasks.events.task_events(task.id, 0) if e.type == kind]
+async def events(core: OrchestratorCore, turn: Turn, kind: str) -> list[dict[str, Any]]:
+    return [e.data for e in await core.turns.events.task_events(turn.id, 0) if e.type == kind]
 
 
 def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
@@ -27,8 +27,8 @@ def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
 async def test_plain_answer_is_the_result_and_is_persisted(core_factory, fake_llm: FakeLLM):
     fake_llm.reply_text("Hello there!")
     core = await core_factory()
-    task = await run(core, "hi")
-    assert (task.status, task.result) == ("completed", "Hello there!")
+    turn = await run(core, "hi")
+    assert (turn.status, turn.result) == ("completed", "Hello there!")
     stored = await core.store.load("s1")
     # The user message is kept exactly as sent (with the turn context), for prompt caching.
     assert stored == [
@@ -36,14 +36,14 @@ async def test_plain_answer_is_the_result_and_is_persisted(core_factory, fake_ll
         {"role": "assistant", "content": "Hello there!"},
     ]
     assert without_turn_context(stored[0]["content"]) == "hi"
-    assert task.usage["total_tokens"] > 0
+    assert turn.usage["total_tokens"] > 0
 
 
 async def test_tool_call_result_goes_back_in_order(core_factory, fake_llm: FakeLLM):
     fake_llm.reply_tool_calls(("echo", {"text": "one"}), ("sleep", {"seconds": 0.3}))
     fake_llm.reply_text("done")
-    task = await run(await core_factory(), "go")
-    assert task.result == "done"
+    turn = await run(await core_factory(), "go")
+    assert turn.result == "done"
     second = fake_llm.requests[1]
     assert [m["content"] for m in tool_messages(second)] == ["echo: one", "slept 0.3s"]
     assistant = [m for m in second["messages"] if m["role"] == "assistant"][-1]
@@ -65,8 +65,8 @@ async def test_bad_calls_become_readable_results(core_factory, fake_llm: FakeLLM
         ("nope", {}), ("echo", '{"text": "unterminated'), ("echo", {"txt": 1}), ("fail", {})
     )
     fake_llm.reply_text("recovered")
-    task = await run(await core_factory(), "go")
-    assert task.status == "completed" and task.result == "recovered"
+    turn = await run(await core_factory(), "go")
+    assert turn.status == "completed" and turn.result == "recovered"
     results = [m["content"] for m in tool_messages(fake_llm.requests[1])]
     assert "unknown tool `nope`" in results[0] and "echo" in results[0]
     assert "not valid JSON" in results[1]
@@ -80,9 +80,9 @@ async def test_round_cap_ends_a_runaway_loop(core_factory, fake_llm: FakeLLM):
         lambda body: Reply(tool_calls=[fake_llm.tool_call("echo", {"text": f"x{next(counter)}"})])
     )
     core = await core_factory(CRAYFISH_MAX_ROUNDS=4)
-    task = await run(core, "loop forever")
-    assert task.status == "completed"
-    assert "limit of 4 tool rounds" in (task.result or "")
+    turn = await run(core, "loop forever")
+    assert turn.status == "completed"
+    assert "limit of 4 tool rounds" in (turn.result or "")
     assert len(fake_llm.requests) == 4
     history = await core.store.load("s1")
     assert history[-1]["role"] == "assistant" and "limit" in history[-1]["content"]
@@ -92,8 +92,8 @@ async def test_identical_calls_are_stopped_early(core_factory, fake_llm: FakeLLM
     fake_llm.reply_forever_with(
         lambda body: Reply(tool_calls=[fake_llm.tool_call("echo", {"text": "same"})])
     )
-    task = await run(await core_factory(), "repeat")
-    assert "3 times with the same arguments" in (task.result or "")
+    turn = await run(await core_factory(), "repeat")
+    assert "3 times with the same arguments" in (turn.result or "")
     assert len(fake_llm.requests) == 3
 
 
@@ -101,11 +101,11 @@ async def test_call_written_as_text_is_run(core_factory, fake_llm: FakeLLM, tool
     fake_llm.reply_text('<tool_call>\n{"name": "echo", "arguments": {"text": "hi"}}\n</tool_call>')
     fake_llm.reply_text("The tool said hi.")
     core = await core_factory()
-    task = await run(core, "say hi via the tool")
-    assert task.result == "The tool said hi."
+    turn = await run(core, "say hi via the tool")
+    assert turn.result == "The tool said hi."
     assert [c[0] for c in tool_service[0].calls] == ["echo"]
     assert [m["content"] for m in tool_messages(fake_llm.requests[1])] == ["echo: hi"]
-    shown = "".join(d["text"] for d in await events(core, task, "assistant.delta"))
+    shown = "".join(d["text"] for d in await events(core, turn, "assistant.delta"))
     assert "<tool_call>" not in shown and shown == "The tool said hi."
 
 
@@ -113,11 +113,11 @@ async def test_unknown_written_call_is_re_asked_once(core_factory, fake_llm: Fak
     bogus = '<tool_call>{"name": "web_browse", "arguments": {"url": "x"}}</tool_call>'
     fake_llm.reply_text(bogus)
     fake_llm.reply_text(bogus)
-    task = await run(await core_factory(), "browse")
+    turn = await run(await core_factory(), "browse")
     assert len(fake_llm.requests) == 2
     assert "tool call as text" in fake_llm.requests[1]["messages"][-1]["content"]
-    assert "<tool_call>" not in (task.result or "")
-    assert task.result
+    assert "<tool_call>" not in (turn.result or "")
+    assert turn.result
 
 
 async def test_reasoning_is_kept_out_of_answer_and_history(core_factory, fake_llm: FakeLLM):
@@ -133,40 +133,40 @@ async def test_reasoning_is_kept_out_of_answer_and_history(core_factory, fake_ll
 async def test_silent_reply_is_not_delivered(core_factory, fake_llm: FakeLLM):
     fake_llm.reply_text("NO_REPLY")
     core = await core_factory()
-    task = await run(core, "background ping")
-    assert task.delivered is False and task.result == ""
-    assert await events(core, task, "assistant.delta") == []
+    turn = await run(core, "background ping")
+    assert turn.delivered is False and turn.result == ""
+    assert await events(core, turn, "assistant.delta") == []
 
 
 async def test_transient_llm_errors_are_retried(core_factory, fake_llm: FakeLLM):
     fake_llm.reply_error(503, "overloaded")
     fake_llm.reply_error(429, "slow down", type="rate_limit_error")
     fake_llm.reply_text("made it")
-    task = await run(await core_factory(), "hi")
-    assert task.result == "made it"
+    turn = await run(await core_factory(), "hi")
+    assert turn.result == "made it"
 
 
 async def test_client_errors_fail_the_task_clearly(core_factory, fake_llm: FakeLLM):
     fake_llm.reply_error(401, "Incorrect API key provided", type="invalid_request_error")
     core = await core_factory()
-    task = await run(core, "hi")
-    assert task.status == "failed"
-    assert "401" in (task.error or "") and "Incorrect API key" in (task.error or "")
-    assert await events(core, task, "task.failed")
+    turn = await run(core, "hi")
+    assert turn.status == "failed"
+    assert "401" in (turn.error or "") and "Incorrect API key" in (turn.error or "")
+    assert await events(core, turn, "task.failed")
 
 
 async def test_unreachable_llm_fails_with_the_address(core_factory):
     core = await core_factory(OPENAI_BASE_URL="http://127.0.0.1:9/v1", CRAYFISH_LLM_RETRIES=1)
-    task = await run(core, "hi")
-    assert task.status == "failed" and "cannot reach the LLM" in (task.error or "")
+    turn = await run(core, "hi")
+    assert turn.status == "failed" and "cannot reach the LLM" in (turn.error or "")
 
 
 async def test_null_content_is_never_sent_to_strict_servers(core_factory):
     with FakeLLM(strict_content=True) as strict:
         strict.reply_tool_calls(("echo", {"text": "a"}))
         strict.reply_text("ok")
-        task = await run(await core_factory(OPENAI_BASE_URL=strict.base_url), "go")
-    assert task.result == "ok"
+        turn = await run(await core_factory(OPENAI_BASE_URL=strict.base_url), "go")
+    assert turn.result == "ok"
 
 
 async def test_messages_to_one_session_run_one_at_a_time(core_factory, fake_llm: FakeLLM):
@@ -177,8 +177,8 @@ async def test_messages_to_one_session_run_one_at_a_time(core_factory, fake_llm:
     first = await core.submit("s1", "first")
     second = await core.submit("s1", "second")
     assert second.status == "queued"
-    second = await core.tasks.wait(second.id, within=30)
-    first = await core.tasks.wait(first.id, within=30)
+    second = await core.turns.wait(second.id, within=30)
+    first = await core.turns.wait(first.id, within=30)
     assert (first.result, second.result) == ("first done", "second done")
     history = await core.store.load("s1")
     roles = [(m["role"], without_turn_context(m.get("content") or "")) for m in history]
@@ -199,8 +199,8 @@ async def test_text_tool_mode_never_sends_tool_roles(core_factory, fake_llm: Fak
     fake_llm.reply_text('<tool_call>{"name": "echo", "arguments": {"text": "hi"}}</tool_call>')
     fake_llm.reply_text("The echo said hi.")
     core = await core_factory(CRAYFISH_LLM_TOOL_MODE="text")
-    task = await run(core, "use echo")
-    assert task.result == "The echo said hi."
+    turn = await run(core, "use echo")
+    assert turn.result == "The echo said hi."
     first, second = fake_llm.requests[-2:]
     assert "tools" not in first and "<tool_call>" in first["messages"][0]["content"]
     assert '"text": {"type": "string"}' in first["messages"][0]["content"]
@@ -216,24 +216,24 @@ async def test_streamed_calls_that_repeat_the_name_in_every_chunk(core_factory, 
     call = fake_llm.tool_call("echo", {"text": "a fairly long argument to split in pieces"})
     fake_llm.reply(Reply(tool_calls=[call], repeat_names=True))
     fake_llm.reply_text("done")
-    task = await run(await core_factory(), "go")
-    assert task.result == "done"
+    turn = await run(await core_factory(), "go")
+    assert turn.result == "done"
     assert tool_messages(fake_llm.requests[-1])[0]["content"].startswith("echo: a fairly long")
 
 
 async def test_an_empty_reply_is_re_asked_once(core_factory, fake_llm: FakeLLM):
     fake_llm.reply_text("")
     fake_llm.reply_text("Here you go.")
-    task = await run(await core_factory(), "hello?")
-    assert task.result == "Here you go."
+    turn = await run(await core_factory(), "hello?")
+    assert turn.result == "Here you go."
     assert "reply was empty" in fake_llm.requests[-1]["messages"][-1]["content"]
 
 
 async def test_two_empty_replies_give_a_clear_message(core_factory, fake_llm: FakeLLM):
     fake_llm.reply_text("")
     fake_llm.reply_text("")
-    task = await run(await core_factory(), "hello?")
-    assert task.status == "completed" and "empty reply" in (task.result or "")
+    turn = await run(await core_factory(), "hello?")
+    assert turn.status == "completed" and "empty reply" in (turn.result or "")
 
 
 async def test_a_tool_that_outlives_its_deadline_is_a_readable_result(
@@ -241,8 +241,8 @@ async def test_a_tool_that_outlives_its_deadline_is_a_readable_result(
 ):
     fake_llm.reply_tool_calls(("sleep", {"seconds": 2}))
     fake_llm.reply_text("moved on")
-    task = await run(await core_factory(CRAYFISH_TOOL_TIMEOUT=0.3), "wait")
-    assert task.result == "moved on"
+    turn = await run(await core_factory(CRAYFISH_TOOL_TIMEOUT=0.3), "wait")
+    assert turn.result == "moved on"
     assert "timed out after 0.3s" in tool_messages(fake_llm.requests[-1])[0]["content"]
 
 

@@ -72,7 +72,7 @@ async def test_notify_publishes_and_delivers_signed_retrying_5xx_not_4xx(
     result = await registry.run("notify", args, "ops", "call-1")
     assert result.ok and "3 webhook(s)" in result.output
 
-    events = [e for e in await core.tasks.events.all_events(0) if e.type == "notification"]
+    events = [e for e in await core.turns.events.all_events(0) if e.type == "notification"]
     assert events[0].data["notification"]["text"] == "the nightly backup failed"
     assert events[0].data["session_id"] == "ops"
 
@@ -163,8 +163,8 @@ async def test_a_notify_flood_is_coalesced_then_refused(
     )
     fake_llm.reply_forever_text("done")
     fake_llm.reply_tool_calls(*flood(200))  # one reply, 200 urgent notifications
-    task = await core.submit("ops", "watch the disks")
-    assert (await core.tasks.wait(task.id, 60)).status == "completed"
+    turn = await core.submit("ops", "watch the disks")
+    assert (await core.turns.wait(turn.id, 60)).status == "completed"
     results = await tool_results(core, "ops")
     assert len(results) == 200
     sent = [r for r in results if r.startswith("Notification sent")]
@@ -182,11 +182,11 @@ async def test_a_notify_flood_is_coalesced_then_refused(
     # The hour's bound counts every turn: 3 more pass, then the model is told why not.
     fake_llm.reply_tool_calls(*flood(5))
     second = await core.submit("ops", "again")
-    assert (await core.tasks.wait(second.id, 60)).status == "completed"
+    assert (await core.turns.wait(second.id, 60)).status == "completed"
     later = (await tool_results(core, "ops"))[-5:]
     assert sum(r.startswith("Notification sent") for r in later) == 3
     assert sum("CRAYFISH_NOTIFY_PER_HOUR" in r for r in later) == 2
-    feed = [e for e in await core.tasks.events.all_events(0) if e.type == "notification"]
+    feed = [e for e in await core.turns.events.all_events(0) if e.type == "notification"]
     assert len(feed) == 8
     await asyncio.to_thread(_alerts_delivered, receiver, 8)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from orchestrator.agent.prompt import BOOTSTRAP_FILES, PromptInputs, build_system_prompt
 from orchestrator.agent.turn_context import turn_context, with_turn_context, without_turn_context
-from orchestrator.workspace import WorkspaceFiles
+from orchestrator.content.workspace import WorkspaceFiles
 
 FULL_ORDER = [
     "You are crayfish",

@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 from orchestrator.app import create_app
 from orchestrator.core import OrchestratorCore
-from orchestrator.local_tools import describe_schedule
+from orchestrator.content.own_tools import describe_schedule
 from orchestrator.schedules.schedule_rules import ScheduleInvalid, Timing, next_run, parse_timing
 from orchestrator.schedules.scheduler import Scheduler
 
@@ -163,9 +163,9 @@ def test_the_rest_api_refuses_bad_schedules_with_422(client: TestClient) -> None
 
 
 async def tasks_of(core: OrchestratorCore, kind: str = "schedule") -> list:
-    events = await core.tasks.events.all_events(0)
+    events = await core.turns.events.all_events(0)
     ids = dict.fromkeys(e.task_id for e in events if e.data.get("kind") == kind)
-    return [task for task_id in ids if (task := await core.tasks.get(task_id))]
+    return [turn for task_id in ids if (turn := await core.turns.get(task_id))]
 
 
 async def wait_for(condition: Callable[[], Awaitable[bool]]) -> None:
@@ -191,13 +191,13 @@ async def test_a_firing_is_a_turn_in_its_session_and_ok_is_not_delivered(
         return any(t.done for t in await tasks_of(core))
 
     await wait_for(done)
-    (task,) = await tasks_of(core)
-    assert task.status == "completed" and task.session_id == "ops"
-    assert task.delivered is False and task.result == ""
+    (turn,) = await tasks_of(core)
+    assert turn.status == "completed" and turn.session_id == "ops"
+    assert turn.delivered is False and turn.result == ""
     sent = fake_llm.requests[0]["messages"][-1]["content"]
     assert "look at the disk" in sent and "HEARTBEAT_OK" in sent
     assert await core.scheduler.entries() == []  # an `at` schedule is done once it fired
-    assert entry.id in task.id
+    assert entry.id in turn.id
 
 
 async def test_a_missed_firing_runs_once_late_then_resumes(core_factory, fake_llm: FakeLLM):
@@ -248,7 +248,7 @@ async def test_closing_mid_firing_finishes_it_queued_and_recorded(core_factory, 
     async def slow_submit(session_id: str, message: str, kind: str, task_id: str) -> object:
         entered.set()
         await asyncio.sleep(0.3)  # closing arrives while the turn is being queued
-        return await core.tasks.create(session_id, message, kind, task_id)
+        return await core.turns.create(session_id, message, kind, task_id)
 
     slow = Scheduler(core.scheduler.store, slow_submit, core.settings)
     at = datetime.fromtimestamp(time.time() + 0.1, UTC).isoformat()
@@ -256,8 +256,8 @@ async def test_closing_mid_firing_finishes_it_queued_and_recorded(core_factory, 
     slow.start()
     await asyncio.wait_for(entered.wait(), 5)
     await slow.close()
-    (task,) = await tasks_of(core)
-    assert entry.id in task.id
+    (turn,) = await tasks_of(core)
+    assert entry.id in turn.id
     assert await slow.entries() == []  # the firing was recorded: the `at` schedule is done
 
 
@@ -384,8 +384,8 @@ async def test_the_model_gets_reasons_and_lists_past_a_bad_row(core_factory, fak
         ("schedule_list", {}),
     )
     fake_llm.reply_text("done")
-    task = await core.submit("chat", "schedule it")
-    assert (await core.tasks.wait(task.id, 30)).status == "completed"
+    turn = await core.submit("chat", "schedule it")
+    assert (await core.turns.wait(turn.id, 30)).status == "completed"
     results = [m["content"] for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
     assert "more than 100 years ahead" in results[0]
     assert "60 seconds apart" in results[1] and "CRAYFISH_SCHEDULE_MIN_EVERY" in results[1]

@@ -17,9 +17,9 @@ from orchestrator.store import (
     InvalidSessionId,
     SessionStore,
     StoredEvent,
-    TaskStore,
+    TurnStore,
 )
-from orchestrator.store.tasks import Task
+from orchestrator.store.turns import Turn
 
 from tests.fakes import FakeLLM
 from tests.postgres import fresh_database
@@ -151,9 +151,9 @@ async def test_old_tasks_keep_only_their_terminal_event_and_their_streams_still_
     db: Database,
 ) -> None:
     events = EventStore(db)
-    tasks = TaskStore(db, events)
+    tasks = TurnStore(db, events)
     for task_id, ended in (("old", 1_000.0), ("recent", 9_000.0), ("running", None)):
-        await tasks.submit(Task(id=task_id, session_id="s", message="hi"), None)
+        await tasks.submit(Turn(id=task_id, session_id="s", message="hi"), None)
         for i in range(3):
             await events.add(task_id, "assistant.delta", {"text": str(i)})
         if ended is not None:
@@ -163,7 +163,7 @@ async def test_old_tasks_keep_only_their_terminal_event_and_their_streams_still_
                     "UPDATE tasks SET status = 'completed', finished_at = %s WHERE id = %s",
                     (ended, task_id),
                 )
-    # task.queued, three deltas, task.completed: all but the last go for the old task only.
+    # task.queued, three deltas, task.completed: all but the last go for the old turn only.
     assert await events.prune(finished_before=5_000.0) == 4
     old = [(e.seq, e.type) async for e in events.follow_task("old", 0, {"task.completed"})]
     assert old == [(5, "task.completed")]
@@ -197,8 +197,8 @@ async def test_jsonl_sessions_and_the_inbox_are_imported_once(
     fake_llm.reply_text("yes")
     database = fresh_database()
     core: OrchestratorCore = await core_factory(CRAYFISH_DATABASE_URL=database)
-    task = await core.tasks.wait("t-old", 30)
-    assert (task.status, task.result) == ("completed", "yes")
+    turn = await core.turns.wait("t-old", 30)
+    assert (turn.status, turn.result) == ("completed", "yes")
     history = await core.store.load("old")
     assert [without_turn_context(m["content"]) for m in history] == [
         "[Summary of the earlier conversation, written when it was compacted. The rules of the "
@@ -216,10 +216,10 @@ async def test_a_turn_reads_its_history_as_it_accepts_and_writes_its_answer_with
     db: Database,
 ) -> None:
     here, there = SessionStore(db), SessionStore(db)  # this replica's store and another's
-    tasks = TaskStore(db, EventStore(db), sessions=here)
+    tasks = TurnStore(db, EventStore(db), sessions=here)
     await there.append("s", [{"role": "user", "content": "earlier"}])
     await there.append("s", [{"role": "assistant", "content": "yes"}])
-    first = Task(id="t1", session_id="s", message="now")
+    first = Turn(id="t1", session_id="s", message="now")
     assert await tasks.submit(first, "me") and first.status == "running"
     before = await tasks.accept(first, {"role": "user", "content": "now"})
     assert [m["content"] for m in before] == ["earlier", "yes"]
@@ -229,7 +229,7 @@ async def test_a_turn_reads_its_history_as_it_accepts_and_writes_its_answer_with
     assert await tasks.finish(first, "completed", "task.completed", {})
     whole = ["earlier", "yes", "now", "the answer"]
     assert [m["content"] for m in await there.load("s")] == whole
-    second = Task(id="t2", session_id="s", message="more")
+    second = Turn(id="t2", session_id="s", message="more")
     assert await tasks.submit(second, "me")
     assert [
         m["content"] for m in await tasks.accept(second, {"role": "user", "content": "more"})
@@ -237,7 +237,7 @@ async def test_a_turn_reads_its_history_as_it_accepts_and_writes_its_answer_with
     assert await here.load("s") == await there.load("s")
     # A turn ended elsewhere (declared dead) writes nothing more, its answer included.
     await tasks.append_turn(second, [{"role": "assistant", "content": "too late"}])
-    elsewhere = TaskStore(db, EventStore(db), sessions=there)
+    elsewhere = TurnStore(db, EventStore(db), sessions=there)
     stalled = await elsewhere.get("t2")
     assert stalled is not None
     assert await elsewhere.finish(stalled, "interrupted", "task.interrupted", {}, ("running",))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from orchestrator.single_flight import SingleFlight
+from orchestrator.clients.single_flight import SingleFlight
 
 
 async def test_callers_that_come_together_share_one_fetch_and_later_ones_fetch_anew():

@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
-from orchestrator.store.tasks import Task
+from orchestrator.store.turns import Turn
 from orchestrator.turns.events import EventSink
-from orchestrator.turns.tasks import ORPHANED, TaskManager
+from orchestrator.turns.manager import ORPHANED, TurnManager
 
 from .test_tasks import FAST, Replicas, recording_turn
 
@@ -51,15 +51,15 @@ async def _logged(caplog: pytest.LogCaptureFixture, text: str, within: float = 3
             await asyncio.sleep(0.02)
 
 
-async def _ended(manager: TaskManager, task_id: str, within: float = 30.0) -> Task:
-    """The task once it has ended, or as it is after `within` seconds (reads that meet a
+async def _ended(manager: TurnManager, task_id: str, within: float = 30.0) -> Turn:
+    """The turn once it has ended, or as it is after `within` seconds (reads that meet a
     connection the outage ended are tried again)."""
     deadline = asyncio.get_running_loop().time() + within
     while True:
         with contextlib.suppress(psycopg.OperationalError):
-            task = await manager.wait(task_id, 1.0)
-            if task.done or asyncio.get_running_loop().time() > deadline:
-                return task
+            turn = await manager.wait(task_id, 1.0)
+            if turn.done or asyncio.get_running_loop().time() > deadline:
+                return turn
         await asyncio.sleep(0.1)
 
 
@@ -68,9 +68,9 @@ async def test_an_outcome_the_store_refused_is_recorded_once_it_is_back_and_the_
 ):
     answer = asyncio.Event()
 
-    async def run_turn(task: Task, emit: EventSink) -> str:
+    async def run_turn(turn: Turn, emit: EventSink) -> str:
         await answer.wait()
-        return task.message.upper()
+        return turn.message.upper()
 
     manager = await replicas.start(run_turn)
     first = await manager.create("s1", "one")
@@ -78,7 +78,7 @@ async def test_an_outcome_the_store_refused_is_recorded_once_it_is_back_and_the_
     assert (first.status, second.status) == ("running", "queued")
     await _set_read_only(replicas.url, True)
     try:
-        with caplog.at_level(logging.WARNING, logger="orchestrator.turns.tasks"):
+        with caplog.at_level(logging.WARNING, logger="orchestrator.turns.manager"):
             answer.set()  # the turn ends while the store refuses its outcome
             await _logged(caplog, "recording its outcome failed")
     finally:
@@ -96,7 +96,7 @@ async def test_a_turn_recorded_as_running_here_without_a_run_is_interrupted_and_
     log: list[str] = []
     manager = await replicas.start(recording_turn(log))
     # What a run that could not record its outcome left behind: its row says it runs here.
-    orphan = Task("orphan-1", "s1", "lost")
+    orphan = Turn("orphan-1", "s1", "lost")
     await manager.store.submit(orphan, manager.name)
     assert orphan.status == "running"
     await manager.store.accept(orphan, {"role": "user", "content": "lost"}, load=False)
@@ -114,7 +114,7 @@ async def test_a_cancel_of_a_turn_recorded_as_running_here_without_a_run_cancels
     replicas: Replicas,
 ):
     manager = await replicas.start(recording_turn([]))
-    orphan = Task("orphan-2", "s1", "lost")
+    orphan = Turn("orphan-2", "s1", "lost")
     await manager.store.submit(orphan, manager.name)
     await manager.store.accept(orphan, {"role": "user", "content": "lost"}, load=False)
 
@@ -127,13 +127,13 @@ async def test_a_cancel_of_a_turn_recorded_as_running_here_without_a_run_cancels
 async def test_a_turn_running_here_is_never_taken_for_an_orphan(replicas: Replicas):
     release = asyncio.Event()
 
-    async def slow_turn(task: Task, emit: EventSink) -> str:
+    async def slow_turn(turn: Turn, emit: EventSink) -> str:
         await release.wait()
         return "done"
 
     manager = await replicas.start(slow_turn, FAST)
-    task = await manager.create("s1", "slow")
+    turn = await manager.create("s1", "slow")
     await asyncio.sleep(FAST.heartbeat * 5)  # several beats, with the turn running here
-    assert (await manager.get(task.id)).status == "running"  # type: ignore[union-attr]
+    assert (await manager.get(turn.id)).status == "running"  # type: ignore[union-attr]
     release.set()
-    assert (await manager.wait(task.id, 30)).status == "completed"
+    assert (await manager.wait(turn.id, 30)).status == "completed"

@@ -1,5 +1,5 @@
 """Tasks on the PostgreSQL queue: one turn at a time per session across replicas, durable
-task ids, and the turns of a dead worker ended (or re-run when they had not begun)."""
+turn ids, and the turns of a dead worker ended (or re-run when they had not begun)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator, Callable
 import psycopg
 import pytest
 from orchestrator.store import Database, TurnInterrupted, migrations
-from orchestrator.store.tasks import Task
+from orchestrator.store.turns import Turn
 from orchestrator.turns.events import EventSink
-from orchestrator.turns.tasks import TaskManager
+from orchestrator.turns.manager import TurnManager
 from orchestrator.turns.turn_worker import WorkerTiming
 
 from tests.postgres import empty_database, fresh_database
@@ -24,23 +24,23 @@ FAST = WorkerTiming(concurrency=10, heartbeat=0.2, stalled_after=0.8, shutdown_g
 
 
 class Replicas:
-    """Task managers sharing one fresh database, as orchestrator replicas would."""
+    """Turn managers sharing one fresh database, as orchestrator replicas would."""
 
     def __init__(self) -> None:
         self.url = fresh_database()
-        self.made: list[tuple[Database, TaskManager]] = []
+        self.made: list[tuple[Database, TurnManager]] = []
 
     async def start(
-        self, run_turn: Callable[[Task, EventSink], object], timing: WorkerTiming = FAST
-    ) -> TaskManager:
+        self, run_turn: Callable[[Turn, EventSink], object], timing: WorkerTiming = FAST
+    ) -> TurnManager:
         db = Database(self.url)
         await db.open()
-        manager = TaskManager(db, run_turn, timing, f"replica-{len(self.made) + 1}")  # type: ignore[arg-type]
+        manager = TurnManager(db, run_turn, timing, f"replica-{len(self.made) + 1}")  # type: ignore[arg-type]
         await manager.start()
         self.made.append((db, manager))
         return manager
 
-    async def stop(self, manager: TaskManager) -> None:
+    async def stop(self, manager: TurnManager) -> None:
         for db, made in self.made:
             if made is manager:
                 await made.shutdown()
@@ -57,13 +57,13 @@ async def replicas() -> AsyncIterator[Replicas]:
 
 
 def recording_turn(log: list[str], seconds: float = 0.05):
-    async def run_turn(task: Task, emit: EventSink) -> str:
-        log.append(f"start {task.message}")
+    async def run_turn(turn: Turn, emit: EventSink) -> str:
+        log.append(f"start {turn.message}")
         for word in ("a", "b", "c"):
             await emit("assistant.delta", {"text": word})
         await asyncio.sleep(seconds)
-        log.append(f"end {task.message}")
-        return task.message.upper()
+        log.append(f"end {turn.message}")
+        return turn.message.upper()
 
     return run_turn
 
@@ -85,21 +85,21 @@ async def test_a_sessions_turns_run_one_at_a_time_in_order_across_replicas(repli
 
 async def test_task_ids_and_events_answer_after_a_restart(replicas: Replicas):
     manager = await replicas.start(recording_turn([]))
-    task = await manager.wait((await manager.create("s1", "hello")).id, 30)
+    turn = await manager.wait((await manager.create("s1", "hello")).id, 30)
     await replicas.stop(manager)
     again = await replicas.start(recording_turn([]))
-    found = await again.get(task.id)
+    found = await again.get(turn.id)
     assert found is not None and (found.status, found.result) == ("completed", "HELLO")
-    types = [e.type async for e in again.follow(task.id, 0)]
+    types = [e.type async for e in again.follow(turn.id, 0)]
     assert types[0] == "task.queued" and types[-1] == "task.completed"
-    deltas = [e.data["text"] async for e in again.follow(task.id, 0) if e.type == "assistant.delta"]
+    deltas = [e.data["text"] async for e in again.follow(turn.id, 0) if e.type == "assistant.delta"]
     assert "".join(deltas) == "abc"  # merged when they come within a few milliseconds
 
 
 async def test_cancel_from_another_replica_stops_a_queued_and_a_running_turn(replicas: Replicas):
     started = asyncio.Event()
 
-    async def endless(task: Task, emit: EventSink) -> str:
+    async def endless(turn: Turn, emit: EventSink) -> str:
         started.set()
         await asyncio.sleep(3600)
         return ""
@@ -119,11 +119,11 @@ async def test_a_turn_stopped_by_its_replica_is_interrupted_and_the_session_goes
     accepted = asyncio.Event()
     release = asyncio.Event()
 
-    async def stuck(task: Task, emit: EventSink) -> str:
-        await dying.store.accept(task, {"role": "user", "content": task.message})
+    async def stuck(turn: Turn, emit: EventSink) -> str:
+        await dying.store.accept(turn, {"role": "user", "content": turn.message})
         accepted.set()
         await release.wait()
-        await dying.store.append_turn(task, LATE_CALL)
+        await dying.store.append_turn(turn, LATE_CALL)
         return "late"
 
     dying = await replicas.start(stuck)
@@ -146,17 +146,17 @@ async def test_a_turn_stopped_by_its_replica_is_interrupted_and_the_session_goes
 async def test_a_turn_that_had_not_begun_runs_again_on_another_replica(replicas: Replicas):
     fetched = asyncio.Event()
 
-    async def never_accepts(task: Task, emit: EventSink) -> str:
+    async def never_accepts(turn: Turn, emit: EventSink) -> str:
         fetched.set()
         await asyncio.sleep(3600)
         return ""
 
     dying = await replicas.start(never_accepts)
-    task = await dying.create("s1", "hello")
+    turn = await dying.create("s1", "hello")
     await asyncio.wait_for(fetched.wait(), 10)
     await dying.worker.close()
     survivor = await replicas.start(recording_turn([]))
-    done = await survivor.wait(task.id, 30)
+    done = await survivor.wait(turn.id, 30)
     assert (done.status, done.result) == ("completed", "HELLO")
 
 
@@ -165,8 +165,8 @@ async def test_a_turn_of_a_replica_gone_silent_is_interrupted_and_its_line_goes_
 ):
     accepted = asyncio.Event()
 
-    async def stuck(task: Task, emit: EventSink) -> str:
-        await silent.store.accept(task, {"role": "user", "content": task.message})
+    async def stuck(turn: Turn, emit: EventSink) -> str:
+        await silent.store.accept(turn, {"role": "user", "content": turn.message})
         accepted.set()
         await asyncio.sleep(3600)
         return ""
@@ -203,7 +203,7 @@ async def test_a_follower_here_sees_the_events_live_numbered_as_the_store_keeps_
 ):
     go_on = asyncio.Event()
 
-    async def talking(task: Task, emit: EventSink) -> str:
+    async def talking(turn: Turn, emit: EventSink) -> str:
         for word in ("one ", "two "):
             await emit("assistant.delta", {"text": word, "round": 1})
         await go_on.wait()
@@ -213,19 +213,19 @@ async def test_a_follower_here_sees_the_events_live_numbered_as_the_store_keeps_
 
     manager = await replicas.start(talking)
     other = await replicas.start(recording_turn([]))
-    task = await manager.create("s1", "hello")
+    turn = await manager.create("s1", "hello")
     seen: list[tuple[int, str, str]] = []
-    async for event in manager.follow(task.id, 0):
+    async for event in manager.follow(turn.id, 0):
         seen.append((event.seq, event.type, str(event.data.get("text", ""))))
         if event.type == "assistant.delta" and not go_on.is_set():
             go_on.set()  # the first words arrive while the turn still runs
-    stored = [(e.seq, e.type, str(e.data.get("text", ""))) async for e in other.follow(task.id, 0)]
+    stored = [(e.seq, e.type, str(e.data.get("text", ""))) async for e in other.follow(turn.id, 0)]
     assert seen == stored  # the same events, the same numbers, in memory here and in the store
     assert [seq for seq, _, _ in seen] == list(range(1, len(seen) + 1))
     assert seen[0][1:] == ("task.queued", "") and seen[-1][1] == "task.completed"
     text = "".join(t for _, type_, t in seen if type_ == "assistant.delta")
     assert text == "one two three"
-    resumed = [e.seq async for e in manager.follow(task.id, 3)]  # Last-Event-ID: 3
+    resumed = [e.seq async for e in manager.follow(turn.id, 3)]  # Last-Event-ID: 3
     assert resumed == [seq for seq, _, _ in seen if seq > 3]
 
 
@@ -237,11 +237,11 @@ async def test_a_follower_elsewhere_sees_a_turn_as_it_goes_and_unfollowed_ones_w
     ran_on: dict[str, int] = {}
 
     def talking(replica: int):
-        async def run_turn(task: Task, emit: EventSink) -> str:
-            ran_on[task.session_id] = replica
+        async def run_turn(turn: Turn, emit: EventSink) -> str:
+            ran_on[turn.session_id] = replica
             await emit("assistant.delta", {"text": "first words", "round": 1})
-            spoke[task.session_id].set()
-            await go_on[task.session_id].wait()
+            spoke[turn.session_id].set()
+            await go_on[turn.session_id].wait()
             await emit("assistant.delta", {"text": " and the rest", "round": 2})
             return "done"
 

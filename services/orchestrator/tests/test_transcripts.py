@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 from orchestrator.agent.turn_context import without_turn_context
 from orchestrator.core import OrchestratorCore
-from orchestrator.store.tasks import Task
+from orchestrator.store.turns import Turn
 
 from tests.fakes import FakeLLM
 
 
-async def run(core: OrchestratorCore, message: str, session: str = "s1") -> Task:
-    task = await core.submit(session, message)
-    return await core.tasks.wait(task.id, within=60)
+async def run(core: OrchestratorCore, message: str, session: str = "s1") -> Turn:
+    turn = await core.submit(session, message)
+    return await core.turns.wait(turn.id, within=60)
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
@@ -76,8 +76,8 @@ async def test_a_failed_write_is_logged_once_and_never_fails_the_turn(
     with caplog.at_level(logging.WARNING, logger="orchestrator.store.transcripts"):
         for answer in ("one", "two"):
             fake_llm.reply_text(answer)
-            task = await run(core, "hi")
-            assert (task.status, task.result) == ("completed", answer)
+            turn = await run(core, "hi")
+            assert (turn.status, turn.result) == ("completed", answer)
         stored = [without_turn_context(m["content"]) for m in await core.store.load("s1")]
         assert stored == ["hi", "one", "hi", "two"]
         await core.close()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from orchestrator.app import create_app
-from orchestrator.trusted_hosts import TrustedHosts, parse_trusted
+from orchestrator.api.trusted_hosts import TrustedHosts, parse_trusted
 
 from tests.fakes import FakeLLM
 

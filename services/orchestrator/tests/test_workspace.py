@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from orchestrator.workspace import WorkspaceFiles
+from orchestrator.content.workspace import WorkspaceFiles
 
 NAMES = ["AGENTS.md", "SOUL.md", "USER.md"]
 SETTLED_NS = 50_000_000  # 50 ms instead of 1 s, so the test need not wait long

@@ -11,7 +11,7 @@ from crayfish_common import safe_files
 from crayfish_common.safe_files import FileRefused
 from crayfish_common.tools import ToolError
 from tool_runner import files, spreadsheet
-from tool_runner.fsafe import Workspace
+from tool_runner.workspace import Workspace
 
 
 @pytest.fixture

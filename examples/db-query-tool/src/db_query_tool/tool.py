@@ -6,7 +6,7 @@ import asyncio
 import json
 from typing import Any, ClassVar
 
-from crayfish_common.tools import Tool, ToolCall, ToolResult, object_schema
+from crayfish_common.tools import Tool, CallContext, ToolResult, object_schema
 
 from db_query_tool.query import QueryResult, ReadOnlyDatabase
 
@@ -36,7 +36,7 @@ class DbQueryTool(Tool):
         self.max_output_chars = max_output_chars
         self._slots = asyncio.Semaphore(concurrency)
 
-    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+    async def run(self, args: dict[str, Any], call: CallContext) -> ToolResult:
         async with self._slots:  # each query holds a thread while it runs
             result = await asyncio.to_thread(self.database.query, args["sql"], args.get("params"))
         text = render(result, self.database.limits.max_rows)

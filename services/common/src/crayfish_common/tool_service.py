@@ -7,7 +7,7 @@ import json
 import grpc
 from crayfish.common.v1 import tools_pb2, tools_pb2_grpc
 
-from crayfish_common.tools import ToolCall, ToolResult, ToolSet
+from crayfish_common.tools import CallContext, ToolResult, ToolSet
 
 # The gRPC service of the contract alone: what a service that offers nothing but tools serves.
 TOOL_SERVICE_NAME = "crayfish.common.v1.ToolService"
@@ -38,8 +38,8 @@ def run_tool_response(result: ToolResult) -> tools_pb2.RunToolResponse:
     )
 
 
-def tool_call(request: tools_pb2.RunToolRequest) -> ToolCall:
-    return ToolCall(session_id=request.session_id, call_id=request.call_id)
+def tool_call(request: tools_pb2.RunToolRequest) -> CallContext:
+    return CallContext(session_id=request.session_id, call_id=request.call_id)
 
 
 class ToolServicerMixin:

@@ -50,7 +50,7 @@ class ToolResult:
 
 
 @dataclass(frozen=True)
-class ToolCall:
+class CallContext:
     """Who is calling: the session (sandboxes are per session), the call id, an output sink."""
 
     session_id: str = ""
@@ -66,7 +66,7 @@ class Tool(ABC):
     parameters: ClassVar[dict[str, Any]]  # JSON schema of the arguments object
 
     @abstractmethod
-    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+    async def run(self, args: dict[str, Any], call: CallContext) -> ToolResult:
         """Does the work; raise ToolError (or an expected error) with a reason to refuse."""
 
 
@@ -100,10 +100,10 @@ class ToolSet:
     def __iter__(self) -> Iterator[Tool]:
         return iter(self.tools.values())
 
-    async def run(self, name: str, arguments_json: str, call: ToolCall | None = None) -> ToolResult:
+    async def run(self, name: str, arguments_json: str, call: CallContext | None = None) -> ToolResult:
         started = time.monotonic()
         try:
-            result = await self._run(name, arguments_json, call or ToolCall())
+            result = await self._run(name, arguments_json, call or CallContext())
         except self.expected as exc:
             result = ToolResult.failure(str(exc))
         except Exception as exc:  # a bug must still reach the model as a result
@@ -113,7 +113,7 @@ class ToolSet:
             result.duration_ms = (time.monotonic() - started) * 1000
         return result
 
-    async def _run(self, name: str, arguments_json: str, call: ToolCall) -> ToolResult:
+    async def _run(self, name: str, arguments_json: str, call: CallContext) -> ToolResult:
         tool = self.tools.get(name)
         if tool is None:
             raise ToolError(f"unknown tool {name!r} (known: {', '.join(self.tools)})")

@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from crayfish_common.tools import Tool, ToolCall, ToolError, ToolResult
+from crayfish_common.tools import Tool, CallContext, ToolError, ToolResult
 
 from connectors.mcp_config import McpConfig
 from connectors.mcp_connection import Limits, MCPCallError, McpConnection, RemoteTool, Unavailable
@@ -39,7 +39,7 @@ class McpTool(Tool):
     connection: ClassVar[McpConnection]
     remote_name: ClassVar[str]
 
-    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+    async def run(self, args: dict[str, Any], call: CallContext) -> ToolResult:
         try:
             result: ToolResult = await self.connection.call(self.remote_name, args)
         except (Unavailable, TimeoutError, MCPCallError) as exc:

@@ -6,7 +6,7 @@ from typing import Any
 
 from crayfish_common.guarded_fetch import Fetched, FetchError, WebFetcher
 from crayfish_common.textcap import cap_text
-from crayfish_common.tools import Tool, ToolCall, ToolError, ToolResult, object_schema
+from crayfish_common.tools import Tool, CallContext, ToolError, ToolResult, object_schema
 
 from connectors.charset import decode_page
 from connectors.html_text import html_to_text
@@ -40,7 +40,7 @@ class WebFetch(Tool):
         self.fetcher = fetcher
         self.max_chars = max_chars
 
-    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+    async def run(self, args: dict[str, Any], call: CallContext) -> ToolResult:
         url = args["url"].strip()
         limit = min(int(args.get("max_chars") or self.max_chars), self.max_chars)
         try:

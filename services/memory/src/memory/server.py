@@ -8,7 +8,7 @@ import signal
 
 from crayfish.memory.v1 import memory_pb2_grpc
 from crayfish_common.grpc_server import GrpcService
-from crayfish_common.heap import freeze_startup_heap
+from crayfish_common.startup_heap import freeze_startup_heap
 
 from memory.config import MemorySettings
 from memory.core import MemoryCore

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from crayfish_common.tools import Tool, ToolCall, ToolError, ToolResult, ToolSet, object_schema
+from crayfish_common.tools import Tool, CallContext, ToolError, ToolResult, ToolSet, object_schema
 
 from memory.core import MemoryCore
 from memory.notes import MemoryPathError
@@ -40,7 +40,7 @@ class MemorySearch(MemoryTool):
         required=["query"],
     )
 
-    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+    async def run(self, args: dict[str, Any], call: CallContext) -> ToolResult:
         query = args["query"]
         if not query.strip():
             raise ToolError("'query' is blank; say what to look for, in plain words")
@@ -81,7 +81,7 @@ class MemoryGet(MemoryTool):
         required=["path"],
     )
 
-    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+    async def run(self, args: dict[str, Any], call: CallContext) -> ToolResult:
         got = await asyncio.to_thread(
             self.core.get, args["path"], args.get("start_line", 0), args.get("line_count", 0)
         )
@@ -108,7 +108,7 @@ class MemoryWrite(MemoryTool):
         {"text": {"type": "string", "description": "The note, in Markdown."}}, required=["text"]
     )
 
-    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+    async def run(self, args: dict[str, Any], call: CallContext) -> ToolResult:
         written = await asyncio.to_thread(self.core.write, args["text"])
         data = {
             "path": written.path,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from crayfish_common.heap import freeze_startup_heap
+from crayfish_common.startup_heap import freeze_startup_heap
 from crayfish_common.tracing import tracing_enabled
 from fastapi import FastAPI
 
@@ -28,7 +28,7 @@ from orchestrator.config import Settings
 from orchestrator.core import OrchestratorCore
 from orchestrator.mcp_server.http import mount_mcp
 from orchestrator.metrics import Metrics
-from orchestrator.trusted_hosts import TrustedHosts
+from orchestrator.api.trusted_hosts import TrustedHosts
 
 
 def create_app(settings: Settings, freeze_heap: bool = False) -> FastAPI:

@@ -16,7 +16,7 @@ from orchestrator.tool_service_config import (
     address_problem,
     parse_tool_services,
 )
-from orchestrator.trusted_hosts import parse_trusted
+from orchestrator.api.trusted_hosts import parse_trusted
 
 
 class WebhookTarget(BaseModel):

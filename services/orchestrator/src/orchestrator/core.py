@@ -16,16 +16,16 @@ from orchestrator.agent.client_request import ClientRequest
 from orchestrator.agent.llm import LLMClient
 from orchestrator.agent.llm_probe import LlmProbe
 from orchestrator.agent.tool_search import ToolCatalog, tool_catalog
-from orchestrator.agent.tools import OWN_TOOLS
-from orchestrator.assistant import Assistant
+from orchestrator.agent.tools import SEARCH_TOOLS
+from orchestrator.content.assistant import Assistant
 from orchestrator.clients import ServiceClients
 from orchestrator.clients.health import DependencyState
 from orchestrator.config import Settings
-from orchestrator.local_tools import LocalTools
-from orchestrator.media import ImageRejected, vision_refusal
-from orchestrator.media_migration import move_workspace_media
+from orchestrator.content.own_tools import OwnTools
+from orchestrator.content.media import ImageRejected, vision_refusal
+from orchestrator.content.media_migration import move_workspace_media
 from orchestrator.metrics import Metrics
-from orchestrator.notify.jobs import Deliveries
+from orchestrator.notify.delivery_queue import Deliveries
 from orchestrator.notify.notify import Notifier, NotifyBounds, WebhookSender
 from orchestrator.notify.webhooks import DeliveryRetryable
 from orchestrator.schedules.heartbeat import (
@@ -46,7 +46,7 @@ from orchestrator.store.turn_requests import Earlier, TurnRequest
 from orchestrator.turns.client_turns import KIND as OPENAI_KIND
 from orchestrator.turns.client_turns import ClientTurns
 from orchestrator.turns.events import EventSink
-from orchestrator.turns.tasks import Task, TaskManager
+from orchestrator.turns.manager import Turn, TurnManager
 from orchestrator.turns.turn_worker import WorkerTiming
 
 log = logging.getLogger(__name__)
@@ -89,16 +89,16 @@ class OrchestratorCore:
             settings.notify_attempts,
             settings.notify_backoff,
         )
-        self.tasks = TaskManager(
+        self.turns = TurnManager(
             self.db, self._run_turn, timing, name, self.transcripts, deliveries, self.store
         )
         self.scheduler = Scheduler(ScheduleStore(self.db), self._submit_scheduled, settings)
-        self.webhooks.requeue = self.tasks.queue.enqueue_delivery
+        self.webhooks.requeue = self.turns.delivery_queue.enqueue_delivery
         self.notifier = Notifier(
             settings.notify_webhooks,
             notifications,
             self._publish_notification,
-            self.tasks.queue.enqueue_delivery,
+            self.turns.delivery_queue.enqueue_delivery,
             NotifyBounds(
                 settings.notify_per_turn, settings.notify_per_hour, settings.notify_coalesce
             ),
@@ -109,14 +109,14 @@ class OrchestratorCore:
             self.clients,
             self.llm,
             self.store,
-            self.tasks.store,
-            LocalTools(self.scheduler, self.notifier),
+            self.turns.store,
+            OwnTools(self.scheduler, self.notifier),
         )
         self.openai_turns = OpenAITurnStore(self.db)
         self.client_turns = ClientTurns(self.assistant, self.openai_turns)
         self.metrics = metrics or Metrics()
-        self.tasks.observers.append(self.metrics.observe_event)
-        self.metrics.count_active_tasks(lambda: self.tasks.active_count)
+        self.turns.observers.append(self.metrics.observe_event)
+        self.metrics.count_active_tasks(lambda: self.turns.active_count)
         self._heartbeats: asyncio.Task[None] | None = None
         self._retention: asyncio.Task[None] | None = None
         self._llm_line: asyncio.Task[None] | None = None  # logs whether the LLM answers
@@ -127,7 +127,7 @@ class OrchestratorCore:
         await asyncio.to_thread(move_workspace_media, self.settings.workspace, self.assistant.media)
         await legacy_import.import_sessions(self.db, self.settings.legacy_sessions_dir)
         await self._queue_legacy_inbox()
-        await self.tasks.start()
+        await self.turns.start()
         self.start_heartbeats()
         if self.settings.events_retention_hours > 0:
             self._retention = asyncio.create_task(self._retention_loop(), name="retention")
@@ -140,11 +140,11 @@ class OrchestratorCore:
         message: str,
         kind: str = "chat",
         images: list[dict[str, Any]] | None = None,
-    ) -> Task:
+    ) -> Turn:
         """Acknowledges a message durably: once this returns, its turn will run (on some
         replica) after the session's earlier ones."""
         check_session_id(session_id)
-        return await self.tasks.create(session_id, message, kind, images=images)
+        return await self.turns.create(session_id, message, kind, images=images)
 
     async def submit_once(
         self,
@@ -154,11 +154,11 @@ class OrchestratorCore:
         images: list[dict[str, Any]] | None = None,
         kind: str = "chat",
         task_id: str | None = None,
-    ) -> Task | Earlier:
-        """`submit` of a turn a client may ask for again: the new task, or the earlier request
+    ) -> Turn | Earlier:
+        """`submit` of a turn a client may ask for again: the new turn, or the earlier request
         this one repeats (store/turn_requests.py), whose turn is left alone."""
         check_session_id(session_id)
-        return await self.tasks.create_once(request, session_id, message, images, kind, task_id)
+        return await self.turns.create_once(request, session_id, message, images, kind, task_id)
 
     async def submit_client_turn(
         self,
@@ -167,7 +167,7 @@ class OrchestratorCore:
         message: str,
         images: list[dict[str, Any]],
         asked: ClientRequest,
-    ) -> Task | Earlier:
+    ) -> Turn | Earlier:
         """`submit_once` for a /v1 request: what the client asked of the turn is stored first,
         so the replica that runs it finds it."""
         task_id = uuid.uuid4().hex
@@ -190,22 +190,22 @@ class OrchestratorCore:
 
     async def _submit_scheduled(
         self, session_id: str, message: str, kind: str, task_id: str
-    ) -> Task:
-        return await self.tasks.create(session_id, message, kind, task_id)
+    ) -> Turn:
+        return await self.turns.create(session_id, message, kind, task_id)
 
     def _turn_here(self, session_id: str) -> str | None:
-        running = self.tasks.running_here(session_id)
+        running = self.turns.running_here(session_id)
         return running.id if running is not None else None
 
     async def _publish_notification(self, session_id: str, data: dict[str, Any]) -> None:
         """A `notification` event in the stream of the session's turn running here (the turn
         that called notify), else on its own; either way on the global stream."""
-        running = self.tasks.running_here(session_id)
+        running = self.turns.running_here(session_id)
         if running is not None:
-            await self.tasks.publish(running, "notification", data)
+            await self.turns.publish(running, "notification", data)
         else:
             data = {"session_id": session_id, **data}
-            await self.tasks.events.add(f"notify-{uuid.uuid4().hex}", "notification", data)
+            await self.turns.events.add(f"notify-{uuid.uuid4().hex}", "notification", data)
 
     async def dependency_states(self) -> list[DependencyState]:
         """The services and the database, as /readyz reports them."""
@@ -215,7 +215,7 @@ class OrchestratorCore:
 
     async def own_tool_names(self) -> set[str]:
         """The names of every tool Crayfish itself may offer the model now."""
-        return set(await self.assistant.registry.refresh()) | set(OWN_TOOLS)
+        return set(await self.assistant.registry.refresh()) | set(SEARCH_TOOLS)
 
     async def tool_catalog(self) -> ToolCatalog:
         """Every tool the model can use now, asking the services whose list is stale."""
@@ -224,7 +224,7 @@ class OrchestratorCore:
 
     async def render_metrics(self) -> bytes:
         """The metrics, with the count of queued and running tasks (all replicas) read now."""
-        self.tasks.active_count = await self.tasks.store.count_active()
+        self.turns.active_count = await self.turns.store.count_active()
         return self.metrics.render()
 
     async def delete_session(self, session_id: str) -> None:
@@ -233,7 +233,7 @@ class OrchestratorCore:
         running, and the client's ServiceError (nothing deleted) if the sandbox stays open."""
 
         async def close_sandbox() -> None:
-            if await self.tasks.active(session_id):
+            if await self.turns.active(session_id):
                 raise SessionBusy("the session has a queued or running task")
             await self.clients.tool_runner.close_session(session_id)
 
@@ -243,25 +243,25 @@ class OrchestratorCore:
         for entry in await legacy_import.pending_inbox(self.db, self.settings.data_dir):
             # Under its old id: queued once even if another replica imports it too.
             kind = entry.get("kind", "chat")
-            await self.tasks.create(entry["session_id"], entry["message"], kind, entry["task_id"])
+            await self.turns.create(entry["session_id"], entry["message"], kind, entry["task_id"])
         await legacy_import.inbox_imported(self.db)
 
-    async def _run_turn(self, task: Task, emit: EventSink) -> str:
-        if task.kind == "heartbeat":
-            return await self.assistant.run_heartbeat(task, emit)
-        if task.kind == "schedule":
-            return await self.assistant.run_scheduled(task, emit)
-        if task.kind == OPENAI_KIND:
-            return await self.client_turns.run(task, emit)
-        return await self.assistant.run_chat(task, emit)
+    async def _run_turn(self, turn: Turn, emit: EventSink) -> str:
+        if turn.kind == "heartbeat":
+            return await self.assistant.run_heartbeat(turn, emit)
+        if turn.kind == "schedule":
+            return await self.assistant.run_scheduled(turn, emit)
+        if turn.kind == OPENAI_KIND:
+            return await self.client_turns.run(turn, emit)
+        return await self.assistant.run_chat(turn, emit)
 
-    async def trigger_heartbeat(self) -> Task | None:
+    async def trigger_heartbeat(self) -> Turn | None:
         """Queues a heartbeat turn, or None when HEARTBEAT.md lists nothing (no LLM call)."""
         file = (await self.assistant.workspace.load([HEARTBEAT_FILE]))[0]
         tasks = heartbeat_tasks(file.text or "")
         if not tasks:
             return None
-        if await self.tasks.active(kind="heartbeat"):
+        if await self.turns.active(kind="heartbeat"):
             return None  # one at a time is plenty
         return await self.submit(HEARTBEAT_SESSION, heartbeat_message(tasks), kind="heartbeat")
 
@@ -286,10 +286,10 @@ class OrchestratorCore:
             try:
                 if await schedules.claim(self.db, "events-retention", RETENTION_EVERY):
                     keep = self.settings.events_retention_hours * 3600
-                    removed = await self.tasks.store.events.prune(time.time() - keep)
+                    removed = await self.turns.store.events.prune(time.time() - keep)
                     if removed:
                         log.info("pruned %d events of tasks older than the retention", removed)
-                    await self.tasks.requests.prune(time.time() - REQUESTS_KEPT_FOR)
+                    await self.turns.requests.prune(time.time() - REQUESTS_KEPT_FOR)
             except Exception:  # the database may be away for a while: try again next time
                 log.exception("event pruning failed")
             await asyncio.sleep(RETENTION_EVERY)
@@ -300,7 +300,7 @@ class OrchestratorCore:
                 loop.cancel()
         self.llm_probe.close()
         await self.scheduler.close()
-        await self.tasks.shutdown()
+        await self.turns.shutdown()
         await self.webhooks.close()
         await self.db.close()
         await asyncio.to_thread(self.transcripts.close)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from crayfish_common.tools import Tool, ToolCall, ToolError, ToolResult, ToolSet, object_schema
+from crayfish_common.tools import Tool, CallContext, ToolError, ToolResult, ToolSet, object_schema
 
 from skills.core import SkillsCore
 from skills.model import Entry, Snapshot
@@ -56,7 +56,7 @@ class ReadSkill(Tool):
         self.snapshot = snapshot
         self.max_chars = max_chars
 
-    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+    async def run(self, args: dict[str, Any], call: CallContext) -> ToolResult:
         snapshot = await self.snapshot()
         entry = snapshot.get(args["name"].strip())
         if entry is None:

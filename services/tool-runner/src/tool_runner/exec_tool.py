@@ -6,10 +6,10 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from crayfish_common.tools import Tool, ToolCall, ToolError, ToolResult, object_schema
+from crayfish_common.tools import Tool, CallContext, ToolError, ToolResult, object_schema
 
 from tool_runner.config import ToolRunnerSettings
-from tool_runner.fsafe import Workspace
+from tool_runner.workspace import Workspace
 from tool_runner.policy import CommandPolicy
 from tool_runner.sandbox.base import ExecOutcome, ExecSpec, Limits, Sandbox
 from tool_runner.slots import CommandSlots, NoSlot
@@ -64,7 +64,7 @@ class ExecTool(Tool):
         self.sandbox = sandbox
         self.slots = slots
 
-    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+    async def run(self, args: dict[str, Any], call: CallContext) -> ToolResult:
         spec = build_spec(self.ws, self.settings, self.policy, args, call.session_id)
         try:
             async with self.slots.slot(spec.session_id, spec.limits.timeout) as left:

@@ -15,9 +15,9 @@ from abc import abstractmethod
 from typing import Any
 
 from crayfish_common.safe_files import describe_os_error, openat2_beneath
-from crayfish_common.tools import Tool, ToolCall, ToolError, ToolResult, object_schema
+from crayfish_common.tools import Tool, CallContext, ToolError, ToolResult, object_schema
 
-from tool_runner.fsafe import Workspace
+from tool_runner.workspace import Workspace
 
 PATH_ARG = {"type": "string", "minLength": 1, "description": "Path relative to the workspace."}
 DEFAULT_IGNORE = [".git", "node_modules", "__pycache__", ".venv", ".mypy_cache", ".pytest_cache"]
@@ -144,7 +144,7 @@ class FileTool(Tool):
         self.ws = ws
         self.cap = cap
 
-    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+    async def run(self, args: dict[str, Any], call: CallContext) -> ToolResult:
         return await asyncio.to_thread(self.work, args)
 
     @abstractmethod

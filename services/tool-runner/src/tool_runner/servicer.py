@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import grpc
 from crayfish.tool_runner.v1 import tool_runner_pb2, tool_runner_pb2_grpc
 from crayfish_common.tool_service import ToolServicerMixin, run_tool_response
-from crayfish_common.tools import ToolCall, ToolSet
+from crayfish_common.tools import CallContext, ToolSet
 
 from tool_runner.core import ToolRunnerCore
 from tool_runner.sandbox.base import sandbox_env
@@ -41,7 +41,7 @@ class ToolRunnerServicer(ToolServicerMixin, tool_runner_pb2_grpc.ToolRunnerServi
             await queue.put(tool_runner_pb2.RunToolEvent(chunk=chunk))
 
         async def work() -> None:
-            call = ToolCall(session_id=request.session_id, call_id=request.call_id, sink=sink)
+            call = CallContext(session_id=request.session_id, call_id=request.call_id, sink=sink)
             try:
                 result = await self.core.run(request.name, request.arguments_json, call)
                 await queue.put(tool_runner_pb2.RunToolEvent(result=run_tool_response(result)))

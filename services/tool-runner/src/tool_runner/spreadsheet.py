@@ -10,7 +10,7 @@ from typing import Any
 from crayfish_common.tools import ToolError, ToolResult, object_schema
 
 from tool_runner.files import PATH_ARG, FileTool, decode_text
-from tool_runner.fsafe import Workspace
+from tool_runner.workspace import Workspace
 
 
 class ReadSpreadsheet(FileTool):

@@ -13,7 +13,7 @@ from orchestrator.agent.context import (
 )
 from orchestrator.agent.llm import LLMClient, add_usage
 from orchestrator.agent.loop import AgentLoop
-from orchestrator.media import as_text_only, plain_text
+from orchestrator.content.media import as_text_only, plain_text
 from orchestrator.store.sessions import SessionStore
 from orchestrator.turns.events import EventSink
 

@@ -13,7 +13,7 @@ from crayfish_common.textcap import cap_text
 
 from orchestrator.agent.text_tools import FORMAT_NOTE, tooling_lines
 from orchestrator.agent.turn_context import TURN_CONTEXT_MARK
-from orchestrator.workspace import WorkspaceFile
+from orchestrator.content.workspace import WorkspaceFile
 
 PromptMode = Literal["full", "minimal", "none"]
 BOOTSTRAP_FILES = (

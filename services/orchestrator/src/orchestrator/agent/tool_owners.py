@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
 
-# The orchestrator's own tools (agent/tool_search.py; local_tools.py) and the built-in
+# The orchestrator's own tools (agent/tool_search.py; own_tools.py) and the built-in
 # services' tools. A name a built-in service adds later is still claimed on its first listing.
 BUILTIN_TOOLS: dict[str, tuple[str, ...]] = {
     "orchestrator": (

@@ -18,12 +18,12 @@ from typing import Any
 from crayfish_common.tools import ToolResult
 
 from orchestrator.agent.tool_owners import RefusedTool
-from orchestrator.agent.tools import OWN_TOOLS, OfferedTool, ToolRegistry, parse_arguments
+from orchestrator.agent.tools import SEARCH_TOOLS, OfferedTool, ToolRegistry, check_arguments
 from orchestrator.clients import OutputSink
 
 log = logging.getLogger(__name__)
 
-SEARCH, DESCRIBE = OWN_TOOLS
+SEARCH, DESCRIBE = SEARCH_TOOLS
 DEFAULT_HITS, MAX_HITS = 6, 10
 _WORD = re.compile(r"[a-z0-9]+")
 _STOPWORDS = frozenset("a an and the of to for in on with by or from my me is it".split())
@@ -147,7 +147,7 @@ class TurnTools(Mapping[str, OfferedTool]):
 
     def _run_own(self, name: str, raw_arguments: str) -> ToolResult:
         schema = SEARCH_SCHEMA if name == SEARCH else DESCRIBE_SCHEMA
-        arguments, problem = parse_arguments(raw_arguments, schema)
+        arguments, problem = check_arguments(raw_arguments, schema)
         if problem:
             return ToolResult(False, f"Error: invalid arguments for `{name}`: {problem}")
         if name == SEARCH:

@@ -21,13 +21,13 @@ from orchestrator.clients import (
     ToolServiceClient,
     ToolSpec,
 )
-from orchestrator.single_flight import SingleFlight
+from orchestrator.clients.single_flight import SingleFlight
 
 log = logging.getLogger(__name__)
 
 # The orchestrator's own tools (agent/tool_search.py): a service's tool of the same name is not
 # offered.
-OWN_TOOLS = ("tool_search", "tool_describe")
+SEARCH_TOOLS = ("tool_search", "tool_describe")
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ class ToolRegistry:
             down = "".join(f" The {s} service is unavailable now." for s in self.unavailable)
             message = f"Error: unknown tool `{name}`. Available tools: {known}.{down}"
             return ToolResult(False, message)
-        arguments, problem = parse_arguments(raw_arguments, tool.parameters)
+        arguments, problem = check_arguments(raw_arguments, tool.parameters)
         if problem:
             return ToolResult(False, f"Error: invalid arguments for `{name}`: {problem}")
         if tool.service is None:  # the orchestrator's own tools run in TurnTools
@@ -180,7 +180,7 @@ async def _listing(service: ToolServiceClient) -> list[ToolSpec] | ServiceError:
         return exc
 
 
-def parse_arguments(raw: str, schema: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def check_arguments(raw: str, schema: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """(arguments, "") when raw is a JSON object valid against schema; else ({}, the problem)."""
     try:
         arguments = json.loads(raw) if raw.strip() else {}

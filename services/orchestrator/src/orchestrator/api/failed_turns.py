@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from fastapi.responses import JSONResponse
 
 from orchestrator.api.errors import error_body
-from orchestrator.store.tasks import Task
+from orchestrator.store.turns import Turn
 from orchestrator.turns.turn_failure import TurnFailure
 
 NO_RETRY = {"x-should-retry": "false"}
@@ -30,10 +30,10 @@ class FailedTurn:
         return JSONResponse(self.body(), status_code=self.status, headers={**headers, **NO_RETRY})
 
 
-def failed_turn(task: Task, replay: bool = False) -> FailedTurn:
-    """The status, message and code for a task that ended without completing (`replay`: the
+def failed_turn(turn: Turn, replay: bool = False) -> FailedTurn:
+    """The status, message and code for a turn that ended without completing (`replay`: the
     answer to a retry of the request that started it)."""
-    answer = _failed_turn(task)
+    answer = _failed_turn(turn)
     if not replay:
         return answer
     note = (
@@ -43,18 +43,18 @@ def failed_turn(task: Task, replay: bool = False) -> FailedTurn:
     return FailedTurn(answer.status, answer.message + note, answer.code)
 
 
-def _failed_turn(task: Task) -> FailedTurn:
-    if task.status == "cancelled":
+def _failed_turn(turn: Turn) -> FailedTurn:
+    if turn.status == "cancelled":
         return FailedTurn(409, "the turn was cancelled", "turn_cancelled")
-    if task.status == "interrupted":
-        return FailedTurn(503, f"the turn was interrupted: {task.error}", "turn_interrupted")
-    status, code = _status(TurnFailure.from_json(task.failure))
-    return FailedTurn(status, f"the turn failed: {task.error}{tools_note(task)}", code)
+    if turn.status == "interrupted":
+        return FailedTurn(503, f"the turn was interrupted: {turn.error}", "turn_interrupted")
+    status, code = _status(TurnFailure.from_json(turn.failure))
+    return FailedTurn(status, f"the turn failed: {turn.error}{tools_note(turn)}", code)
 
 
-def tools_note(task: Task) -> str:
+def tools_note(turn: Turn) -> str:
     """What a failed turn's client must know before it asks again: tools already ran."""
-    failure = TurnFailure.from_json(task.failure)
+    failure = TurnFailure.from_json(turn.failure)
     if failure is None or not failure.tools_ran:
         return ""
     calls = "1 tool call" if failure.tools_ran == 1 else f"{failure.tools_ran} tool calls"

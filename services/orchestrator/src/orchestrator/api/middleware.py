@@ -14,7 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from orchestrator.api.errors import BodyTooLarge, error_response
 from orchestrator.metrics import Metrics
-from orchestrator.trusted_hosts import TrustedHosts
+from orchestrator.api.trusted_hosts import TrustedHosts
 
 # The page and its static assets hold no data, and a browser cannot send a Bearer header when
 # it loads a page: they are open; the page sends the token on its own API calls.

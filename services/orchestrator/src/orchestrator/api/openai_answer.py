@@ -18,7 +18,7 @@ from orchestrator.api.failed_turns import NO_RETRY, tools_note
 from orchestrator.api.openai_request import TurnPlan
 from orchestrator.core import OrchestratorCore
 from orchestrator.store import StoredEvent
-from orchestrator.store.tasks import Task
+from orchestrator.store.turns import Turn
 
 # Events a turn sends before its first LLM answer: a stream waits past them before it begins,
 # so a refusal of the first request can still be answered with the provider's status.
@@ -53,11 +53,11 @@ def tool_call_deltas(calls: list[ToolCall]) -> list[dict[str, Any]]:
     return [{"tool_calls": [{"index": i, **call}]} for i, call in enumerate(openai_calls(calls))]
 
 
-async def answer_of(core: OrchestratorCore, task: Task) -> ClientAnswer:
+async def answer_of(core: OrchestratorCore, turn: Turn) -> ClientAnswer:
     """What the turn answered beyond its text; a provider's refusal keeps its words, with a note
     when tools had run before it."""
-    answer = ClientAnswer.from_json(await core.openai_turns.answer(task.id))
-    note = tools_note(task)
+    answer = ClientAnswer.from_json(await core.openai_turns.answer(turn.id))
+    note = tools_note(turn)
     if answer.refusal is not None and note:
         answer.refusal = {**answer.refusal, "message": f"{answer.refusal.get('message', '')}{note}"}
     return answer
@@ -84,7 +84,7 @@ async def remember(core: OrchestratorCore, plan: TurnPlan, message: dict[str, An
 
 
 class Peeked:
-    """A task's events read ahead, so a stream can wait for the turn's first LLM answer (at
+    """A turn's events read ahead, so a stream can wait for the turn's first LLM answer (at
     most PEEK_SECONDS: keep-alives only flow once it begins) before it sends its status."""
 
     def __init__(self, events: AsyncIterator[StoredEvent]):
@@ -113,7 +113,7 @@ class Peeked:
         return None
 
     async def events(self) -> AsyncIterator[StoredEvent]:
-        """Every event of the task, those seen first; stops reading when closed."""
+        """Every event of the turn, those seen first; stops reading when closed."""
         try:
             for seen in self.seen:
                 yield seen

@@ -31,10 +31,10 @@ from orchestrator.api.retries import REPLAY_HEADERS, V1RequestDep, earlier_task,
 from orchestrator.api.schemas import RequestBody
 from orchestrator.api.sse import sse_comment, sse_event, sse_response
 from orchestrator.core import OrchestratorCore
-from orchestrator.media import ImageRejected, user_content
+from orchestrator.content.media import ImageRejected, user_content
 from orchestrator.store import InvalidSessionId, StoredEvent
 from orchestrator.store.sessions import check_session_id
-from orchestrator.store.tasks import Task
+from orchestrator.store.turns import Turn
 from orchestrator.store.turn_requests import TurnRequest
 
 router = APIRouter(tags=["openai"])
@@ -137,8 +137,8 @@ async def _start_turn(
     core: OrchestratorCore,
     session_header: str | None,
     turn_request: TurnRequest,
-) -> tuple[Task, TurnPlan, bool]:
-    """The turn's task, where it goes, and whether it is an earlier attempt's (this request
+) -> tuple[Turn, TurnPlan, bool]:
+    """The turn's turn, where it goes, and whether it is an earlier attempt's (this request
     repeats it: api/retries.py)."""
     messages = [m.model_dump() for m in body.messages]
     check_order(messages)
@@ -169,28 +169,28 @@ async def _start_turn(
             turn_request, plan.session_id, message, images, request
         )
         fresh = plan.session_id if seed else None
-        task, replay = await settled(core, turn_request, submitted, fresh)
-        return task, dataclasses.replace(plan, session_id=task.session_id), replay
+        turn, replay = await settled(core, turn_request, submitted, fresh)
+        return turn, dataclasses.replace(plan, session_id=turn.session_id), replay
     except InvalidSessionId as exc:
         raise ApiError(400, str(exc), "invalid_session_id") from exc
     except ImageRejected as exc:
         raise ApiError(exc.status, exc.message, exc.code) from exc
 
 
-def _completion(task: Task, model: str, answer: ClientAnswer) -> dict[str, Any]:
+def _completion(turn: Turn, model: str, answer: ClientAnswer) -> dict[str, Any]:
     return {
-        "id": f"chatcmpl-{task.id}",
+        "id": f"chatcmpl-{turn.id}",
         "object": "chat.completion",
-        "created": int(task.created_at),
+        "created": int(turn.created_at),
         "model": model,
         "choices": [
             {
                 "index": 0,
-                "message": answer_message(task.result or "", answer),
+                "message": answer_message(turn.result or "", answer),
                 "finish_reason": finish_reason(answer),
             }
         ],
-        "usage": openai_usage(task.usage),
+        "usage": openai_usage(turn.usage),
     }
 
 
@@ -208,41 +208,41 @@ async def chat_completions(
     """Runs a turn (Crayfish's tools run server-side; a call of one of the client's `tools`
     ends it, handed back) and answers as an OpenAI chat completion; a retry of the request
     gets the same turn's answer (api/retries.py)."""
-    task, plan, replay = await _start_turn(body, core, x_crayfish_session, turn_request)
-    headers = {"X-Crayfish-Session": task.session_id, "X-Crayfish-Task": task.id}
+    turn, plan, replay = await _start_turn(body, core, x_crayfish_session, turn_request)
+    headers = {"X-Crayfish-Session": turn.session_id, "X-Crayfish-Task": turn.id}
     if replay:
         headers.update(REPLAY_HEADERS)
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        peek = Peeked(core.tasks.follow(task.id, 0))
+        peek = Peeked(core.turns.follow(turn.id, 0))
         refused = await _refusal(core, await peek.wait())
         if refused is not None:
             return refusal_response(refused, headers)
-        chunks = _chunks(core, task, body.model, include_usage, peek, plan, replay)
+        chunks = _chunks(core, turn, body.model, include_usage, peek, plan, replay)
         return sse_response(chunks, headers)
-    task = await core.tasks.wait(task.id)
-    answer = await answer_of(core, task)
-    if task.status != "completed":
+    turn = await core.turns.wait(turn.id)
+    answer = await answer_of(core, turn)
+    if turn.status != "completed":
         if answer.refusal is not None:
             return refusal_response(answer.refusal, headers)
-        return failed_turn(task, replay).response(headers)
-    await remember(core, plan, answer_message(task.result or "", answer))
-    return JSONResponse(_completion(task, body.model, answer), headers=headers)
+        return failed_turn(turn, replay).response(headers)
+    await remember(core, plan, answer_message(turn.result or "", answer))
+    return JSONResponse(_completion(turn, body.model, answer), headers=headers)
 
 
 async def _refusal(core: OrchestratorCore, last: StoredEvent | None) -> dict[str, Any] | None:
     """The provider's refusal, when the turn failed with one before answering anything."""
     if last is None or last.type != "task.failed":
         return None
-    task = await core.tasks.wait(last.task_id)
-    return (await answer_of(core, task)).refusal
+    turn = await core.turns.wait(last.task_id)
+    return (await answer_of(core, turn)).refusal
 
 
-def _chunk(task: Task, model: str, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+def _chunk(turn: Turn, model: str, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
     return {
-        "id": f"chatcmpl-{task.id}",
+        "id": f"chatcmpl-{turn.id}",
         "object": "chat.completion.chunk",
-        "created": int(task.created_at),
+        "created": int(turn.created_at),
         "model": model,
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
     }
@@ -250,41 +250,41 @@ def _chunk(task: Task, model: str, delta: dict[str, Any], finish: str | None) ->
 
 async def _chunks(
     core: OrchestratorCore,
-    task: Task,
+    turn: Turn,
     model: str,
     include_usage: bool,
     peek: Peeked,
     plan: TurnPlan,
     replay: bool,
 ) -> AsyncIterator[ServerSentEvent]:
-    yield sse_event(_chunk(task, model, {"role": "assistant", "content": ""}, None))
+    yield sse_event(_chunk(turn, model, {"role": "assistant", "content": ""}, None))
     shown = []  # the text streamed, which the client keeps as the answer
     async for event in peek.events():
         if event.type == "assistant.delta" and event.data.get("text"):
             shown.append(event.data["text"])
-            yield sse_event(_chunk(task, model, {"content": event.data["text"]}, None))
+            yield sse_event(_chunk(turn, model, {"content": event.data["text"]}, None))
         elif event.type in ("tool.started", "tool.finished"):
             yield sse_comment(f"crayfish {event.type} {event.data.get('tool', '')}")
-    task = await core.tasks.wait(task.id)
-    answer = await answer_of(core, task)
-    if task.status == "completed":
+    turn = await core.turns.wait(turn.id)
+    answer = await answer_of(core, turn)
+    if turn.status == "completed":
         for delta in tool_call_deltas(answer.tool_calls):
-            yield sse_event(_chunk(task, model, delta, None))
+            yield sse_event(_chunk(turn, model, delta, None))
         await remember(core, plan, answer_message("".join(shown), answer))
-        yield sse_event(_chunk(task, model, {}, finish_reason(answer)))
+        yield sse_event(_chunk(turn, model, {}, finish_reason(answer)))
         if include_usage:
-            usage_chunk = _chunk(task, model, {}, None)
-            usage_chunk["choices"], usage_chunk["usage"] = [], openai_usage(task.usage)
+            usage_chunk = _chunk(turn, model, {}, None)
+            usage_chunk["choices"], usage_chunk["usage"] = [], openai_usage(turn.usage)
             yield sse_event(usage_chunk)
     elif answer.refusal is not None:
         yield sse_event(refusal_body(answer.refusal))
     else:
-        yield sse_event(failed_turn(task, replay).body())
+        yield sse_event(failed_turn(turn, replay).body())
     yield sse_event("[DONE]")
 
 
 def openai_usage(usage: dict[str, int]) -> dict[str, Any]:
-    """A task's usage in OpenAI's shape (cached prompt tokens under prompt_tokens_details)."""
+    """A turn's usage in OpenAI's shape (cached prompt tokens under prompt_tokens_details)."""
     shaped: dict[str, Any] = {k: v for k, v in usage.items() if k != "cached_prompt_tokens"}
     shaped["prompt_tokens_details"] = {"cached_tokens": usage.get("cached_prompt_tokens", 0)}
     return shaped

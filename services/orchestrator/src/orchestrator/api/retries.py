@@ -13,7 +13,7 @@ from fastapi import Depends, Request
 from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
 from orchestrator.core import OrchestratorCore
-from orchestrator.store.tasks import Task
+from orchestrator.store.turns import Turn
 from orchestrator.store.turn_requests import Earlier, Match, TurnRequest
 
 MAX_KEY_CHARS = 255
@@ -55,17 +55,17 @@ async def _v1_request(request: Request, core: CoreDep) -> TurnRequest:
 V1RequestDep = Annotated[TurnRequest, Depends(_v1_request)]
 
 
-async def earlier_task(core: OrchestratorCore, request: TurnRequest) -> Task | None:
-    """The task of the earlier request this one repeats, if any."""
+async def earlier_task(core: OrchestratorCore, request: TurnRequest) -> Turn | None:
+    """The turn of the earlier request this one repeats, if any."""
     if request.match == "none":
         return None
-    return await task_of(core, request, await core.tasks.requests.earlier(request))
+    return await task_of(core, request, await core.turns.requests.earlier(request))
 
 
 async def task_of(
     core: OrchestratorCore, request: TurnRequest, earlier: Earlier | None
-) -> Task | None:
-    """The earlier request's task; an Idempotency-Key that came with another request is
+) -> Turn | None:
+    """The earlier request's turn; an Idempotency-Key that came with another request is
     refused (422), as the IETF Idempotency-Key draft asks."""
     if earlier is None:
         return None
@@ -75,7 +75,7 @@ async def task_of(
             "this Idempotency-Key was used for a different request; use a new key",
             "idempotency_key_reused",
         )
-    return await core.tasks.get(earlier.task_id)
+    return await core.turns.get(earlier.task_id)
 
 
 async def submit_once(
@@ -84,7 +84,7 @@ async def submit_once(
     session_id: str,
     message: str,
     images: list[dict[str, object]],
-) -> tuple[Task, bool]:
+) -> tuple[Turn, bool]:
     """Submits a chat turn once (see `settled`)."""
     submitted = await core.submit_once(request, session_id, message, images=images)
     return await settled(core, request, submitted)
@@ -93,16 +93,16 @@ async def submit_once(
 async def settled(
     core: OrchestratorCore,
     request: TurnRequest,
-    submitted: Task | Earlier,
+    submitted: Turn | Earlier,
     fresh_session: str | None = None,
-) -> tuple[Task, bool]:
-    """The submitted turn's task, or, when an identical attempt got there first (two arriving
-    together), that one's task (True: a replay); then a session made for this attempt alone
+) -> tuple[Turn, bool]:
+    """The submitted turn's turn, or, when an identical attempt got there first (two arriving
+    together), that one's turn (True: a replay); then a session made for this attempt alone
     (`fresh_session`) is dropped."""
-    if isinstance(submitted, Task):
+    if isinstance(submitted, Turn):
         return submitted, False
     if fresh_session is not None:
         await core.store.delete(fresh_session)
-    task = await task_of(core, request, submitted)
-    assert task is not None  # a request is recorded with its task, and goes with it
-    return task, True
+    turn = await task_of(core, request, submitted)
+    assert turn is not None  # a request is recorded with its turn, and goes with it
+    return turn, True

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
 from orchestrator.api.schemas import RequestBody
-from orchestrator.local_tools import describe_schedule
+from orchestrator.content.own_tools import describe_schedule
 from orchestrator.schedules.schedule_rules import ScheduleInvalid
 
 router = APIRouter(tags=["schedules"])

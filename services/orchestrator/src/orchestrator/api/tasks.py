@@ -1,4 +1,4 @@
-"""Native chat and task routes: create a turn, read its status, follow or cancel it."""
+"""Native chat and turn routes: create a turn, read its status, follow or cancel it."""
 
 from __future__ import annotations
 
@@ -15,43 +15,43 @@ from orchestrator.api.retries import earlier_task, submit_once, turn_request
 from orchestrator.api.schemas import ChatAccepted, ChatRequest, TaskView, Usage
 from orchestrator.api.sse import resume_after, sse_event, sse_response
 from orchestrator.core import OrchestratorCore
-from orchestrator.media import ImageRejected
+from orchestrator.content.media import ImageRejected
 from orchestrator.store import InvalidSessionId, StoredEvent
 from orchestrator.store.sessions import check_session_id
-from orchestrator.store.tasks import Task
+from orchestrator.store.turns import Turn
 from orchestrator.turns.events import event_body
 
 router = APIRouter(tags=["tasks"])
 SSE_RESPONSES: dict[int | str, dict[str, object]] = {200: {"content": {"text/event-stream": {}}}}
 
 
-def task_view(task: Task) -> TaskView:
+def task_view(turn: Turn) -> TaskView:
     return TaskView(
-        task_id=task.id,
-        session_id=task.session_id,
-        kind=task.kind,
-        status=task.status,
-        result=task.result,
-        error=task.error,
-        delivered=task.delivered,
-        created_at=task.created_at,
-        started_at=task.started_at,
-        finished_at=task.finished_at,
-        usage=Usage(**task.usage),
+        task_id=turn.id,
+        session_id=turn.session_id,
+        kind=turn.kind,
+        status=turn.status,
+        result=turn.result,
+        error=turn.error,
+        delivered=turn.delivered,
+        created_at=turn.created_at,
+        started_at=turn.started_at,
+        finished_at=turn.finished_at,
+        usage=Usage(**turn.usage),
     )
 
 
-async def find_task(core: OrchestratorCore, task_id: str) -> Task:
-    task = await core.tasks.get(task_id)
-    if task is None:
+async def find_task(core: OrchestratorCore, task_id: str) -> Turn:
+    turn = await core.turns.get(task_id)
+    if turn is None:
         raise ApiError(404, f"no task with id {task_id!r}", "task_not_found")
-    return task
+    return turn
 
 
 @router.post("/api/chat", status_code=202, response_model=ChatAccepted)
 async def create_chat(body: ChatRequest, core: CoreDep, request: Request) -> ChatAccepted:
-    """Queues one turn; the answer arrives through the task's status or its event stream. With
-    an Idempotency-Key, the same request again returns the same task (api/retries.py)."""
+    """Queues one turn; the answer arrives through the turn's status or its event stream. With
+    an Idempotency-Key, the same request again returns the same turn (api/retries.py)."""
     keyed = "idempotency-key" in request.headers
     once = await turn_request(request, core, "/api/chat") if keyed else None
     if once is not None and (earlier := await earlier_task(core, once)) is not None:
@@ -62,14 +62,14 @@ async def create_chat(body: ChatRequest, core: CoreDep, request: Request) -> Cha
         core.check_request_images(len(body.images))
         images = await core.take_images(body.images)
         if once is None:
-            task = await core.submit(session_id, body.message, images=images)
+            turn = await core.submit(session_id, body.message, images=images)
         else:
-            task, _ = await submit_once(core, once, session_id, body.message, images)
+            turn, _ = await submit_once(core, once, session_id, body.message, images)
     except InvalidSessionId as exc:
         raise ApiError(400, str(exc), "invalid_session_id") from exc
     except ImageRejected as exc:
         raise ApiError(exc.status, exc.message, exc.code) from exc
-    return ChatAccepted(task_id=task.id, session_id=task.session_id)
+    return ChatAccepted(task_id=turn.id, session_id=turn.session_id)
 
 
 @router.get("/api/tasks/{task_id}", response_model=TaskView)
@@ -79,12 +79,12 @@ async def get_task(task_id: str, core: CoreDep) -> TaskView:
 
 @router.post("/api/tasks/{task_id}/cancel", response_model=TaskView)
 async def cancel_task(task_id: str, core: CoreDep) -> TaskView:
-    """Stops a queued or running task, on whichever replica runs it; running tools are
+    """Stops a queued or running turn, on whichever replica runs it; running tools are
     stopped, history stays valid."""
-    task = await find_task(core, task_id)
-    if task.done:
-        raise ApiError(409, f"task is already {task.status}", "task_finished")
-    return task_view(await core.tasks.cancel(task))
+    turn = await find_task(core, task_id)
+    if turn.done:
+        raise ApiError(409, f"task is already {turn.status}", "task_finished")
+    return task_view(await core.turns.cancel(turn))
 
 
 async def _stream(
@@ -105,9 +105,9 @@ async def task_events(
     core: CoreDep,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> EventSourceResponse:
-    """SSE stream of the task's typed events; reconnect with Last-Event-ID to miss nothing."""
-    task = await find_task(core, task_id)
-    return sse_response(_stream(core.tasks.follow(task.id, resume_after(last_event_id)), False))
+    """SSE stream of the turn's typed events; reconnect with Last-Event-ID to miss nothing."""
+    turn = await find_task(core, task_id)
+    return sse_response(_stream(core.turns.follow(turn.id, resume_after(last_event_id)), False))
 
 
 @router.get(
@@ -119,7 +119,7 @@ async def all_events(
     core: CoreDep,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> EventSourceResponse:
-    """SSE stream of every task's events (ids are global here); without Last-Event-ID it
+    """SSE stream of every turn's events (ids are global here); without Last-Event-ID it
     begins with the last 10,000 events."""
     after = resume_after(last_event_id) if last_event_id else None
-    return sse_response(_stream(core.tasks.follow_all(after), True))
+    return sse_response(_stream(core.turns.follow_all(after), True))

@@ -24,10 +24,10 @@ class CoreBackend:
     async def chat(self, message: str, session_id: str | None) -> ChatAnswer:
         core = self.core()
         try:
-            task = await core.submit(session_id or uuid.uuid4().hex, message)
+            turn = await core.submit(session_id or uuid.uuid4().hex, message)
         except InvalidSessionId as exc:
             raise BackendError(str(exc)) from exc
-        done = await core.tasks.wait(task.id, within=self.chat_wait)
+        done = await core.turns.wait(turn.id, within=self.chat_wait)
         if done.status != "completed":
             reason = done.error or f"it is still {done.status} after {self.chat_wait:g} s"
             raise BackendError(f"the turn ended {done.status}: {reason} (task {done.id})")

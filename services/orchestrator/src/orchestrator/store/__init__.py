@@ -3,7 +3,7 @@
 from orchestrator.store.database import Database, StoreUnavailable
 from orchestrator.store.events import EventStore, StoredEvent
 from orchestrator.store.sessions import InvalidSessionId, SessionInfo, SessionStore
-from orchestrator.store.tasks import Task, TaskStore, TurnInterrupted
+from orchestrator.store.turns import Turn, TurnStore, TurnInterrupted
 
 __all__ = [
     "Database",
@@ -13,7 +13,7 @@ __all__ = [
     "SessionStore",
     "StoreUnavailable",
     "StoredEvent",
-    "Task",
-    "TaskStore",
+    "Turn",
+    "TurnStore",
     "TurnInterrupted",
 ]

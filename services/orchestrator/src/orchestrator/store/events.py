@@ -1,8 +1,8 @@
-"""Task events in PostgreSQL, and the LISTEN connection that wakes this replica's readers and
+"""Turn events in PostgreSQL, and the LISTEN connection that wakes this replica's readers and
 tells its turn worker of turns waiting in line and of cancels.
 
 Any replica serves any stream: a reader reads what is stored after the id it has, then sleeps
-until a NOTIFY names its task (or, for the global stream, any task), with a slow poll in case
+until a NOTIFY names its turn (or, for the global stream, any turn), with a slow poll in case
 the listening connection was down when a notification went out. (A turn running on this
 replica is followed from memory instead: tasks.py.)
 """
@@ -26,14 +26,14 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "crayfish_events"
 POLL_SECONDS = 2.0  # a reader's longest sleep without a notification
-# Payload prefixes of notifications that are not a task's events: a task ended (its waiters
-# read its row, not events), a turn waits in line (claimers look), a running task's cancel was
+# Payload prefixes of notifications that are not a turn's events: a turn ended (its waiters
+# read its row, not events), a turn waits in line (claimers look), a running turn's cancel was
 # asked (its runner stops it).
 ENDED = "!"
 QUEUED = "?"
 CANCEL = "#"
-# ...and a reader follows a task's events from the store (WATCH + its id; WATCH_ALL: every
-# task's): the task's runner writes them while it runs, not only with its outcome (events.py).
+# ...and a reader follows a turn's events from the store (WATCH + its id; WATCH_ALL: every
+# turn's): the turn's runner writes them while it runs, not only with its outcome (events.py).
 WATCH = "+"
 WATCH_ALL = "*"
 WATCH_RENEW = 2.0  # a reader following from the store announces its watch again this often
@@ -45,7 +45,7 @@ PRUNE_BATCH = 5_000
 @dataclass
 class StoredEvent:
     id: int  # global, increasing
-    seq: int  # within its task: 1, 2, ...
+    seq: int  # within its turn: 1, 2, ...
     task_id: str
     type: str
     data: dict[str, Any]
@@ -53,7 +53,7 @@ class StoredEvent:
 
 
 class EventStore:
-    """Appends events and follows them, for one task or all."""
+    """Appends events and follows them, for one turn or all."""
 
     def __init__(self, db: Database):
         self.db = db
@@ -63,7 +63,7 @@ class EventStore:
         # have been missed): the replica's turn worker.
         self.on_queued: Callable[[], None] = lambda: None
         self.on_cancel: Callable[[str | None], None] = lambda task_id: None
-        # Told of WATCH notifications: the task a reader follows (None: every task).
+        # Told of WATCH notifications: the turn a reader follows (None: every turn).
         self.on_watch: Callable[[str | None], None] = lambda task_id: None
 
     async def add(self, task_id: str, type_: str, data: dict[str, Any]) -> StoredEvent:
@@ -79,7 +79,7 @@ class EventStore:
         return StoredEvent(row["id"], row["seq"], task_id, type_, data, ts)
 
     async def add_numbered(self, task_id: str, events: list[StoredEvent]) -> None:
-        """Appends a running task's events, numbered by its runner, in one statement (not
+        """Appends a running turn's events, numbered by its runner, in one statement (not
         waiting for the disk: the outcome's write, durable, comes after them)."""
         async with self.db.connection() as conn:
             await conn.execute(
@@ -96,7 +96,7 @@ class EventStore:
             )
 
     async def last_seqs(self, task_ids: list[str]) -> dict[str, int]:
-        """The seq of each task's last event (0 when it has none)."""
+        """The seq of each turn's last event (0 when it has none)."""
         async with self.db.connection() as conn:
             cursor = await conn.execute(
                 "SELECT task_id, max(seq) AS seq FROM events WHERE task_id = ANY(%s)"
@@ -155,7 +155,7 @@ class EventStore:
         terminal: set[str],
         until: Callable[[int], bool] = lambda seq: False,
     ) -> AsyncIterator[StoredEvent]:
-        """The task's events after `after_seq`, live, ending with its terminal event, or
+        """The turn's events after `after_seq`, live, ending with its terminal event, or
         earlier once `until(last seq yielded)` holds (checked before each sleep)."""
         watch = _Watch(self, task_id)
         async with self._woken_by(task_id) as woken:
@@ -174,7 +174,7 @@ class EventStore:
                     await sleep_until(woken)
 
     async def follow_all(self, after_id: int) -> AsyncIterator[StoredEvent]:
-        """Every task's events after `after_id`, live, until the reader leaves."""
+        """Every turn's events after `after_id`, live, until the reader leaves."""
         watch = _Watch(self, None)
         async with self._woken_by(None) as woken:
             while True:
@@ -188,20 +188,20 @@ class EventStore:
                     await sleep_until(woken)
 
     async def announce_watch(self, task_id: str | None) -> None:
-        """Tells every replica a reader follows `task_id`'s events (None: every task's) from
+        """Tells every replica a reader follows `task_id`'s events (None: every turn's) from
         the store, so the runner writes them as the turn goes (WATCH)."""
         payload = WATCH + (WATCH_ALL if task_id is None else task_id)
         async with self.db.connection() as conn:
             await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
 
     def woken_at_end(self, task_id: str) -> contextlib.AbstractAsyncContextManager[asyncio.Event]:
-        """An event set when the task ends (TaskStore.finish notifies ENDED + its id), at least
+        """An event set when the turn ends (TurnStore.finish notifies ENDED + its id), at least
         every POLL_SECONDS through `sleep_until`, and when the listener reconnects."""
         return self._woken_by(ENDED + task_id)
 
     @contextlib.asynccontextmanager
     async def _woken_by(self, task_id: str | None) -> AsyncIterator[asyncio.Event]:
-        """An event set by each notification about `task_id` (None: about any task)."""
+        """An event set by each notification about `task_id` (None: about any turn)."""
         woken = asyncio.Event()
         self._readers.setdefault(task_id, set()).add(woken)
         try:
@@ -213,7 +213,7 @@ class EventStore:
                 del self._readers[task_id]
 
     def _wake(self, task_id: str | None) -> None:
-        """Wakes the readers of `task_id` and of every task (all readers when None)."""
+        """Wakes the readers of `task_id` and of every turn (all readers when None)."""
         if task_id is None:
             groups = list(self._readers.values())
             self.on_queued()
@@ -228,7 +228,7 @@ class EventStore:
             watched = task_id[len(WATCH) :]
             self.on_watch(None if watched == WATCH_ALL else watched)
             return
-        elif task_id.startswith(ENDED):  # only its waiters: the task's events were notified
+        elif task_id.startswith(ENDED):  # only its waiters: the turn's events were notified
             groups = [self._readers.get(task_id, set())]
         else:
             groups = [self._readers.get(task_id, set()), self._readers.get(None, set())]

@@ -50,7 +50,7 @@ def check_session_id(session_id: str) -> str:
 
 
 @dataclass
-class KeptHistory:
+class CachedHistory:
     """A session's effective history as of its record `last_seq` (`created_at` tells the
     session from one deleted and made again under its id)."""
 
@@ -65,7 +65,7 @@ class SessionStore:
     def __init__(self, db: Database, mirror: TranscriptMirror | None = None):
         self.db = db
         self.mirror = mirror or TranscriptMirror(None)
-        self._kept: OrderedDict[str, KeptHistory] = OrderedDict()  # the latest read sessions
+        self._kept: OrderedDict[str, CachedHistory] = OrderedDict()  # the latest read sessions
 
     async def exists(self, session_id: str) -> bool:
         check_session_id(session_id)
@@ -112,7 +112,7 @@ class SessionStore:
             if after:  # deleted and made again since: read it whole
                 self._kept.pop(session_id, None)
                 return await self.load(session_id)
-            kept = KeptHistory(rows[0]["created_at"], 0, [])
+            kept = CachedHistory(rows[0]["created_at"], 0, [])
         elif self._kept.get(session_id) is not kept or kept.last_seq != after:
             return await self._load_whole(session_id)  # another read moved it meanwhile
         if records:
@@ -127,7 +127,7 @@ class SessionStore:
         """Appends a message group of a running task (`fence`) in one statement; None when the
         task does not run (nothing is written). With `load`, that statement also reads the
         history before the group, which is returned (as `load` would have)."""
-        appending = Appending(
+        appending = RecordsToAppend(
             session_id, [("message", m) for m in messages], self.mirror.import_mark(session_id)
         )
         params = {**appending.params(), "task": fence.task_id}
@@ -135,7 +135,7 @@ class SessionStore:
         params["after"] = kept.last_seq if kept else 0
         if load:
             query = (
-                f"WITH {fence.cte()}, appended AS ("
+                f"WITH {fence.with_clause()}, appended AS ("
                 f" SELECT a.seq, a.created_at FROM fence, LATERAL {APPEND} a)"
                 " SELECT true AS new, a.created_at, a.seq, NULL::text AS kind, NULL::json AS body"
                 " FROM appended a"
@@ -144,7 +144,7 @@ class SessionStore:
                 " AND EXISTS (SELECT 1 FROM appended) ORDER BY 1, 3"
             )
         else:
-            query = f"WITH {fence.cte()} SELECT true AS new FROM fence, LATERAL {APPEND} a"
+            query = f"WITH {fence.with_clause()} SELECT true AS new FROM fence, LATERAL {APPEND} a"
         async with self.db.connection() as conn:
             rows = await (await conn.execute(query, params)).fetchall()
         if not any(row["new"] for row in rows):
@@ -157,7 +157,7 @@ class SessionStore:
     async def _kept_after_append(
         self,
         session_id: str,
-        kept: KeptHistory | None,
+        kept: CachedHistory | None,
         after: int,
         rows: list[dict[str, Any]],
         messages: list[dict[str, Any]],
@@ -167,7 +167,7 @@ class SessionStore:
         new = [row for row in rows if row["new"]]
         created_at = new[0]["created_at"]
         if kept is None:
-            kept = KeptHistory(created_at, 0, [])
+            kept = CachedHistory(created_at, 0, [])
         elif (
             kept.created_at != created_at
             or self._kept.get(session_id) is not kept
@@ -190,7 +190,7 @@ class SessionStore:
             )
             return effective_history(await cursor.fetchall())
 
-    def _keep(self, session_id: str, kept: KeptHistory) -> None:
+    def _keep(self, session_id: str, kept: CachedHistory) -> None:
         self._kept[session_id] = kept
         self._kept.move_to_end(session_id)
         while len(self._kept) > KEPT_SESSIONS:
@@ -242,7 +242,7 @@ class Fence:
     task_id: str
     accept: bool = False
 
-    def cte(self) -> str:
+    def with_clause(self) -> str:
         if self.accept:
             return (
                 "fence AS (UPDATE tasks SET accepted = true"
@@ -254,7 +254,7 @@ class Fence:
 
 
 @dataclass(frozen=True)
-class Appending:
+class RecordsToAppend:
     """Records to append, as crayfish_append_records takes them (`imported`: the
     legacy_imports name to mark with them, TranscriptMirror.import_mark)."""
 
@@ -303,7 +303,7 @@ async def append_records(
 ) -> None:
     """Appends records to a session (made on first use) in one statement, inside the caller's
     transaction if it has one. (A running task's groups: SessionStore.append_fenced.)"""
-    params = Appending(session_id, records, imported).params()
+    params = RecordsToAppend(session_id, records, imported).params()
     await conn.execute(f"SELECT count(*) AS n FROM {APPEND}", params)
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from orchestrator.store.database import Database
-from orchestrator.store.tasks import Task, submit_params, submitted
+from orchestrator.store.turns import Turn, submit_params, submitted
 
 # What an earlier request must be for a new one to repeat it: "key" the same Idempotency-Key;
 # "retry" (a client's declared retry) the same fingerprint, its turn running or ended within the
@@ -36,7 +36,7 @@ class TurnRequest:
 
 @dataclass(frozen=True)
 class Earlier:
-    """The earlier request a new one repeats: its task, and what it asked."""
+    """The earlier request a new one repeats: its turn, and what it asked."""
 
     task_id: str
     fingerprint: str
@@ -58,22 +58,22 @@ class TurnRequests:
             row = await cursor.fetchone()
         return Earlier(row["task_id"], row["fingerprint"]) if row else None
 
-    async def submit(self, task: Task, runner: str | None, request: TurnRequest) -> Earlier | None:
-        """TaskStore.submit for a request: the earlier request it repeats (nothing submitted),
-        or None once the task and its request are recorded."""
+    async def submit(self, turn: Turn, runner: str | None, request: TurnRequest) -> Earlier | None:
+        """TurnStore.submit for a request: the earlier request it repeats (nothing submitted),
+        or None once the turn and its request are recorded."""
         now = time.time()
         async with self.db.connection() as conn:
             cursor = await conn.execute(
                 "SELECT created, status, earlier, earlier_fingerprint FROM"
                 " crayfish_submit_request(%s, %s, %s, %s, %s,"
                 " %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (*request.params(), *submit_params(task, runner, now)),
+                (*request.params(), *submit_params(turn, runner, now)),
             )
             row = await cursor.fetchone()
         assert row is not None
         if row["earlier"] is not None:
             return Earlier(row["earlier"], row["earlier_fingerprint"])
-        submitted(task, row, now)
+        submitted(turn, row, now)
         return None
 
     async def prune(self, before: float) -> int:

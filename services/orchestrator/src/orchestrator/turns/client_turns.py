@@ -1,4 +1,4 @@
-"""A turn asked through the OpenAI-compatible API (task kind "openai"): a chat turn that also
+"""A turn asked through the OpenAI-compatible API (turn kind "openai"): a chat turn that also
 carries the client's instructions, sampling parameters, tools and tool results, and that ends
 early when the model calls one of the client's tools (the client runs it and sends the result
 in its next request, which continues the turn's conversation)."""
@@ -19,10 +19,10 @@ from orchestrator.agent.client_request import (
 from orchestrator.agent.llm import LLMError
 from orchestrator.agent.prompt import with_client_instructions
 from orchestrator.agent.turn_context import turn_context, with_turn_context
-from orchestrator.assistant import Assistant, system_message
-from orchestrator.media import user_content, vision_refusal
+from orchestrator.content.assistant import Assistant, system_message
+from orchestrator.content.media import user_content, vision_refusal
 from orchestrator.store.openai_turns import OpenAITurnStore
-from orchestrator.store.tasks import Task
+from orchestrator.store.turns import Turn
 from orchestrator.turns.events import EventSink
 
 log = logging.getLogger(__name__)
@@ -38,58 +38,58 @@ class ClientTurns:
         self.assistant = assistant
         self.store = store
 
-    async def run(self, task: Task, emit: EventSink) -> str:
-        request = ClientRequest.from_json(await self.store.request(task.id))
+    async def run(self, turn: Turn, emit: EventSink) -> str:
+        request = ClientRequest.from_json(await self.store.request(turn.id))
         try:
-            text, rounds, answer = await self._converse(task, emit, request)
+            text, rounds, answer = await self._converse(turn, emit, request)
         except LLMError as exc:
             refusal = provider_refusal(exc)
             if refusal is not None:  # the client gets the provider's words and status
-                await self.store.put_answer(task.id, ClientAnswer(refusal=refusal).as_json())
+                await self.store.put_answer(turn.id, ClientAnswer(refusal=refusal).as_json())
             raise
         if answer.tool_calls:
-            await self.store.put_answer(task.id, answer.as_json())
-        return await self.assistant.deliver(text, rounds, task, emit)
+            await self.store.put_answer(turn.id, answer.as_json())
+        return await self.assistant.deliver(text, rounds, turn, emit)
 
     async def _converse(
-        self, task: Task, emit: EventSink, request: ClientRequest
+        self, turn: Turn, emit: EventSink, request: ClientRequest
     ) -> tuple[str, int, ClientAnswer]:
         a = self.assistant
-        if task.images and not a.vision:
+        if turn.images and not a.vision:
             raise ValueError(vision_refusal(a.settings))
-        system, recall = await asyncio.gather(a.system_prompt("full"), a.recall(task.message, emit))
+        system, recall = await asyncio.gather(a.system_prompt("full"), a.recall(turn.message, emit))
         system = with_client_instructions(system, request.instructions)
-        pending = pending_calls(await a.store.load(task.session_id))
+        pending = pending_calls(await a.store.load(turn.session_id))
         answers = request.answers(pending)
         late = {i: r for i, r in request.tool_results.items() if i not in pending}
-        user = self._user_message(task, recall, late)
+        user = self._user_message(turn, recall, late)
         incoming = answers + ([user] if user else [])
-        history = await a.turns.accept_group(task, incoming)
+        history = await a.turns.accept_group(turn, incoming)
         if user:  # a continuation with tool results only is compacted at the next message
             history = await a.compactor.fit(
-                task.session_id, system, [*history, *answers], user, emit, task.usage
+                turn.session_id, system, [*history, *answers], user, emit, turn.usage
             )
         else:
             history = [*history, *answers]
         history = close_unanswered(history)  # a message from elsewhere came before a result
         messages = [system_message(system), *history, *([user] if user else [])]
-        outcome = await a.run_loop(task, emit, messages, client=request)
+        outcome = await a.run_loop(turn, emit, messages, client=request)
         return outcome.text, outcome.rounds, ClientAnswer(outcome.client_calls)
 
-    def _user_message(self, task: Task, recall: str, late: dict[str, str]) -> dict[str, Any] | None:
-        """The task's message, after the results of calls the conversation went past (a
+    def _user_message(self, turn: Turn, recall: str, late: dict[str, str]) -> dict[str, Any] | None:
+        """The turn's message, after the results of calls the conversation went past (a
         message came from elsewhere first), with the turn context at its end; None for tool
         results only."""
         text = "\n\n".join(
             [f"{LATE_RESULT} {call_id}:\n{result}" for call_id, result in late.items()]
-            + ([task.message] if task.message else [])
+            + ([turn.message] if turn.message else [])
         )
-        if not text and not task.images:
+        if not text and not turn.images:
             return None
         context = turn_context(self.assistant.settings.timezone, recall)
         return {
             "role": "user",
-            "content": user_content(with_turn_context(text, context), task.images),
+            "content": user_content(with_turn_context(text, context), turn.images),
         }
 
 

@@ -56,7 +56,7 @@ class LiveLog:
         self.closed = False
         self._grew = asyncio.Event()
 
-    def covers(self, after_seq: int) -> bool:
+    def has_all_after(self, after_seq: int) -> bool:
         """Whether every event after `after_seq` is (or will be) here."""
         return after_seq >= self.first_seq - 1
 
@@ -101,7 +101,7 @@ class Watches:
         self._until: dict[str, float] = {}
         self._all_until = 0.0
 
-    def told(self, task_id: str | None) -> None:
+    def renew(self, task_id: str | None) -> None:
         """A reader follows `task_id` (None: every task, the global stream)."""
         until = time.monotonic() + self.ttl
         if task_id is None:

@@ -13,18 +13,18 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from orchestrator.store import TaskStore
+from orchestrator.store import TurnStore
 from orchestrator.store.events import POLL_SECONDS
 from orchestrator.store.spread import Spread
-from orchestrator.store.tasks import Task
+from orchestrator.store.turns import Turn
 
 log = logging.getLogger(__name__)
 
-# Runs one started task: run(task, seq of its last event, cancelled_by_user), where
+# Runs one started turn: run(turn, seq of its last event, cancelled_by_user), where
 # cancelled_by_user() tells, once the turn was cancelled, whether a user asked (else the replica
 # is shutting down).
-RunTask = Callable[[Task, int, Callable[[], bool]], Awaitable[None]]
-# Ends a turn recorded as running here that no run here holds: orphaned(task id, cancel asked).
+RunTurnHere = Callable[[Turn, int, Callable[[], bool]], Awaitable[None]]
+# Ends a turn recorded as running here that no run here holds: orphaned(turn id, cancel asked).
 EndOrphan = Callable[[str, bool], Awaitable[None]]
 
 
@@ -39,15 +39,15 @@ class WorkerTiming:
 class TurnWorker:
     def __init__(
         self,
-        store: TaskStore,
-        run: RunTask,
+        store: TurnStore,
+        run: RunTurnHere,
         timing: WorkerTiming,
         name: str,
-        gone: Callable[[Task], None] = lambda task: None,
+        gone: Callable[[Turn], None] = lambda turn: None,
         orphaned: EndOrphan | None = None,
     ):
         self.store = store
-        self.run_task = run
+        self.run_turn = run
         self.gone = gone  # told when a run is over, even one cancelled before it began
         self.orphaned = orphaned
         self.timing = timing
@@ -73,7 +73,7 @@ class TurnWorker:
         ]
 
     def reserve(self) -> bool:
-        """Holds a slot for a task this replica is submitting (it may start at once); False
+        """Holds a slot for a turn this replica is submitting (it may start at once); False
         when full or stopping. Release it with `release` once the submit has returned."""
         if self._closing or len(self._running) + self._reserved >= self.timing.concurrency:
             return False
@@ -110,19 +110,19 @@ class TurnWorker:
     def release(self) -> None:
         self._reserved -= 1
 
-    def run(self, task: Task, last_seq: int) -> None:
-        """Runs a task started on this replica (by its submit or a claim)."""
-        turn = asyncio.create_task(self._run_one(task, last_seq), name=f"turn {task.id}")
-        # Cleans up however it ends: a task cancelled before it began never runs _run_one.
-        turn.add_done_callback(lambda _: self._over(task))
-        self._running[task.id] = turn
+    def run(self, turn: Turn, last_seq: int) -> None:
+        """Runs a turn started on this replica (by its submit or a claim)."""
+        handle = asyncio.create_task(self._run_one(turn, last_seq), name=f"turn {turn.id}")
+        # Cleans up however it ends: a turn cancelled before it began never runs _run_one.
+        handle.add_done_callback(lambda _: self._over(turn))
+        self._running[turn.id] = handle
 
     @property
     def closing(self) -> bool:
         return self._closing
 
     def ending(self, task_id: str) -> None:
-        """The task's run is over and its outcome is being recorded (until the store takes it):
+        """The turn's run is over and its outcome is being recorded (until the store takes it):
         a cancel asked now comes too late and does not cut the recording short."""
         self._ending.add(task_id)
 
@@ -137,7 +137,7 @@ class TurnWorker:
             self.cancel_here(task_id)
 
     def cancel_here(self, task_id: str) -> bool:
-        """Stops the task if it runs here, as cancelled by a user; False if it does not."""
+        """Stops the turn if it runs here, as cancelled by a user; False if it does not."""
         running = self._running.get(task_id)
         if running is None:
             return False
@@ -147,19 +147,19 @@ class TurnWorker:
         running.cancel()
         return True
 
-    async def _run_one(self, task: Task, last_seq: int) -> None:
+    async def _run_one(self, turn: Turn, last_seq: int) -> None:
         try:
-            await self.run_task(task, last_seq, lambda: task.id in self._by_user)
+            await self.run_turn(turn, last_seq, lambda: turn.id in self._by_user)
         except asyncio.CancelledError:
             pass  # the turn recorded how it stopped
         except Exception:
-            log.exception("turn %s: its run failed", task.id)
+            log.exception("turn %s: its run failed", turn.id)
 
-    def _over(self, task: Task) -> None:
-        self._running.pop(task.id, None)
-        self._by_user.discard(task.id)
-        self._ending.discard(task.id)
-        self.gone(task)
+    def _over(self, turn: Turn) -> None:
+        self._running.pop(turn.id, None)
+        self._by_user.discard(turn.id)
+        self._ending.discard(turn.id)
+        self.gone(turn)
         if self._full:  # a slot is free, and more may wait in line
             self._wake.set()
 
@@ -178,8 +178,8 @@ class TurnWorker:
                 log.warning("claiming turns failed: %s", exc)
                 await asyncio.sleep(1.0)
                 continue
-            for task, last_seq in claimed:
-                self.run(task, last_seq)
+            for turn, last_seq in claimed:
+                self.run(turn, last_seq)
             self._full = len(claimed) == free
 
     async def _beat_loop(self) -> None:
@@ -217,8 +217,8 @@ class TurnWorker:
         if running:
             await asyncio.wait(running, timeout=self.timing.shutdown_grace)
         left = list(self._running.values())
-        for turn in left:
-            turn.cancel()
+        for handle in left:
+            handle.cancel()
         await asyncio.gather(*left, return_exceptions=True)
         with contextlib.suppress(Exception):
             await self.store.forget_runner(self.name)

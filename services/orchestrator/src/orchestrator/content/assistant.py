@@ -27,15 +27,15 @@ from orchestrator.agent.turn_context import turn_context, with_turn_context
 from orchestrator.clients import ServiceClients, ServiceError, ToolServiceClient
 from orchestrator.clients.memory import Hit
 from orchestrator.config import Settings
-from orchestrator.media import MediaStore, for_llm, user_content, vision_enabled, vision_refusal
+from orchestrator.content.media import MediaStore, for_llm, user_content, vision_enabled, vision_refusal
 from orchestrator.schedules.heartbeat import is_acknowledgement
-from orchestrator.store import SessionStore, TaskStore
-from orchestrator.store.tasks import Task
+from orchestrator.store import SessionStore, TurnStore
+from orchestrator.store.turns import Turn
 from orchestrator.turns.events import EventSink
-from orchestrator.workspace import WorkspaceFile, WorkspaceFiles
+from orchestrator.content.workspace import WorkspaceFile, WorkspaceFiles
 
 if TYPE_CHECKING:
-    from orchestrator.local_tools import LocalTools
+    from orchestrator.content.own_tools import OwnTools
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("crayfish.orchestrator")
@@ -50,8 +50,8 @@ class Assistant:
         clients: ServiceClients,
         llm: LLMClient,
         store: SessionStore,
-        turns: TaskStore,
-        local_tools: LocalTools | None = None,
+        turns: TurnStore,
+        own_tools: OwnTools | None = None,
     ):
         self.settings = settings
         self.clients = clients
@@ -61,7 +61,7 @@ class Assistant:
         # The orchestrator's own tools (schedules, notify) rank right after the built-in
         # services: a connector or custom tool cannot take their names.
         # They answer the registry's calls as a service client does.
-        own = cast(list[ToolServiceClient], [local_tools] if local_tools else [])
+        own = cast(list[ToolServiceClient], [own_tools] if own_tools else [])
         builtin = [*clients.builtin, *own]
         self.registry = ToolRegistry(
             [*builtin, *clients.tool_services[len(clients.builtin) :]],
@@ -93,48 +93,48 @@ class Assistant:
         )
         self.compactor = Compactor(llm, self.loop, store, settings.context_tokens)
 
-    async def run_chat(self, task: Task, emit: EventSink) -> str:
-        text, rounds = await self._converse(task, emit)
-        return await self.deliver(text, rounds, task, emit)
+    async def run_chat(self, turn: Turn, emit: EventSink) -> str:
+        text, rounds = await self._converse(turn, emit)
+        return await self.deliver(text, rounds, turn, emit)
 
-    async def run_scheduled(self, task: Task, emit: EventSink) -> str:
+    async def run_scheduled(self, turn: Turn, emit: EventSink) -> str:
         """A schedule's turn in its session: as a chat turn, but an acknowledgement
         (HEARTBEAT_OK) or NO_REPLY is not delivered."""
-        text, rounds = await self._converse(task, emit)
+        text, rounds = await self._converse(turn, emit)
         if is_acknowledgement(text):
-            task.delivered = False
+            turn.delivered = False
             text = ""
-        return await self.deliver(text, rounds, task, emit)
+        return await self.deliver(text, rounds, turn, emit)
 
-    async def _converse(self, task: Task, emit: EventSink) -> tuple[str, int]:
+    async def _converse(self, turn: Turn, emit: EventSink) -> tuple[str, int]:
         """The turn with the session's history, memory recall and the tool loop."""
-        if task.images and not self.vision:
+        if turn.images and not self.vision:
             raise ValueError(vision_refusal(self.settings))
         with span(tracer, "turn setup"):
             system, recall = await asyncio.gather(
-                self.system_prompt("full"), self.recall(task.message, emit)
+                self.system_prompt("full"), self.recall(turn.message, emit)
             )
-            history, user = await self._accept(task, recall)
+            history, user = await self._accept(turn, recall)
             history = await self.compactor.fit(
-                task.session_id, system, history, user, emit, task.usage
+                turn.session_id, system, history, user, emit, turn.usage
             )
         history = close_unanswered(history)
-        return await self._loop(task, emit, [system_message(system), *history, user])
+        return await self._loop(turn, emit, [system_message(system), *history, user])
 
-    async def run_heartbeat(self, task: Task, emit: EventSink) -> str:
+    async def run_heartbeat(self, turn: Turn, emit: EventSink) -> str:
         """A light turn: the standing tasks and no history; an acknowledgement is dropped."""
         system = await self.system_prompt("full")
-        _, user = await self._accept(task, history=False)
-        text, rounds = await self._loop(task, emit, [system_message(system), user])
+        _, user = await self._accept(turn, history=False)
+        text, rounds = await self._loop(turn, emit, [system_message(system), user])
         if is_acknowledgement(text):
-            task.delivered = False
+            turn.delivered = False
             text = ""
-        return await self.deliver(text, rounds, task, emit)
+        return await self.deliver(text, rounds, turn, emit)
 
     async def _accept(
-        self, task: Task, recall: str = "", history: bool = True
+        self, turn: Turn, recall: str = "", history: bool = True
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        """Persists the task's message, with the turn context (time, recall) at its end, as the
+        """Persists the turn's message, with the turn context (time, recall) at its end, as the
         session's next user message: later turns re-send exactly these bytes (a provider's
         prompt cache holds). From here on the turn has side effects, so a crash ends it as
         interrupted instead of running it again. Returns (the history before it, when asked
@@ -142,20 +142,20 @@ class Assistant:
         context = turn_context(self.settings.timezone, recall)
         user = {
             "role": "user",
-            "content": user_content(with_turn_context(task.message, context), task.images),
+            "content": user_content(with_turn_context(turn.message, context), turn.images),
         }
-        before = await self.turns.accept(task, user, load=history)
+        before = await self.turns.accept(turn, user, load=history)
         return before, user
 
     async def _loop(
-        self, task: Task, emit: EventSink, messages: list[dict[str, Any]]
+        self, turn: Turn, emit: EventSink, messages: list[dict[str, Any]]
     ) -> tuple[str, int]:
-        outcome = await self.run_loop(task, emit, messages)
+        outcome = await self.run_loop(turn, emit, messages)
         return outcome.text, outcome.rounds
 
     async def run_loop(
         self,
-        task: Task,
+        turn: Turn,
         emit: EventSink,
         messages: list[dict[str, Any]],
         client: ClientRequest | None = None,
@@ -164,19 +164,19 @@ class Assistant:
         with the turn; `client`: what a /v1 client asked of it (its tools, parameters)."""
         return await self.loop.run(
             await for_llm(messages, self.media, self.vision),
-            task.session_id,
+            turn.session_id,
             emit,
-            lambda group: self.turns.append_turn(task, group),
-            task.usage,
+            lambda group: self.turns.append_turn(turn, group),
+            turn.usage,
             client=client,
         )
 
-    async def deliver(self, text: str, rounds: int, task: Task, emit: EventSink) -> str:
+    async def deliver(self, text: str, rounds: int, turn: Turn, emit: EventSink) -> str:
         if text.strip() == SILENT_TOKEN:
-            task.delivered = False
+            turn.delivered = False
             text = ""
         await emit(
-            "assistant.message", {"text": text, "delivered": task.delivered, "rounds": rounds}
+            "assistant.message", {"text": text, "delivered": turn.delivered, "rounds": rounds}
         )
         return text
 

@@ -2,7 +2,7 @@
 statement. The tasks table is also the line turns wait in (0006_turn_line.sql): a session's
 tasks run one at a time, in the order they were created, on whichever replica claims them.
 
-A turn's writes to its session are fenced: they commit only while the task is still `running`,
+A turn's writes to its session are fenced: they commit only while the turn is still `running`,
 so a run that was declared dead (and whose session was freed) can never write after the next run
 has begun.
 """
@@ -17,11 +17,11 @@ from psycopg.types.json import Json, Jsonb
 
 from orchestrator.store.database import Database
 from orchestrator.store.events import CANCEL, CHANNEL, QUEUED, EventStore, StoredEvent
-from orchestrator.store.sessions import Appending, Fence, SessionStore, pg_text
+from orchestrator.store.sessions import RecordsToAppend, Fence, SessionStore, pg_text
 from orchestrator.store.spread import ALONE, CLAIM_SHARE, IDLEST_HERE, LOADS, Spread
 from orchestrator.store.transcripts import TranscriptMirror
 
-TaskStatus = Literal["queued", "running", "completed", "failed", "cancelled", "interrupted"]
+TurnStatus = Literal["queued", "running", "completed", "failed", "cancelled", "interrupted"]
 TERMINAL_STATUSES = ("completed", "failed", "cancelled", "interrupted")
 COLUMNS = (
     "id, session_id, kind, message, status, result, error, delivered, usage, accepted,"
@@ -30,7 +30,7 @@ COLUMNS = (
 
 
 @dataclass(frozen=True)
-class Numbered:
+class PendingEvents:
     """A running turn's events the store does not have yet (numbered by its runner), and the
     seq its terminal event takes."""
 
@@ -39,7 +39,7 @@ class Numbered:
 
 
 class TurnInterrupted(RuntimeError):
-    """The task is no longer running (declared interrupted or cancelled elsewhere)."""
+    """The turn is no longer running (declared interrupted or cancelled elsewhere)."""
 
 
 def zero_usage() -> dict[str, int]:
@@ -47,12 +47,12 @@ def zero_usage() -> dict[str, int]:
 
 
 @dataclass
-class Task:
+class Turn:
     id: str
     session_id: str
     message: str
     kind: str = "chat"
-    status: TaskStatus = "queued"
+    status: TurnStatus = "queued"
     result: str | None = None
     error: str | None = None
     created_at: float = field(default_factory=time.time)
@@ -67,16 +67,16 @@ class Task:
     trace: dict[str, str] | None = None
     # what made a failed turn fail (turn_failure.TurnFailure.as_json())
     failure: dict[str, Any] | None = None
-    # the turn's answer, written with its outcome (TaskStore.append_turn); never a column
-    held: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    # the turn's answer, written with its outcome (TurnStore.append_turn); never a column
+    held_answer: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     @property
     def done(self) -> bool:
         return self.status in TERMINAL_STATUSES
 
 
-class TaskStore:
-    """Task rows and the transitions a turn goes through, each in one statement."""
+class TurnStore:
+    """Turn rows and the transitions a turn goes through, each in one statement."""
 
     def __init__(
         self,
@@ -91,24 +91,24 @@ class TaskStore:
         # The session store whose kept histories a turn's appends move on.
         self.sessions = sessions or SessionStore(db, self.mirror)
 
-    async def submit(self, task: Task, runner: str | None) -> bool:
-        """Records the task and its `task.queued` event together, durably: once this returns the
-        message is acknowledged. With `runner`, a task whose session has nothing else queued or
-        running starts at once on it (`task.status` says). A task id that exists already is
+    async def submit(self, turn: Turn, runner: str | None) -> bool:
+        """Records the turn and its `task.queued` event together, durably: once this returns the
+        message is acknowledged. With `runner`, a turn whose session has nothing else queued or
+        running starts at once on it (`turn.status` says). A turn id that exists already is
         left as it is: False."""
         now = time.time()
         async with self.db.connection() as conn:
             cursor = await conn.execute(
                 "SELECT created, status FROM crayfish_submit(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                submit_params(task, runner, now),
+                submit_params(turn, runner, now),
             )
             row = await cursor.fetchone()
         assert row is not None
-        return submitted(task, row, now)
+        return submitted(turn, row, now)
 
     async def claim(
         self, runner: str, limit: int, spread: Spread = ALONE
-    ) -> list[tuple[Task, int]]:
+    ) -> list[tuple[Turn, int]]:
         """Starts up to `limit` tasks on `runner`, fewer when other replicas run fewer turns
         (`spread`): the heads of their sessions' lines, of sessions that run nothing; each with
         the seq of its last event (its `task.started`)."""
@@ -128,8 +128,8 @@ class TaskStore:
                 await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, QUEUED))
         if not claimed:
             return []
-        seqs = await self.events.last_seqs([task.id for task in claimed])
-        return [(task, seqs[task.id]) for task in claimed]
+        seqs = await self.events.last_seqs([turn.id for turn in claimed])
+        return [(turn, seqs[turn.id]) for turn in claimed]
 
     async def starts_here(self, runner: str, spread: Spread) -> tuple[bool, int]:
         """Whether a turn this replica accepts should start here (no other live replica with
@@ -144,13 +144,13 @@ class TaskStore:
         assert row is not None
         return bool(row["here"]), int(row["others"])
 
-    async def get(self, task_id: str) -> Task | None:
+    async def get(self, task_id: str) -> Turn | None:
         async with self.db.connection() as conn:
             cursor = await conn.execute(f"SELECT {COLUMNS} FROM tasks WHERE id = %s", (task_id,))
             row = await cursor.fetchone()
         return _task(row) if row else None
 
-    async def active(self, session_id: str | None = None, kind: str | None = None) -> list[Task]:
+    async def active(self, session_id: str | None = None, kind: str | None = None) -> list[Turn]:
         """Queued or running tasks, oldest first (of one session or kind when given)."""
         async with self.db.connection() as conn:
             cursor = await conn.execute(
@@ -170,67 +170,67 @@ class TaskStore:
             return int(row["n"]) if row else 0
 
     async def accept(
-        self, task: Task, message: dict[str, Any], load: bool = True
+        self, turn: Turn, message: dict[str, Any], load: bool = True
     ) -> list[dict[str, Any]]:
-        """Appends the task's message to its session and marks it accepted, together; returns
+        """Appends the turn's message to its session and marks it accepted, together; returns
         the session's history before it, read in the same statement (with `load`; else [])."""
-        return await self.accept_group(task, [message], load)
+        return await self.accept_group(turn, [message], load)
 
     async def accept_group(
-        self, task: Task, messages: list[dict[str, Any]], load: bool = True
+        self, turn: Turn, messages: list[dict[str, Any]], load: bool = True
     ) -> list[dict[str, Any]]:
         """`accept` for several messages (a client's tool results, then its message)."""
         history = await self.sessions.append_fenced(
-            Fence(task.id, accept=True), task.session_id, messages, load=load
+            Fence(turn.id, accept=True), turn.session_id, messages, load=load
         )
         if history is None:
-            await self._refused(task)
-        task.accepted = True
+            await self._refused(turn)
+        turn.accepted = True
         return history or []
 
-    async def append_turn(self, task: Task, messages: list[dict[str, Any]]) -> None:
-        """Appends a message group of the running task to its session (fenced). The turn's
+    async def append_turn(self, turn: Turn, messages: list[dict[str, Any]]) -> None:
+        """Appends a message group of the running turn to its session (fenced). The turn's
         answer (a lone assistant message without tool calls) is held and written with the
         outcome, in the statement that records it; one held before goes first."""
         if not messages:
             return
         if len(messages) == 1 and is_answer(messages[0]):
-            task.held.extend(messages)
+            turn.held_answer.extend(messages)
             return
-        group, task.held = [*task.held, *messages], []
-        fenced = await self.sessions.append_fenced(Fence(task.id), task.session_id, group)
+        group, turn.held_answer = [*turn.held_answer, *messages], []
+        fenced = await self.sessions.append_fenced(Fence(turn.id), turn.session_id, group)
         if fenced is None:
-            await self._refused(task)
+            await self._refused(turn)
 
-    async def _refused(self, task: Task) -> None:
-        """Raises TurnInterrupted: the task no longer runs (its write was fenced off)."""
+    async def _refused(self, turn: Turn) -> None:
+        """Raises TurnInterrupted: the turn no longer runs (its write was fenced off)."""
         async with self.db.connection() as conn:
-            cursor = await conn.execute("SELECT status FROM tasks WHERE id = %s", (task.id,))
+            cursor = await conn.execute("SELECT status FROM tasks WHERE id = %s", (turn.id,))
             _running_or_raise(await cursor.fetchone())
         raise TurnInterrupted("the task's write was refused")  # it ran again meanwhile
 
     async def finish(
         self,
-        task: Task,
-        status: TaskStatus,
+        turn: Turn,
+        status: TurnStatus,
         event: str,
         summary: dict[str, Any],
-        only_from: tuple[TaskStatus, ...] = ("queued", "running"),
-        numbered: Numbered | None = None,
+        only_from: tuple[TurnStatus, ...] = ("queued", "running"),
+        numbered: PendingEvents | None = None,
     ) -> bool:
-        """Ends the task (if it is in one of `only_from`) with the messages its turn held (its
+        """Ends the turn (if it is in one of `only_from`) with the messages its turn held (its
         answer) and its terminal event, durably; False if it was not. Of a turn running here,
         `numbered` has the events its outbox still held and the terminal event's seq (else it
-        follows the task's last)."""
+        follows the turn's last)."""
         now = time.time()
         terminal = StoredEvent(
-            0, 0, task.id, event, {"session_id": task.session_id, **summary}, now
+            0, 0, turn.id, event, {"session_id": turn.session_id, **summary}, now
         )
         events = [*(numbered.pending if numbered else []), terminal]
-        held = Appending(
-            task.session_id,
-            [("message", m) for m in task.held],
-            self.mirror.import_mark(task.session_id),
+        held = RecordsToAppend(
+            turn.session_id,
+            [("message", m) for m in turn.held_answer],
+            self.mirror.import_mark(turn.session_id),
         ).params()
         async with self.db.connection() as conn:
             cursor = await conn.execute(
@@ -238,13 +238,13 @@ class TaskStore:
                 " %b::integer[], %b::text[], %b::json[], %b::float8[],"
                 " %s, %s, %b::text[], %b::json[], %s) AS ended",
                 (
-                    task.id,
+                    turn.id,
                     list(only_from),
                     status,
-                    pg_text(task.result),
-                    pg_text(task.error),
-                    task.delivered,
-                    Jsonb(task.usage),
+                    pg_text(turn.result),
+                    pg_text(turn.error),
+                    turn.delivered,
+                    Jsonb(turn.usage),
                     now,
                     [*(e.seq for e in numbered.pending), numbered.terminal_seq]
                     if numbered
@@ -262,18 +262,18 @@ class TaskStore:
             row = await cursor.fetchone()
         if not row or not row["ended"]:
             return False
-        if task.held:
-            self.mirror.record(task.session_id, task.held)
-            task.held = []
-        task.status, task.finished_at = status, now
+        if turn.held_answer:
+            self.mirror.record(turn.session_id, turn.held_answer)
+            turn.held_answer = []
+        turn.status, turn.finished_at = status, now
         return True
 
-    async def record_failure(self, task: Task) -> None:
-        """Keeps what made a running task fail, before its outcome is recorded."""
+    async def record_failure(self, turn: Turn) -> None:
+        """Keeps what made a running turn fail, before its outcome is recorded."""
         async with self.db.connection() as conn:
             await conn.execute(
                 "UPDATE tasks SET failure = %s WHERE id = %s AND status = 'running'",
-                (Jsonb(task.failure), task.id),
+                (Jsonb(turn.failure), turn.id),
             )
 
     async def requeue(self, task_id: str) -> bool:
@@ -289,8 +289,8 @@ class TaskStore:
             return await cursor.fetchone() is not None
 
     async def request_cancel(self, task_id: str) -> str | None:
-        """Marks a running task to be stopped and tells its runner; returns the runner (None:
-        the task is not running)."""
+        """Marks a running turn to be stopped and tells its runner; returns the runner (None:
+        the turn is not running)."""
         async with self.db.connection() as conn:
             cursor = await conn.execute(
                 "UPDATE tasks SET cancel_requested = true WHERE id = %s AND status = 'running'"
@@ -317,7 +317,7 @@ class TaskStore:
         async with self.db.connection() as conn:
             await conn.execute("DELETE FROM runners WHERE name = %s", (runner,))
 
-    async def stalled(self, silent_for: float) -> list[Task]:
+    async def stalled(self, silent_for: float) -> list[Turn]:
         """Running tasks whose runner sent no heartbeat for `silent_for` seconds (or none);
         forgets such runners."""
         async with self.db.connection() as conn:
@@ -331,26 +331,26 @@ class TaskStore:
             return [_task(row) for row in await cursor.fetchall()]
 
 
-def submit_params(task: Task, runner: str | None, now: float) -> tuple[Any, ...]:
-    """crayfish_submit's arguments for a task."""
+def submit_params(turn: Turn, runner: str | None, now: float) -> tuple[Any, ...]:
+    """crayfish_submit's arguments for a turn."""
     return (
-        task.id,
-        task.session_id,
-        task.kind,
-        pg_text(task.message),
-        task.created_at,
-        Json(task.images),
+        turn.id,
+        turn.session_id,
+        turn.kind,
+        pg_text(turn.message),
+        turn.created_at,
+        Json(turn.images),
         runner,
         now,
-        Json(task.trace) if task.trace else None,
+        Json(turn.trace) if turn.trace else None,
     )
 
 
-def submitted(task: Task, row: dict[str, Any], now: float) -> bool:
-    """Takes in what crayfish_submit said of a task; whether it created it."""
+def submitted(turn: Turn, row: dict[str, Any], now: float) -> bool:
+    """Takes in what crayfish_submit said of a turn; whether it created it."""
     if row["created"]:
-        task.status = row["status"]
-        task.started_at = now if task.status == "running" else None
+        turn.status = row["status"]
+        turn.started_at = now if turn.status == "running" else None
     return bool(row["created"])
 
 
@@ -360,12 +360,12 @@ def is_answer(message: dict[str, Any]) -> bool:
 
 
 def _running_or_raise(row: dict[str, Any] | None) -> None:
-    """Fences a turn's writes: they go on only while its task is running (not ended or taken
-    over elsewhere); the caller's transaction holds the task's row."""
+    """Fences a turn's writes: they go on only while its turn is running (not ended or taken
+    over elsewhere); the caller's transaction holds the turn's row."""
     if row is None or row["status"] != "running":
         status = row["status"] if row else "gone"
         raise TurnInterrupted(f"the task is {status}: its turn no longer writes to the session")
 
 
-def _task(row: dict[str, Any]) -> Task:
-    return Task(**row)
+def _task(row: dict[str, Any]) -> Turn:
+    return Turn(**row)

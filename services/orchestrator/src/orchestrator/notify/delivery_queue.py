@@ -51,7 +51,7 @@ class Backoff(BaseRetryStrategy):
         return RetryDecision(retry_in={"seconds": spec.first_wait * 2**job.attempts})
 
 
-class JobQueue:
+class DeliveryQueue:
     """The procrastinate app and this replica's delivery worker, on the store's pool."""
 
     def __init__(self, db: Database, timing: WorkerTiming, deliveries: Deliveries | None = None):

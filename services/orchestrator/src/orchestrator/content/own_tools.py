@@ -9,7 +9,7 @@ import logging
 import math
 from typing import Any
 
-from crayfish_common.tools import Tool, ToolCall, ToolError, ToolResult, ToolSet, object_schema
+from crayfish_common.tools import Tool, CallContext, ToolError, ToolResult, ToolSet, object_schema
 
 from orchestrator.clients.tool_service import OutputSink, ToolSpec
 from orchestrator.notify.notify import Notifier, NotifyLimit
@@ -90,7 +90,7 @@ class ScheduleAdd(Tool):
     def __init__(self, scheduler: Scheduler):
         self.scheduler = scheduler
 
-    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+    async def run(self, args: dict[str, Any], call: CallContext) -> ToolResult:
         entry = await self.scheduler.add(
             args["message"],
             session_id=None if args.get("own_session") else call.session_id,
@@ -112,7 +112,7 @@ class ScheduleList(Tool):
     def __init__(self, scheduler: Scheduler):
         self.scheduler = scheduler
 
-    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+    async def run(self, args: dict[str, Any], call: CallContext) -> ToolResult:
         entries = [describe_schedule(e) for e in await self.scheduler.entries(call.session_id)]
         if not entries:
             return ToolResult(True, "No schedules.", {"schedules": []})
@@ -136,7 +136,7 @@ class ScheduleRemove(Tool):
     def __init__(self, scheduler: Scheduler):
         self.scheduler = scheduler
 
-    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+    async def run(self, args: dict[str, Any], call: CallContext) -> ToolResult:
         if not await self.scheduler.remove(args["id"], call.session_id):
             raise ToolError(f"no schedule {args['id']!r} in this conversation")
         return ToolResult(True, f"Removed schedule {args['id']}.")
@@ -160,7 +160,7 @@ class Notify(Tool):
     def __init__(self, notifier: Notifier):
         self.notifier = notifier
 
-    async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
+    async def run(self, args: dict[str, Any], call: CallContext) -> ToolResult:
         note = Notification(
             args["text"], args.get("title", ""), args.get("priority", "normal"), call.session_id
         )
@@ -169,7 +169,7 @@ class Notify(Tool):
         return ToolResult(True, f"Notification sent to the user's feed{where}.", {"id": note.id})
 
 
-class LocalTools:
+class OwnTools:
     """The orchestrator's own tools, offered to the ToolRegistry like a tool service's."""
 
     name = "orchestrator"
@@ -198,5 +198,5 @@ class LocalTools:
         deadline: float,
         on_output: OutputSink | None = None,
     ) -> ToolResult:
-        call = ToolCall(session_id=session_id, call_id=call_id)
+        call = CallContext(session_id=session_id, call_id=call_id)
         return await self.tools.run(name, json.dumps(arguments), call)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from crayfish_common.safe_files import FileRefused, SafeRoot
 
-from orchestrator.media import MEDIA_DIR, MediaStore, stored_digest, stored_files
+from orchestrator.content.media import MEDIA_DIR, MediaStore, stored_digest, stored_files
 
 log = logging.getLogger(__name__)
 
