@@ -77,9 +77,10 @@ def class_comments(cls: type) -> dict[str, Comment]:
         while index >= 0 and lines[index].strip().startswith("#"):
             above.insert(0, lines[index].strip())
             index -= 1
-        for number, line in enumerate(above):
+        for number, line in reversed(list(enumerate(above))):  # the last heading counts
             if match := SECTION.fullmatch(line):
                 section, above = match.group(1), above[number + 1 :]
+                break
         text = " ".join(line.lstrip("#").strip() for line in above)
         found[statement.target.id] = Comment(text, section)
     return found
@@ -138,8 +139,8 @@ def default_text(value: object, source: str) -> str:
         return "unset"
     if isinstance(value, bool):
         return f"`{str(value).lower()}`"
-    if isinstance(value, Path) and value.is_absolute() and value.is_relative_to(ROOT):
-        return f"`{value.relative_to(ROOT)}` (in the repository)"
+    if isinstance(value, Path) and value.is_absolute():  # found where the package is installed
+        return f"`{value.name}/` beside `{source}`"
     if isinstance(value, enum.Enum):
         value = value.value
     text = json.dumps(value, default=str) if isinstance(value, list | dict) else str(value)
