@@ -1,4 +1,7 @@
-"""The skills service's client: the catalog, the prompt section, installing and uninstalling."""
+"""The skills service's client: the catalog, the prompt section, installing and uninstalling.
+
+Its dataclasses are the orchestrator's one shape of each reply: the routes send them as they are.
+"""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-from crayfish_cli.mcp_tools import BackendError, ChatAnswer, MemoryHit, MemoryHits
+from crayfish_cli.mcp_tools import BackendError, ChatAnswer, MemoryHits
 
 from orchestrator.clients import ServiceError
 from orchestrator.core import OrchestratorCore
@@ -41,9 +41,4 @@ class CoreBackend:
             )
         except ServiceError as exc:
             raise BackendError(f"memory search failed: {exc}") from exc
-        return MemoryHits(
-            hits=[
-                MemoryHit(citation=hit.citation, score=hit.score, snippet=hit.snippet)
-                for hit in found.hits
-            ]
-        )
+        return MemoryHits.model_validate(found, from_attributes=True)
