@@ -143,7 +143,8 @@ class Scheduler:
             if stop is not None and stop.is_set():
                 break  # closing: the rest fire on the next look, here or on another replica
             if entry.builtin:
-                await self._fire_builtin(entry, now)
+                if not self._stopping.is_set():  # closed: left for another replica
+                    await self._fire_builtin(entry, now)
                 continue
             task_id = f"sched-{entry.id}-{round(entry.next_run * 1000)}"
             try:
