@@ -63,7 +63,7 @@ class OrchestratorCore:
         self.store = SessionStore(self.db, self.transcripts)
         timing = WorkerTiming(
             concurrency=settings.worker_concurrency,
-            heartbeat=settings.worker_heartbeat,
+            alive_every=settings.worker_alive_every,
             stalled_after=settings.worker_stalled_after,
         )
         # Unique even for replicas that share a host name and pid (containers on one host).
