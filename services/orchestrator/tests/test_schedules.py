@@ -253,7 +253,7 @@ async def test_closing_mid_firing_finishes_it_queued_and_recorded(core_factory, 
     slow = Scheduler(core.scheduler.store, slow_submit, core.settings)
     at = datetime.fromtimestamp(time.time() + 0.1, UTC).isoformat()
     entry = await slow.add("once", session_id="closing", at=at)
-    slow.start()
+    await slow.start()
     await asyncio.wait_for(entered.wait(), 5)
     await slow.close()
     (task,) = await tasks_of(core)

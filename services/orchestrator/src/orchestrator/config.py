@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from crayfish_common.url_guard import AllowList
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from orchestrator.tool_service_config import (
@@ -109,10 +109,15 @@ class Settings(BaseSettings):
     database_pool_size: int = Field(20, ge=2)
     # Turns this replica runs at once (more wait in their sessions' lines for any replica).
     worker_concurrency: int = Field(100, ge=1)
-    # Seconds between the replica's heartbeats, and of silence after which a replica counts as
-    # dead: its running turns end as `interrupted` and their sessions are freed.
-    worker_heartbeat: float = Field(2.0, gt=0)
-    # Seconds of silence after which a replica counts as dead (> worker_heartbeat).
+    # Seconds between the replica's liveness marks (its old name, CRAYFISH_WORKER_HEARTBEAT, is
+    # still read; a heartbeat is the HEARTBEAT.md turn).
+    worker_alive_every: float = Field(
+        2.0,
+        gt=0,
+        validation_alias=AliasChoices("CRAYFISH_WORKER_ALIVE_EVERY", "CRAYFISH_WORKER_HEARTBEAT"),
+    )
+    # Seconds of silence after which a replica counts as dead (> worker_alive_every): its running
+    # turns end as `interrupted` and their sessions are freed.
     worker_stalled_after: float = Field(10.0, gt=0)
     # Hours a finished task keeps its events (each keeps its last, terminal one for good);
     # 0 keeps them all. One replica prunes per hour.
@@ -279,8 +284,10 @@ class Settings(BaseSettings):
             )
         if self.max_rounds < 1:
             raise ValueError("CRAYFISH_MAX_ROUNDS must be at least 1")
-        if self.worker_stalled_after <= self.worker_heartbeat:
-            raise ValueError("CRAYFISH_WORKER_STALLED_AFTER must exceed CRAYFISH_WORKER_HEARTBEAT")
+        if self.worker_stalled_after <= self.worker_alive_every:
+            raise ValueError(
+                "CRAYFISH_WORKER_STALLED_AFTER must exceed CRAYFISH_WORKER_ALIVE_EVERY"
+            )
         return self
 
     @property

@@ -1,4 +1,4 @@
-"""The orchestrator's domain façade: clients, LLM, the store, tasks and heartbeats, built once
+"""The orchestrator's domain façade: clients, LLM, the store, tasks and schedules, built once
 from settings and closed at shutdown; the HTTP routes (api/) call only this."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ import logging
 import os
 import secrets
 import socket
-import time
 import uuid
 from typing import Any
 
@@ -28,20 +27,15 @@ from orchestrator.metrics import Metrics
 from orchestrator.notify.jobs import Deliveries
 from orchestrator.notify.notify import Notifier, NotifyBounds, WebhookSender
 from orchestrator.notify.webhooks import DeliveryRetryable
-from orchestrator.schedules.heartbeat import (
-    HEARTBEAT_FILE,
-    HEARTBEAT_SESSION,
-    heartbeat_message,
-    heartbeat_tasks,
-)
+from orchestrator.schedules.builtins import builtins
+from orchestrator.schedules.heartbeat import Heartbeats
 from orchestrator.schedules.scheduler import Scheduler
-from orchestrator.store import Database, SessionStore, legacy_import, schedules
+from orchestrator.store import Database, SessionStore, legacy_import
 from orchestrator.store.notifications import NotificationStore
 from orchestrator.store.openai_turns import OpenAITurnStore
 from orchestrator.store.schedules import ScheduleStore
 from orchestrator.store.sessions import check_session_id
 from orchestrator.store.transcripts import TranscriptMirror
-from orchestrator.store.turn_requests import KEPT_FOR as REQUESTS_KEPT_FOR
 from orchestrator.store.turn_requests import Earlier, TurnRequest
 from orchestrator.turns.client_turns import KIND as OPENAI_KIND
 from orchestrator.turns.client_turns import ClientTurns
@@ -50,8 +44,6 @@ from orchestrator.turns.tasks import Task, TaskManager
 from orchestrator.turns.turn_worker import WorkerTiming
 
 log = logging.getLogger(__name__)
-
-RETENTION_EVERY = 3600.0  # seconds between two prunings of old events (by any replica)
 
 
 class SessionBusy(RuntimeError):
@@ -71,7 +63,7 @@ class OrchestratorCore:
         self.store = SessionStore(self.db, self.transcripts)
         timing = WorkerTiming(
             concurrency=settings.worker_concurrency,
-            heartbeat=settings.worker_heartbeat,
+            alive_every=settings.worker_alive_every,
             stalled_after=settings.worker_stalled_after,
         )
         # Unique even for replicas that share a host name and pid (containers on one host).
@@ -92,7 +84,6 @@ class OrchestratorCore:
         self.tasks = TaskManager(
             self.db, self._run_turn, timing, name, self.transcripts, deliveries, self.store
         )
-        self.scheduler = Scheduler(ScheduleStore(self.db), self._submit_scheduled, settings)
         self.webhooks.requeue = self.tasks.queue.enqueue_delivery
         self.notifier = Notifier(
             settings.notify_webhooks,
@@ -104,6 +95,8 @@ class OrchestratorCore:
             ),
             self._turn_here,
         )
+        own = builtins(settings, self.trigger_heartbeat, self.tasks.events, self.tasks.requests)
+        self.scheduler = Scheduler(ScheduleStore(self.db), self._submit_scheduled, settings, own)
         self.assistant = Assistant(
             settings,
             self.clients,
@@ -112,13 +105,12 @@ class OrchestratorCore:
             self.tasks.store,
             LocalTools(self.scheduler, self.notifier),
         )
+        self.heartbeats = Heartbeats(self.assistant.workspace, self.tasks)
         self.openai_turns = OpenAITurnStore(self.db)
         self.client_turns = ClientTurns(self.assistant, self.openai_turns)
         self.metrics = metrics or Metrics()
         self.tasks.observers.append(self.metrics.observe_event)
         self.metrics.count_active_tasks(lambda: self.tasks.active_count)
-        self._heartbeats: asyncio.Task[None] | None = None
-        self._retention: asyncio.Task[None] | None = None
         self._llm_line: asyncio.Task[None] | None = None  # logs whether the LLM answers
 
     async def start(self) -> None:
@@ -128,10 +120,7 @@ class OrchestratorCore:
         await legacy_import.import_sessions(self.db, self.settings.legacy_sessions_dir)
         await self._queue_legacy_inbox()
         await self.tasks.start()
-        self.start_heartbeats()
-        if self.settings.events_retention_hours > 0:
-            self._retention = asyncio.create_task(self._retention_loop(), name="retention")
-        self.scheduler.start()
+        await self.scheduler.start()
         self._llm_line = asyncio.create_task(self.llm_probe.log_at_start(), name="llm-line")
 
     async def submit(
@@ -256,48 +245,13 @@ class OrchestratorCore:
         return await self.assistant.run_chat(task, emit)
 
     async def trigger_heartbeat(self) -> Task | None:
-        """Queues a heartbeat turn, or None when HEARTBEAT.md lists nothing (no LLM call)."""
-        file = (await self.assistant.workspace.load([HEARTBEAT_FILE]))[0]
-        tasks = heartbeat_tasks(file.text or "")
-        if not tasks:
-            return None
-        if await self.tasks.active(kind="heartbeat"):
-            return None  # one at a time is plenty
-        return await self.submit(HEARTBEAT_SESSION, heartbeat_message(tasks), kind="heartbeat")
-
-    def start_heartbeats(self) -> None:
-        if self.settings.heartbeat_interval > 0 and self._heartbeats is None:
-            self._heartbeats = asyncio.create_task(self._heartbeat_loop(), name="heartbeats")
-
-    async def _heartbeat_loop(self) -> None:
-        """Every replica ticks; the store lets one of them fire per interval."""
-        every = self.settings.heartbeat_interval
-        while True:
-            await asyncio.sleep(every)
-            try:
-                if await schedules.claim(self.db, "heartbeat", every):
-                    await self.trigger_heartbeat()
-            except Exception:  # a bad HEARTBEAT.md must not end the schedule
-                log.exception("heartbeat failed")
-
-    async def _retention_loop(self) -> None:
-        """Once an hour, one replica prunes the events of tasks past their retention."""
-        while True:
-            try:
-                if await schedules.claim(self.db, "events-retention", RETENTION_EVERY):
-                    keep = self.settings.events_retention_hours * 3600
-                    removed = await self.tasks.store.events.prune(time.time() - keep)
-                    if removed:
-                        log.info("pruned %d events of tasks older than the retention", removed)
-                    await self.tasks.requests.prune(time.time() - REQUESTS_KEPT_FOR)
-            except Exception:  # the database may be away for a while: try again next time
-                log.exception("event pruning failed")
-            await asyncio.sleep(RETENTION_EVERY)
+        """Queues a heartbeat turn, or None when HEARTBEAT.md lists nothing (no LLM call) or a
+        heartbeat is queued or running."""
+        return await self.heartbeats.trigger()
 
     async def close(self) -> None:
-        for loop in (self._heartbeats, self._retention, self._llm_line):
-            if loop is not None:
-                loop.cancel()
+        if self._llm_line is not None:
+            self._llm_line.cancel()
         self.llm_probe.close()
         await self.scheduler.close()
         await self.tasks.shutdown()

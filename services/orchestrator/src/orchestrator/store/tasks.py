@@ -300,8 +300,8 @@ class TaskStore:
             row = await cursor.fetchone()
         return row["runner"] if row else None
 
-    async def beat(self, runner: str) -> dict[str, bool]:
-        """The runner's heartbeat; returns the tasks running on it, each with whether its
+    async def mark_alive(self, runner: str) -> dict[str, bool]:
+        """Marks the runner alive; returns the tasks running on it, each with whether its
         cancel was asked."""
         async with self.db.connection() as conn:
             cursor = await conn.execute(
@@ -318,7 +318,7 @@ class TaskStore:
             await conn.execute("DELETE FROM runners WHERE name = %s", (runner,))
 
     async def stalled(self, silent_for: float) -> list[Task]:
-        """Running tasks whose runner sent no heartbeat for `silent_for` seconds (or none);
+        """Running tasks whose runner left no liveness mark for `silent_for` seconds (or none);
         forgets such runners."""
         async with self.db.connection() as conn:
             cursor = await conn.execute(

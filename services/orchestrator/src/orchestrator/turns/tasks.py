@@ -198,7 +198,8 @@ class TaskManager:
             task.error = "cancelled by request"
             if await self._finish(task, "cancelled", only_from=("queued",)):
                 return task
-            await self.store.request_cancel(task.id)  # its runner hears, or reads it at a beat
+            # Its runner hears, or reads the mark when it next marks itself alive.
+            await self.store.request_cancel(task.id)
         return await self.wait(task.id, wait)
 
     async def wait(self, task_id: str, within: float | None = None) -> Task:
@@ -396,7 +397,7 @@ class TaskManager:
         """Records a turn's outcome, trying again while the store is unavailable (it is then
         ended once the store is back, not left running); returns its summary (None: it had
         ended). An outcome the store refuses (a full disk) becomes the failure alone. Not while
-        the replica stops: its turns are then ended by the sweep (its heartbeat stops)."""
+        the replica stops: its turns are then ended by the sweep (its liveness marks stop)."""
         wait, refused = OUTCOME_RETRY_FIRST, False
         while True:
             summary = self._summary(task, status)
@@ -452,7 +453,7 @@ class TaskManager:
 
     async def _sweep_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.timing.heartbeat)
+            await asyncio.sleep(self.timing.alive_every)
             try:
                 await self.sweep()
             except Exception:  # the database may be away for a moment
@@ -479,7 +480,7 @@ class TaskManager:
             log.warning("notification delivery %s of a dead worker: queued again", delivery.id)
         for task in await self.store.stalled(self.timing.stalled_after):
             if task.id in self._live:
-                continue  # this replica's own (its heartbeat was late): it goes on
+                continue  # this replica's own (its liveness mark was late): it goes on
             if not task.accepted and await self.store.requeue(task.id):
                 log.warning("turn %s of a dead replica had not begun: queued again", task.id)
                 continue
