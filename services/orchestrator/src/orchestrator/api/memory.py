@@ -78,7 +78,7 @@ def _timeout(core: OrchestratorCore) -> float:
 
 @router.post("/api/memory/search", response_model=MemoryHits)
 async def search_memory(body: MemorySearch, core: CoreDep) -> MemoryHits:
-    found = await core.clients.memory.search(
+    found = await core.search_memory(
         body.query,
         top_k=body.top_k,
         min_score=body.min_score,
@@ -98,19 +98,19 @@ async def read_memory_lines(
 ) -> MemoryLines:
     """Lines of a memory file (what a citation `path#Lx-Ly` points at)."""
     count = max(0, end_line - start_line + 1) if end_line else 0
-    lines = await core.clients.memory.read_lines(path, start_line, count, _timeout(core))
+    lines = await core.read_memory_lines(path, start_line, count, _timeout(core))
     return MemoryLines.model_validate(lines, from_attributes=True)
 
 
 @router.post("/api/memory/notes", response_model=MemoryWritten, status_code=201)
 async def write_memory(body: MemoryNote, core: CoreDep) -> MemoryWritten:
     """Appends a note and indexes it at once."""
-    written = await core.clients.memory.write_note(body.text, body.path, _timeout(core))
+    written = await core.write_memory_note(body.text, body.path, _timeout(core))
     return MemoryWritten.model_validate(written, from_attributes=True)
 
 
 @router.post("/api/memory/sync", response_model=MemorySynced)
 async def sync_memory(core: CoreDep, force: bool = False) -> MemorySynced:
     """Brings the index up to date with the files now."""
-    report = await core.clients.memory.sync(force, _timeout(core) * 10)
+    report = await core.sync_memory(force, _timeout(core) * 10)
     return MemorySynced.model_validate(report, from_attributes=True)
