@@ -1,5 +1,5 @@
 """The orchestrator's domain façade: clients, LLM, the store, tasks and heartbeats, built once
-from settings and closed at shutdown; the HTTP routes (api/) call only this."""
+from settings and closed at shutdown; the HTTP routes (api/) call only its methods."""
 
 from __future__ import annotations
 
