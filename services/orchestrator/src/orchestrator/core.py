@@ -277,6 +277,7 @@ class OrchestratorCore:
         await self.store.delete(session_id)
 
     async def get_task(self, task_id: str) -> Task | None:
+        """The task as it is now, or None when there is none with that id."""
         return await self.tasks.get(task_id)
 
     async def wait_for_task(self, task_id: str, within: float | None = None) -> Task:
