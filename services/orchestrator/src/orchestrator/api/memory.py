@@ -37,7 +37,7 @@ def _timeout(core: OrchestratorCore) -> float:
 
 @router.post("/api/memory/search", response_model=SearchResult)
 async def search_memory(body: MemorySearch, core: CoreDep) -> SearchResult:
-    return await core.clients.memory.search(
+    return await core.search_memory(
         body.query,
         top_k=body.top_k,
         min_score=body.min_score,
@@ -56,16 +56,16 @@ async def read_memory_lines(
 ) -> FileLines:
     """Lines of a memory file (what a citation `path#Lx-Ly` points at)."""
     count = max(0, end_line - start_line + 1) if end_line else 0
-    return await core.clients.memory.read_lines(path, start_line, count, _timeout(core))
+    return await core.read_memory_lines(path, start_line, count, _timeout(core))
 
 
 @router.post("/api/memory/notes", response_model=NoteWritten, status_code=201)
 async def write_memory(body: MemoryNote, core: CoreDep) -> NoteWritten:
     """Appends a note and indexes it at once."""
-    return await core.clients.memory.write_note(body.text, body.path, _timeout(core))
+    return await core.write_memory_note(body.text, body.path, _timeout(core))
 
 
 @router.post("/api/memory/sync", response_model=SyncReport)
 async def sync_memory(core: CoreDep, force: bool = False) -> SyncReport:
     """Brings the index up to date with the files now."""
-    return await core.clients.memory.sync(force, _timeout(core) * 10)
+    return await core.sync_memory(force, _timeout(core) * 10)

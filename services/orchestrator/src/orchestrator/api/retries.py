@@ -59,7 +59,7 @@ async def earlier_task(core: OrchestratorCore, request: TurnRequest) -> Task | N
     """The task of the earlier request this one repeats, if any."""
     if request.match == "none":
         return None
-    return await task_of(core, request, await core.tasks.requests.earlier(request))
+    return await task_of(core, request, await core.earlier_request(request))
 
 
 async def task_of(
@@ -75,7 +75,7 @@ async def task_of(
             "this Idempotency-Key was used for a different request; use a new key",
             "idempotency_key_reused",
         )
-    return await core.tasks.get(earlier.task_id)
+    return await core.get_task(earlier.task_id)
 
 
 async def submit_once(
@@ -102,7 +102,7 @@ async def settled(
     if isinstance(submitted, Task):
         return submitted, False
     if fresh_session is not None:
-        await core.store.delete(fresh_session)
+        await core.delete_unused_session(fresh_session)
     task = await task_of(core, request, submitted)
     assert task is not None  # a request is recorded with its task, and goes with it
     return task, True

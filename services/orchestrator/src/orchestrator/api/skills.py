@@ -24,7 +24,7 @@ class FolderInstall(RequestBody):
 @router.get("/api/skills", response_model=SkillCatalog)
 async def list_skills(core: CoreDep) -> SkillCatalog:
     """Every skill with its availability, and a diagnostic for each broken SKILL.md."""
-    return await core.clients.skills.list_skills()
+    return await core.list_skills()
 
 
 @router.post(
@@ -56,12 +56,12 @@ async def install_skill(
             folder = FolderInstall.model_validate_json(body)
         except ValueError as exc:
             raise ApiError(400, f"invalid JSON body: {exc}", "invalid_request") from exc
-        installation = await core.clients.skills.install_folder(folder.folder, folder.replace)
+        installation = await core.install_skill_folder(folder.folder, folder.replace)
     elif content_type in ARCHIVE_TYPES:
         if not body:
             raise ApiError(400, "the request body (the archive) is empty", "empty_body")
         name = filename or ("skill.zip" if content_type == "application/zip" else "skill.tar.gz")
-        installation = await core.clients.skills.install_archive(body, name, replace)
+        installation = await core.install_skill_archive(body, name, replace)
     else:
         raise ApiError(
             415,
@@ -75,4 +75,4 @@ async def install_skill(
 @router.delete("/api/skills/{name}", status_code=204)
 async def uninstall_skill(name: str, core: CoreDep) -> None:
     """Removes an installed (managed) skill."""
-    await core.clients.skills.uninstall(name)
+    await core.uninstall_skill(name)

@@ -42,7 +42,7 @@ def task_view(task: Task) -> TaskView:
 
 
 async def find_task(core: OrchestratorCore, task_id: str) -> Task:
-    task = await core.tasks.get(task_id)
+    task = await core.get_task(task_id)
     if task is None:
         raise ApiError(404, f"no task with id {task_id!r}", "task_not_found")
     return task
@@ -84,7 +84,7 @@ async def cancel_task(task_id: str, core: CoreDep) -> TaskView:
     task = await find_task(core, task_id)
     if task.done:
         raise ApiError(409, f"task is already {task.status}", "task_finished")
-    return task_view(await core.tasks.cancel(task))
+    return task_view(await core.cancel_task(task))
 
 
 async def _stream(
@@ -107,7 +107,7 @@ async def task_events(
 ) -> EventSourceResponse:
     """SSE stream of the task's typed events; reconnect with Last-Event-ID to miss nothing."""
     task = await find_task(core, task_id)
-    return sse_response(_stream(core.tasks.follow(task.id, resume_after(last_event_id)), False))
+    return sse_response(_stream(core.follow_task(task.id, resume_after(last_event_id)), False))
 
 
 @router.get(
@@ -122,4 +122,4 @@ async def all_events(
     """SSE stream of every task's events (ids are global here); without Last-Event-ID it
     begins with the last 10,000 events."""
     after = resume_after(last_event_id) if last_event_id else None
-    return sse_response(_stream(core.tasks.follow_all(after), True))
+    return sse_response(_stream(core.follow_all_tasks(after), True))

@@ -27,7 +27,7 @@ class CoreBackend:
             task = await core.submit(session_id or uuid.uuid4().hex, message)
         except InvalidSessionId as exc:
             raise BackendError(str(exc)) from exc
-        done = await core.tasks.wait(task.id, within=self.chat_wait)
+        done = await core.wait_for_task(task.id, within=self.chat_wait)
         if done.status != "completed":
             reason = done.error or f"it is still {done.status} after {self.chat_wait:g} s"
             raise BackendError(f"the turn ended {done.status}: {reason} (task {done.id})")
@@ -36,9 +36,7 @@ class CoreBackend:
     async def memory_search(self, query: str, k: int) -> MemoryHits:
         core = self.core()
         try:
-            found = await core.clients.memory.search(
-                query, top_k=k, deadline=core.settings.rpc_timeout * 6
-            )
+            found = await core.search_memory(query, top_k=k, deadline=core.settings.rpc_timeout * 6)
         except ServiceError as exc:
             raise BackendError(f"memory search failed: {exc}") from exc
         return MemoryHits.model_validate(found, from_attributes=True)
