@@ -104,7 +104,7 @@ async def postgres_turns(url: str) -> tuple[float, float]:
     await db.open()
     events = EventStore(db)
     tasks = TurnStore(db, events)
-    await tasks.beat("bench")
+    await tasks.mark_alive("bench")
 
     async def turn(session: str) -> None:
         started = Turn(id=uuid.uuid4().hex, session_id=session, message=USER["content"])

@@ -13,8 +13,8 @@ from tests.fakes import FakeLLM, Reply
 from tests.integration.test_chat_turn import last_tool_output
 from tests.stacks import wait_task
 
-# A dead orchestrator is noticed after 2 s without heartbeats (10 s by default).
-STACK_ENV = {"CRAYFISH_WORKER_HEARTBEAT": "0.5", "CRAYFISH_WORKER_STALLED_AFTER": "2"}
+# A dead orchestrator is noticed after 2 s without liveness marks (10 s by default).
+STACK_ENV = {"CRAYFISH_WORKER_ALIVE_EVERY": "0.5", "CRAYFISH_WORKER_STALLED_AFTER": "2"}
 
 
 def _wait(predicate, timeout: float = 30.0) -> None:

@@ -27,7 +27,7 @@ from tests.stacks import running_stack, wait_task
 
 ENV = {
     "CRAYFISH_AUTO_RECALL": "false",
-    "CRAYFISH_WORKER_HEARTBEAT": "0.5",
+    "CRAYFISH_WORKER_ALIVE_EVERY": "0.5",
     "CRAYFISH_WORKER_STALLED_AFTER": "2",
 }
 SESSIONS, TURNS = 6, 3

@@ -60,6 +60,20 @@ def test_a_session_is_not_deleted_while_its_sandbox_cannot_be_closed(
     assert api.get("/api/sessions/receipts").status_code == 404
 
 
+# The REST replies' fields, in order (the orchestrator's client dataclasses, sent as they are).
+HIT_FIELDS = ["path", "start_line", "end_line", "score", "snippet", "citation", "source"]
+SYNC_FIELDS = [
+    "files_indexed",
+    "files_unchanged",
+    "files_removed",
+    "chunks_indexed",
+    "duration_ms",
+    "skipped",
+]
+SKILL_FIELDS = ["name", "description", "location", "source", "available", "missing", "emoji"]
+SKILL_FIELDS += ["always", "version", "shadowed", "warnings", "sandbox_folder"]
+
+
 def test_memory_write_then_search_and_open_the_cited_lines(api: httpx.Client):
     written = api.post(
         "/api/memory/notes", json={"text": "The spare house key is under the blue flowerpot."}
@@ -67,8 +81,10 @@ def test_memory_write_then_search_and_open_the_cited_lines(api: httpx.Client):
     assert written.status_code == 201, written.text
     note = written.json()
     assert note["path"].startswith("memory/") and note["citation"].startswith(note["path"] + "#L")
-    hits = api.post("/api/memory/search", json={"query": "where is the spare key"}).json()["hits"]
-    top = hits[0]  # the note just written, its lines within the hit (which may add its heading)
+    found = api.post("/api/memory/search", json={"query": "where is the spare key"}).json()
+    assert list(found) == ["hits", "strategy"]
+    top = found["hits"][0]  # the note just written, its lines within the hit (maybe its heading)
+    assert list(top) == HIT_FIELDS and list(note) == ["path", "start_line", "end_line", "citation"]
     assert top["path"] == note["path"] and "blue flowerpot" in top["snippet"]
     assert top["start_line"] <= note["start_line"] and top["end_line"] >= note["end_line"]
     lines = api.get(
@@ -76,7 +92,9 @@ def test_memory_write_then_search_and_open_the_cited_lines(api: httpx.Client):
         params={"path": top["path"], "start_line": top["start_line"], "end_line": top["end_line"]},
     ).json()
     assert "blue flowerpot" in lines["text"]
+    assert list(lines) == ["path", "start_line", "end_line", "total_lines", "text"]
     synced = api.post("/api/memory/sync").json()
+    assert list(synced) == SYNC_FIELDS
     assert synced["files_unchanged"] >= 1
 
 
@@ -100,11 +118,11 @@ def test_skills_catalog_install_and_uninstall(api: httpx.Client, fake_llm: FakeL
     fake_llm.reply_forever_text("noted")
     chat(api, "hello")  # the skills prompt is fresh: the install below must not wait for it
     catalog = api.get("/api/skills").json()
-    assert set(catalog) >= {"skills", "diagnostics"}
+    assert list(catalog) == ["skills", "diagnostics", "version"]
     names = {s["name"] for s in catalog["skills"]}
     assert "weather-report" in names
     first = catalog["skills"][0]
-    assert set(first) >= {"name", "description", "location", "source", "available", "missing"}
+    assert list(first) == SKILL_FIELDS
     installed = api.post(
         "/api/skills/install",
         params={"filename": "haiku.zip"},
@@ -113,6 +131,7 @@ def test_skills_catalog_install_and_uninstall(api: httpx.Client, fake_llm: FakeL
     )
     assert installed.status_code == 201, installed.text
     assert installed.json()["skill"]["source"] == "managed"
+    assert list(installed.json()) == ["skill", "digest", "warnings"]
     assert "haiku" in {s["name"] for s in api.get("/api/skills").json()["skills"]}
     chat(api, "write one")
     assert "<name>haiku</name>" in fake_llm.requests[-1]["messages"][0]["content"]

@@ -19,7 +19,7 @@ from tests.stacks import print_figures, running_stack, wait_task
 
 ENV = {
     "CRAYFISH_AUTO_RECALL": "false",
-    "CRAYFISH_WORKER_HEARTBEAT": "0.5",
+    "CRAYFISH_WORKER_ALIVE_EVERY": "0.5",
     "CRAYFISH_WORKER_STALLED_AFTER": "3",
 }
 SESSIONS, TURNS = 6, 2

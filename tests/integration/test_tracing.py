@@ -100,9 +100,11 @@ def test_one_turn_is_one_trace_across_the_orchestrator_and_the_tool_runner(
     assert ("orchestrator", "memory recall") in names
     runner = [s for s in spans if s.service == "tool-runner"]
     assert any("RunTool" in s.name for s in runner)
-    # The tool-runner's span is a child of the orchestrator's call to it (context in metadata).
+    # The tool-runner's RunTool span is a child of the orchestrator's call to it (context in
+    # metadata). (Its other spans may be the skills service's: it asks the runner which
+    # programs exist while it builds the turn's skill list.)
     ids = {s.span_id: s for s in spans}
-    parents = {ids[s.parent_id].service for s in runner if s.parent_id in ids}
+    parents = {ids[s.parent_id].service for s in runner if "RunTool" in s.name}
     assert parents == {"orchestrator"}
     assert len({s.trace_id for s in spans}) == 1
 

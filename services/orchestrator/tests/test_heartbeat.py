@@ -68,9 +68,11 @@ async def test_heartbeats_fire_once_across_replicas(
 async def heartbeat_due_at(core: OrchestratorCore) -> float | None:
     """When the heartbeat is next due: each tick of the loop that fires it moves this on."""
     async with core.db.connection() as conn:
-        cursor = await conn.execute("SELECT due_at FROM schedules WHERE name = 'heartbeat'")
+        cursor = await conn.execute(
+            "SELECT next_run FROM scheduled_turns WHERE id = 'heartbeat' AND builtin"
+        )
         row = await cursor.fetchone()
-    return None if row is None else float(row["due_at"])
+    return None if row is None else float(row["next_run"])
 
 
 async def test_the_schedule_skips_the_llm_without_tasks(

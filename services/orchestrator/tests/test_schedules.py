@@ -15,8 +15,8 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 from orchestrator.app import create_app
-from orchestrator.core import OrchestratorCore
 from orchestrator.content.own_tools import describe_schedule
+from orchestrator.core import OrchestratorCore
 from orchestrator.schedules.schedule_rules import ScheduleInvalid, Timing, next_run, parse_timing
 from orchestrator.schedules.scheduler import Scheduler
 
@@ -253,7 +253,7 @@ async def test_closing_mid_firing_finishes_it_queued_and_recorded(core_factory, 
     slow = Scheduler(core.scheduler.store, slow_submit, core.settings)
     at = datetime.fromtimestamp(time.time() + 0.1, UTC).isoformat()
     entry = await slow.add("once", session_id="closing", at=at)
-    slow.start()
+    await slow.start()
     await asyncio.wait_for(entered.wait(), 5)
     await slow.close()
     (turn,) = await tasks_of(core)

@@ -45,7 +45,8 @@ NAMES: dict[str, tuple[str, object]] = {
     "CRAYFISH_DATABASE_URL": ("database_url", "postgresql://crayfish@db.test/crayfish"),
     "CRAYFISH_DATABASE_POOL_SIZE": ("database_pool_size", 7),
     "CRAYFISH_WORKER_CONCURRENCY": ("worker_concurrency", 3),
-    "CRAYFISH_WORKER_HEARTBEAT": ("worker_heartbeat", 0.5),
+    "CRAYFISH_WORKER_ALIVE_EVERY": ("worker_alive_every", 0.5),
+    "CRAYFISH_WORKER_HEARTBEAT": ("worker_alive_every", 0.5),  # its old name
     "CRAYFISH_WORKER_STALLED_AFTER": ("worker_stalled_after", 4.0),
     "CRAYFISH_EVENTS_RETENTION_HOURS": ("events_retention_hours", 24.0),
     "CRAYFISH_AGENT_NAME": ("agent_name", "shrimp"),
@@ -120,6 +121,12 @@ def test_the_variable_sets_its_field_and_nothing_else(
     assert defaults[field] != value
     monkeypatch.setenv(name, json.dumps(value) if isinstance(value, list) else str(value))
     assert Settings().model_dump() == {**defaults, field: value}
+
+
+def test_the_new_name_of_a_renamed_setting_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CRAYFISH_WORKER_HEARTBEAT", "0.5")
+    monkeypatch.setenv("CRAYFISH_WORKER_ALIVE_EVERY", "1.5")
+    assert Settings().worker_alive_every == 1.5
 
 
 def test_a_prefixed_copy_of_an_unprefixed_name_is_not_read(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -133,7 +133,7 @@ async def test_a_turn_running_here_is_never_taken_for_an_orphan(replicas: Replic
 
     manager = await replicas.start(slow_turn, FAST)
     turn = await manager.create("s1", "slow")
-    await asyncio.sleep(FAST.heartbeat * 5)  # several beats, with the turn running here
+    await asyncio.sleep(FAST.alive_every * 5)  # several marks, with the turn running here
     assert (await manager.get(turn.id)).status == "running"  # type: ignore[union-attr]
     release.set()
     assert (await manager.wait(turn.id, 30)).status == "completed"

@@ -20,7 +20,7 @@ from .conftest import call_group
 
 # A message group a turn writes at once (an answer waits for the outcome).
 LATE_CALL = call_group("late")
-FAST = WorkerTiming(concurrency=10, heartbeat=0.2, stalled_after=0.8, shutdown_grace=0.5)
+FAST = WorkerTiming(concurrency=10, alive_every=0.2, stalled_after=0.8, shutdown_grace=0.5)
 
 
 class Replicas:
@@ -174,7 +174,7 @@ async def test_a_turn_of_a_replica_gone_silent_is_interrupted_and_its_line_goes_
     silent = await replicas.start(stuck)
     first = await silent.create("s1", "long job")
     await asyncio.wait_for(accepted.wait(), 10)
-    await replicas.made[0][0].close()  # its database is gone: no heartbeat, no writes (a crash)
+    await replicas.made[0][0].close()  # its database is gone: no liveness mark, no writes (a crash)
     survivor = await replicas.start(recording_turn([]))
     second = await survivor.create("s1", "are you there?")
     assert second.status == "queued"  # behind the silent replica's turn
@@ -188,7 +188,7 @@ async def test_a_replica_runs_at_most_its_concurrency_and_the_rest_wait_in_line(
     replicas: Replicas,
 ):
     log: list[str] = []
-    one_at_a_time = WorkerTiming(concurrency=1, heartbeat=0.2, stalled_after=0.8)
+    one_at_a_time = WorkerTiming(concurrency=1, alive_every=0.2, stalled_after=0.8)
     manager = await replicas.start(recording_turn(log, seconds=0.2), one_at_a_time)
     sent = [await manager.create(f"s{i}", f"turn {i}") for i in range(3)]
     assert [t.status for t in sent] == ["running", "queued", "queued"]

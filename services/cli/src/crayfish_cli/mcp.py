@@ -5,13 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from crayfish_cli.api import CrayfishClient, RequestFailed, Unreachable
-from crayfish_cli.mcp_tools import (
-    BackendError,
-    ChatAnswer,
-    MemoryHit,
-    MemoryHits,
-    build_mcp_server,
-)
+from crayfish_cli.mcp_tools import BackendError, ChatAnswer, MemoryHits, build_mcp_server
 
 
 class RestBackend:
@@ -25,12 +19,7 @@ class RestBackend:
 
     async def memory_search(self, query: str, k: int) -> MemoryHits:
         hits = await asyncio.to_thread(self._call, self.client.memory_search, query, k)
-        return MemoryHits(
-            hits=[
-                MemoryHit(citation=hit["citation"], score=hit["score"], snippet=hit["snippet"])
-                for hit in hits
-            ]
-        )
+        return MemoryHits.model_validate({"hits": hits})  # each hit's other fields are dropped
 
     def _chat(self, message: str, session_id: str | None) -> ChatAnswer:
         accepted = self._call(self.client.chat, message, session_id)

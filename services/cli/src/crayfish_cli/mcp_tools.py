@@ -23,14 +23,16 @@ class ChatAnswer(BaseModel):
     task_id: str
 
 
-class MemoryHit(BaseModel):
+# A memory hit as the MCP tool shows it: fewer fields than the REST API's. (A docstring here
+# would show in the tool's output schema.)
+class CitedSnippet(BaseModel):
     citation: str = Field(description="path#Lx-Ly: the file and lines the snippet comes from.")
     score: float
     snippet: str
 
 
 class MemoryHits(BaseModel):
-    hits: list[MemoryHit]
+    hits: list[CitedSnippet]
 
 
 class BackendError(Exception):

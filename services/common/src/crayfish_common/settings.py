@@ -10,9 +10,13 @@ class ServiceSettings(BaseSettings):
 
     model_config = SettingsConfigDict(extra="ignore")
 
+    # The address the gRPC server listens on.
     host: str = "127.0.0.1"
+    # The gRPC port.
     port: int = 50051
+    # DEBUG, INFO, WARNING or ERROR.
     log_level: str = "INFO"
+    # One JSON object per log line (for containers) instead of text.
     log_json: bool = False
     # Seconds in-flight RPCs get to finish on SIGTERM.
     shutdown_grace: float = 5.0

@@ -29,23 +29,31 @@ class ConnectorsSettings(ServiceSettings):
     mcp_connect_timeout: float = 30.0
     # Reconnect backoff after a server dies or cannot be reached: doubles from min to max.
     mcp_backoff_min: float = 0.5
+    # Seconds the reconnect backoff grows to at most.
     mcp_backoff_max: float = 30.0
     # How often a connected server is probed (a dead stdio server is found without a call).
     mcp_probe_interval: float = 15.0
+    # Characters of an MCP tool's description kept.
     mcp_max_description_chars: int = 1024
     # The orchestrator's limit per tool call (its setting and default): a server whose own
     # timeout is longer is cut off there first, which start-up warns about.
     tool_timeout: float = Field(default=300.0, validation_alias="CRAYFISH_TOOL_TIMEOUT")
+    # Characters of an MCP tool's result kept (head + tail).
     mcp_max_result_chars: int = 50_000
     # `host:port` entries web_fetch may reach although they are not public addresses.
     web_fetch_allow: str = Field(
         default="",
         validation_alias=AliasChoices("CONNECTORS_WEB_FETCH_ALLOW", "CRAYFISH_WEB_FETCH_ALLOW"),
     )
+    # Bytes of a fetched body read at most.
     web_fetch_max_bytes: int = 2 * 1024 * 1024
+    # Characters of a fetched page's text returned.
     web_fetch_max_chars: int = 50_000
+    # Seconds per fetch, redirects included.
     web_fetch_timeout: float = 20.0
+    # Redirects a fetch follows.
     web_fetch_max_redirects: int = 5
+    # The User-Agent header web_fetch sends.
     web_fetch_user_agent: str = "Crayfish-web_fetch/0.1 (+https://github.com/crayfish)"
 
     @field_validator("mcp_config", mode="before")

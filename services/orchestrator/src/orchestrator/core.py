@@ -1,5 +1,5 @@
-"""The orchestrator's domain façade: clients, LLM, the store, tasks and heartbeats, built once
-from settings and closed at shutdown; the HTTP routes (api/) call only this."""
+"""The orchestrator's domain façade: clients, LLM, the store, tasks and schedules, built once
+from settings and closed at shutdown; the HTTP routes (api/) call only its methods."""
 
 from __future__ import annotations
 
@@ -8,40 +8,38 @@ import logging
 import os
 import secrets
 import socket
-import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
-from orchestrator.agent.client_request import ClientRequest
+from orchestrator.agent.client_request import ClientAnswer, ClientRequest
 from orchestrator.agent.llm import LLMClient
-from orchestrator.agent.llm_probe import LlmProbe
+from orchestrator.agent.llm_probe import LlmProbe, LlmState
 from orchestrator.agent.tool_search import ToolCatalog, tool_catalog
 from orchestrator.agent.tools import SEARCH_TOOLS
-from orchestrator.content.assistant import Assistant
 from orchestrator.clients import ServiceClients
 from orchestrator.clients.health import DependencyState
+from orchestrator.clients.memory import FileLines, NoteWritten, SearchResult, SyncReport
+from orchestrator.clients.skills import Installation, SkillCatalog
+from orchestrator.clients.tool_runner import SandboxInfo
 from orchestrator.config import Settings
-from orchestrator.content.own_tools import OwnTools
+from orchestrator.content.assistant import Assistant
 from orchestrator.content.media import ImageRejected, vision_refusal
 from orchestrator.content.media_migration import move_workspace_media
+from orchestrator.content.own_tools import OwnTools
 from orchestrator.metrics import Metrics
 from orchestrator.notify.delivery_queue import Deliveries
 from orchestrator.notify.notify import Notifier, NotifyBounds, WebhookSender
 from orchestrator.notify.webhooks import DeliveryRetryable
-from orchestrator.schedules.heartbeat import (
-    HEARTBEAT_FILE,
-    HEARTBEAT_SESSION,
-    heartbeat_message,
-    heartbeat_tasks,
-)
+from orchestrator.schedules.builtins import builtins
+from orchestrator.schedules.heartbeat import Heartbeats
 from orchestrator.schedules.scheduler import Scheduler
-from orchestrator.store import Database, SessionStore, legacy_import, schedules
+from orchestrator.store import Database, SessionStore, StoredEvent, legacy_import
 from orchestrator.store.notifications import NotificationStore
 from orchestrator.store.openai_turns import OpenAITurnStore
-from orchestrator.store.schedules import ScheduleStore
-from orchestrator.store.sessions import check_session_id
+from orchestrator.store.schedules import ScheduledTurn, ScheduleStore
+from orchestrator.store.sessions import SessionInfo, check_session_id
 from orchestrator.store.transcripts import TranscriptMirror
-from orchestrator.store.turn_requests import KEPT_FOR as REQUESTS_KEPT_FOR
 from orchestrator.store.turn_requests import Earlier, TurnRequest
 from orchestrator.turns.client_turns import KIND as OPENAI_KIND
 from orchestrator.turns.client_turns import ClientTurns
@@ -50,8 +48,6 @@ from orchestrator.turns.manager import Turn, TurnManager
 from orchestrator.turns.turn_worker import WorkerTiming
 
 log = logging.getLogger(__name__)
-
-RETENTION_EVERY = 3600.0  # seconds between two prunings of old events (by any replica)
 
 
 class SessionBusy(RuntimeError):
@@ -71,7 +67,7 @@ class OrchestratorCore:
         self.store = SessionStore(self.db, self.transcripts)
         timing = WorkerTiming(
             concurrency=settings.worker_concurrency,
-            heartbeat=settings.worker_heartbeat,
+            alive_every=settings.worker_alive_every,
             stalled_after=settings.worker_stalled_after,
         )
         # Unique even for replicas that share a host name and pid (containers on one host).
@@ -92,7 +88,6 @@ class OrchestratorCore:
         self.turns = TurnManager(
             self.db, self._run_turn, timing, name, self.transcripts, deliveries, self.store
         )
-        self.scheduler = Scheduler(ScheduleStore(self.db), self._submit_scheduled, settings)
         self.webhooks.requeue = self.turns.delivery_queue.enqueue_delivery
         self.notifier = Notifier(
             settings.notify_webhooks,
@@ -104,6 +99,8 @@ class OrchestratorCore:
             ),
             self._turn_here,
         )
+        own = builtins(settings, self.trigger_heartbeat, self.turns.events, self.turns.requests)
+        self.scheduler = Scheduler(ScheduleStore(self.db), self._submit_scheduled, settings, own)
         self.assistant = Assistant(
             settings,
             self.clients,
@@ -112,13 +109,12 @@ class OrchestratorCore:
             self.turns.store,
             OwnTools(self.scheduler, self.notifier),
         )
+        self.heartbeats = Heartbeats(self.assistant.workspace, self.turns)
         self.openai_turns = OpenAITurnStore(self.db)
         self.client_turns = ClientTurns(self.assistant, self.openai_turns)
         self.metrics = metrics or Metrics()
         self.turns.observers.append(self.metrics.observe_event)
         self.metrics.count_active_tasks(lambda: self.turns.active_count)
-        self._heartbeats: asyncio.Task[None] | None = None
-        self._retention: asyncio.Task[None] | None = None
         self._llm_line: asyncio.Task[None] | None = None  # logs whether the LLM answers
 
     async def start(self) -> None:
@@ -128,10 +124,7 @@ class OrchestratorCore:
         await legacy_import.import_sessions(self.db, self.settings.legacy_sessions_dir)
         await self._queue_legacy_inbox()
         await self.turns.start()
-        self.start_heartbeats()
-        if self.settings.events_retention_hours > 0:
-            self._retention = asyncio.create_task(self._retention_loop(), name="retention")
-        self.scheduler.start()
+        await self.scheduler.start()
         self._llm_line = asyncio.create_task(self.llm_probe.log_at_start(), name="llm-line")
 
     async def submit(
@@ -239,6 +232,150 @@ class OrchestratorCore:
 
         await self.store.delete_locked(session_id, close_sandbox)
 
+    # What the routes (api/) and the MCP tools ask, each delegated to the part that knows it;
+    # no route reaches into those parts itself (tests/test_layering.py).
+
+    def llm_state(self) -> LlmState:
+        """What is known of the LLM provider, without waiting (agent/llm_probe.py)."""
+        return self.llm_probe.known()
+
+    async def describe_sandbox(self) -> SandboxInfo:
+        """The tool-runner's sandbox: its backend and what it warns about."""
+        return await self.clients.tool_runner.describe_sandbox()
+
+    async def session_exists(self, session_id: str) -> bool:
+        """Whether the session has a history; InvalidSessionId for a malformed id."""
+        return await self.store.exists(session_id)
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        """Sessions, most recently updated first."""
+        return await self.store.list()
+
+    async def session_history(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's history, as its turns are given it (OpenAI-format messages)."""
+        return await self.store.load(session_id)
+
+    async def seed_session(self, session_id: str, messages: list[dict[str, Any]]) -> None:
+        """Begins a new session's history with a client's earlier messages (a /v1 request
+        that brings its conversation), as one group, before its first turn is queued."""
+        await self.store.append(session_id, messages)
+
+    async def delete_unused_session(self, session_id: str) -> None:
+        """Deletes a session no turn ran in (so no sandbox to close): one seeded for a request
+        whose identical twin got its turn first."""
+        await self.store.delete(session_id)
+
+    async def get_task(self, task_id: str) -> Turn | None:
+        """The turn as it is now, or None when there is none with that id."""
+        return await self.turns.get(task_id)
+
+    async def wait_for_task(self, task_id: str, within: float | None = None) -> Turn:
+        """The turn once it has ended, or as it is after `within` seconds."""
+        return await self.turns.wait(task_id, within)
+
+    async def cancel_task(self, turn: Turn) -> Turn:
+        """Stops a queued or running turn, wherever it runs; returns it as it then is."""
+        return await self.turns.cancel(turn)
+
+    def follow_task(self, task_id: str, after_seq: int) -> AsyncIterator[StoredEvent]:
+        """The turn's events after `after_seq`, live, up to its terminal event."""
+        return self.turns.follow(task_id, after_seq)
+
+    def follow_all_tasks(self, after_id: int | None) -> AsyncIterator[StoredEvent]:
+        """Every turn's events after the global id `after_id` (None: the latest ones), live."""
+        return self.turns.follow_all(after_id)
+
+    async def earlier_request(self, request: TurnRequest) -> Earlier | None:
+        """The earlier request that started a turn and that this one repeats, if any."""
+        return await self.turns.requests.earlier(request)
+
+    async def client_answer(self, task_id: str) -> ClientAnswer:
+        """What a /v1 turn answered beyond its text (calls of the client's tools, a refusal)."""
+        return ClientAnswer.from_json(await self.openai_turns.answer(task_id))
+
+    async def conversation_sessions(self, digests: list[str]) -> dict[str, str]:
+        """The sessions whose /v1 conversation is one of these digests: {digest: session id}."""
+        return await self.openai_turns.sessions_of(digests)
+
+    async def remember_conversation(self, session_id: str, digest: str) -> None:
+        """The session's /v1 conversation as its client now holds it (api/conversation.py)."""
+        await self.openai_turns.remember(session_id, digest)
+
+    async def add_schedule(
+        self,
+        message: str,
+        *,
+        session_id: str | None = None,
+        at: str | None = None,
+        every: float | None = None,
+        cron: str | None = None,
+        timezone: str | None = None,
+    ) -> ScheduledTurn:
+        """A new schedule (exactly one of `at`, `every`, `cron`); ScheduleInvalid when not."""
+        return await self.scheduler.add(
+            message, session_id=session_id, at=at, every=every, cron=cron, timezone=timezone
+        )
+
+    async def list_schedules(self) -> list[ScheduledTurn]:
+        """Every schedule, the soonest first."""
+        return await self.scheduler.entries()
+
+    async def remove_schedule(self, schedule_id: str) -> bool:
+        """Deletes the schedule; False when there was none with that id."""
+        return await self.scheduler.remove(schedule_id)
+
+    async def search_memory(
+        self,
+        query: str,
+        *,
+        top_k: int = 0,
+        min_score: float | None = None,
+        path_prefix: str = "",
+        strategy: str = "",
+        deadline: float | None = None,
+    ) -> SearchResult:
+        """The memory service's hits for the query; 0, None and "" leave its defaults."""
+        return await self.clients.memory.search(
+            query,
+            top_k=top_k,
+            min_score=min_score,
+            path_prefix=path_prefix,
+            strategy=strategy,
+            deadline=deadline,
+        )
+
+    async def read_memory_lines(
+        self, path: str, start_line: int, line_count: int, deadline: float | None = None
+    ) -> FileLines:
+        """Lines of a memory file (0 from the start, a count of 0 to the end)."""
+        return await self.clients.memory.read_lines(path, start_line, line_count, deadline)
+
+    async def write_memory_note(
+        self, text: str, path: str = "", deadline: float | None = None
+    ) -> NoteWritten:
+        """Appends a note to memory (today's file without a path) and indexes it."""
+        return await self.clients.memory.write_note(text, path, deadline)
+
+    async def sync_memory(self, force: bool, deadline: float | None = None) -> SyncReport:
+        """Brings the memory index up to date with the files now."""
+        return await self.clients.memory.sync(force, deadline)
+
+    async def list_skills(self) -> SkillCatalog:
+        """Every skill with its availability, and each broken SKILL.md's diagnostic."""
+        return await self.clients.skills.list_skills()
+
+    async def install_skill_archive(self, archive: bytes, name: str, replace: bool) -> Installation:
+        """Installs a skill from a .zip or .tar.gz archive (`name` tells which)."""
+        return await self.clients.skills.install_archive(archive, name, replace)
+
+    async def install_skill_folder(self, folder: str, replace: bool) -> Installation:
+        """Installs a skill from a folder on the skills service's host."""
+        return await self.clients.skills.install_folder(folder, replace)
+
+    async def uninstall_skill(self, name: str) -> None:
+        """Removes an installed (managed) skill."""
+        await self.clients.skills.uninstall(name)
+
     async def _queue_legacy_inbox(self) -> None:
         for entry in await legacy_import.pending_inbox(self.db, self.settings.data_dir):
             # Under its old id: queued once even if another replica imports it too.
@@ -256,48 +393,13 @@ class OrchestratorCore:
         return await self.assistant.run_chat(turn, emit)
 
     async def trigger_heartbeat(self) -> Turn | None:
-        """Queues a heartbeat turn, or None when HEARTBEAT.md lists nothing (no LLM call)."""
-        file = (await self.assistant.workspace.load([HEARTBEAT_FILE]))[0]
-        tasks = heartbeat_tasks(file.text or "")
-        if not tasks:
-            return None
-        if await self.turns.active(kind="heartbeat"):
-            return None  # one at a time is plenty
-        return await self.submit(HEARTBEAT_SESSION, heartbeat_message(tasks), kind="heartbeat")
-
-    def start_heartbeats(self) -> None:
-        if self.settings.heartbeat_interval > 0 and self._heartbeats is None:
-            self._heartbeats = asyncio.create_task(self._heartbeat_loop(), name="heartbeats")
-
-    async def _heartbeat_loop(self) -> None:
-        """Every replica ticks; the store lets one of them fire per interval."""
-        every = self.settings.heartbeat_interval
-        while True:
-            await asyncio.sleep(every)
-            try:
-                if await schedules.claim(self.db, "heartbeat", every):
-                    await self.trigger_heartbeat()
-            except Exception:  # a bad HEARTBEAT.md must not end the schedule
-                log.exception("heartbeat failed")
-
-    async def _retention_loop(self) -> None:
-        """Once an hour, one replica prunes the events of tasks past their retention."""
-        while True:
-            try:
-                if await schedules.claim(self.db, "events-retention", RETENTION_EVERY):
-                    keep = self.settings.events_retention_hours * 3600
-                    removed = await self.turns.store.events.prune(time.time() - keep)
-                    if removed:
-                        log.info("pruned %d events of tasks older than the retention", removed)
-                    await self.turns.requests.prune(time.time() - REQUESTS_KEPT_FOR)
-            except Exception:  # the database may be away for a while: try again next time
-                log.exception("event pruning failed")
-            await asyncio.sleep(RETENTION_EVERY)
+        """Queues a heartbeat turn, or None when HEARTBEAT.md lists nothing (no LLM call) or a
+        heartbeat is queued or running."""
+        return await self.heartbeats.trigger()
 
     async def close(self) -> None:
-        for loop in (self._heartbeats, self._retention, self._llm_line):
-            if loop is not None:
-                loop.cancel()
+        if self._llm_line is not None:
+            self._llm_line.cancel()
         self.llm_probe.close()
         await self.scheduler.close()
         await self.turns.shutdown()

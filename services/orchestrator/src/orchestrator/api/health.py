@@ -28,7 +28,7 @@ async def readyz(core: CoreDep) -> JSONResponse:
     sandbox: dict[str, object] = {}
     warnings: list[str] = []
     try:
-        described = await core.clients.tool_runner.describe_sandbox()
+        described = await core.describe_sandbox()
         sandbox = {"backend": described.backend, "insecure": described.insecure}
         warnings += described.warnings
         if described.insecure:
@@ -37,7 +37,7 @@ async def readyz(core: CoreDep) -> JSONResponse:
             )
     except ServiceError as exc:
         sandbox = {"error": exc.status}
-    llm = core.llm_probe.known()
+    llm = core.llm_state()
     if llm.trouble:
         warnings.append(llm.line())
     view = ReadyView(

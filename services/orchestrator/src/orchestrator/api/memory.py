@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from orchestrator.api.deps import CoreDep
 from orchestrator.api.schemas import RequestBody
+from orchestrator.clients.memory import FileLines, NoteWritten, SearchResult, SyncReport
 from orchestrator.core import OrchestratorCore
 
 router = APIRouter(tags=["memory"])
@@ -25,60 +26,18 @@ class MemorySearch(RequestBody):
     strategy: str = Field("", description="dense, keyword or hybrid; empty = default")
 
 
-class MemoryHit(BaseModel):
-    path: str
-    start_line: int
-    end_line: int
-    score: float
-    snippet: str
-    citation: str
-    source: str
-
-
-class MemoryHits(BaseModel):
-    hits: list[MemoryHit]
-    strategy: str
-
-
-class MemoryLines(BaseModel):
-    path: str
-    start_line: int
-    end_line: int
-    total_lines: int
-    text: str
-
-
 class MemoryNote(RequestBody):
     text: str = Field(min_length=1, max_length=100_000)
     path: str = Field("", description="under memory/; empty = memory/YYYY-MM-DD.md of today")
-
-
-class MemoryWritten(BaseModel):
-    path: str
-    start_line: int
-    end_line: int
-    citation: str
-
-
-class MemorySynced(BaseModel):
-    files_indexed: int
-    files_unchanged: int
-    files_removed: int
-    chunks_indexed: int
-    duration_ms: float
-    skipped: dict[str, str] = Field(
-        default_factory=dict,
-        description="Files left out (a link out of the workspace, a FIFO): path -> reason",
-    )
 
 
 def _timeout(core: OrchestratorCore) -> float:
     return core.settings.rpc_timeout * 6  # a search may wait for the first index sync
 
 
-@router.post("/api/memory/search", response_model=MemoryHits)
-async def search_memory(body: MemorySearch, core: CoreDep) -> MemoryHits:
-    found = await core.clients.memory.search(
+@router.post("/api/memory/search", response_model=SearchResult)
+async def search_memory(body: MemorySearch, core: CoreDep) -> SearchResult:
+    return await core.search_memory(
         body.query,
         top_k=body.top_k,
         min_score=body.min_score,
@@ -86,31 +45,27 @@ async def search_memory(body: MemorySearch, core: CoreDep) -> MemoryHits:
         strategy=body.strategy,
         deadline=_timeout(core),
     )
-    return MemoryHits.model_validate(found, from_attributes=True)
 
 
-@router.get("/api/memory/file", response_model=MemoryLines)
+@router.get("/api/memory/file", response_model=FileLines)
 async def read_memory_lines(
     core: CoreDep,
     path: Annotated[str, Query(min_length=1)],
     start_line: Annotated[int, Query(ge=0, le=MAX_LINE)] = 0,
     end_line: Annotated[int, Query(ge=0, le=MAX_LINE)] = 0,
-) -> MemoryLines:
+) -> FileLines:
     """Lines of a memory file (what a citation `path#Lx-Ly` points at)."""
     count = max(0, end_line - start_line + 1) if end_line else 0
-    lines = await core.clients.memory.read_lines(path, start_line, count, _timeout(core))
-    return MemoryLines.model_validate(lines, from_attributes=True)
+    return await core.read_memory_lines(path, start_line, count, _timeout(core))
 
 
-@router.post("/api/memory/notes", response_model=MemoryWritten, status_code=201)
-async def write_memory(body: MemoryNote, core: CoreDep) -> MemoryWritten:
+@router.post("/api/memory/notes", response_model=NoteWritten, status_code=201)
+async def write_memory(body: MemoryNote, core: CoreDep) -> NoteWritten:
     """Appends a note and indexes it at once."""
-    written = await core.clients.memory.write_note(body.text, body.path, _timeout(core))
-    return MemoryWritten.model_validate(written, from_attributes=True)
+    return await core.write_memory_note(body.text, body.path, _timeout(core))
 
 
-@router.post("/api/memory/sync", response_model=MemorySynced)
-async def sync_memory(core: CoreDep, force: bool = False) -> MemorySynced:
+@router.post("/api/memory/sync", response_model=SyncReport)
+async def sync_memory(core: CoreDep, force: bool = False) -> SyncReport:
     """Brings the index up to date with the files now."""
-    report = await core.clients.memory.sync(force, _timeout(core) * 10)
-    return MemorySynced.model_validate(report, from_attributes=True)
+    return await core.sync_memory(force, _timeout(core) * 10)

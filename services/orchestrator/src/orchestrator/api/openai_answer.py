@@ -56,7 +56,7 @@ def tool_call_deltas(calls: list[ToolCall]) -> list[dict[str, Any]]:
 async def answer_of(core: OrchestratorCore, turn: Turn) -> ClientAnswer:
     """What the turn answered beyond its text; a provider's refusal keeps its words, with a note
     when tools had run before it."""
-    answer = ClientAnswer.from_json(await core.openai_turns.answer(turn.id))
+    answer = await core.client_answer(turn.id)
     note = tools_note(turn)
     if answer.refusal is not None and note:
         answer.refusal = {**answer.refusal, "message": f"{answer.refusal.get('message', '')}{note}"}
@@ -80,7 +80,7 @@ def refusal_response(refusal: dict[str, Any], headers: dict[str, str]) -> JSONRe
 async def remember(core: OrchestratorCore, plan: TurnPlan, message: dict[str, Any]) -> None:
     """The session's conversation is now the request's messages and this answer."""
     digest = extend(plan.digests[-1] if plan.digests else START, message)
-    await core.openai_turns.remember(plan.session_id, digest)
+    await core.remember_conversation(plan.session_id, digest)
 
 
 class Peeked:

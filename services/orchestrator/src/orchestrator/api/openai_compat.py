@@ -30,12 +30,12 @@ from orchestrator.api.openai_request import TurnPlan, check_order, client_reques
 from orchestrator.api.retries import REPLAY_HEADERS, V1RequestDep, earlier_task, settled
 from orchestrator.api.schemas import RequestBody
 from orchestrator.api.sse import sse_comment, sse_event, sse_response
-from orchestrator.core import OrchestratorCore
 from orchestrator.content.media import ImageRejected, user_content
+from orchestrator.core import OrchestratorCore
 from orchestrator.store import InvalidSessionId, StoredEvent
 from orchestrator.store.sessions import check_session_id
-from orchestrator.store.turns import Turn
 from orchestrator.store.turn_requests import TurnRequest
+from orchestrator.store.turns import Turn
 
 router = APIRouter(tags=["openai"])
 
@@ -162,7 +162,7 @@ async def _start_turn(
         core.check_request_images(len(urls) + sum(len(_image_urls(m["content"])) for m in seed))
         images = await core.take_images(urls)
         if seed:
-            await core.store.append(plan.session_id, [await _stored(core, m) for m in seed])
+            await core.seed_session(plan.session_id, [await _stored(core, m) for m in seed])
         if users and not message and images:
             message = "(image)"
         submitted = await core.submit_client_turn(
@@ -214,13 +214,13 @@ async def chat_completions(
         headers.update(REPLAY_HEADERS)
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        peek = Peeked(core.turns.follow(turn.id, 0))
+        peek = Peeked(core.follow_task(turn.id, 0))
         refused = await _refusal(core, await peek.wait())
         if refused is not None:
             return refusal_response(refused, headers)
         chunks = _chunks(core, turn, body.model, include_usage, peek, plan, replay)
         return sse_response(chunks, headers)
-    turn = await core.turns.wait(turn.id)
+    turn = await core.wait_for_task(turn.id)
     answer = await answer_of(core, turn)
     if turn.status != "completed":
         if answer.refusal is not None:
@@ -234,7 +234,7 @@ async def _refusal(core: OrchestratorCore, last: StoredEvent | None) -> dict[str
     """The provider's refusal, when the turn failed with one before answering anything."""
     if last is None or last.type != "task.failed":
         return None
-    turn = await core.turns.wait(last.task_id)
+    turn = await core.wait_for_task(last.task_id)
     return (await answer_of(core, turn)).refusal
 
 
@@ -265,7 +265,7 @@ async def _chunks(
             yield sse_event(_chunk(turn, model, {"content": event.data["text"]}, None))
         elif event.type in ("tool.started", "tool.finished"):
             yield sse_comment(f"crayfish {event.type} {event.data.get('tool', '')}")
-    turn = await core.turns.wait(turn.id)
+    turn = await core.wait_for_task(turn.id)
     answer = await answer_of(core, turn)
     if turn.status == "completed":
         for delta in tool_call_deltas(answer.tool_calls):

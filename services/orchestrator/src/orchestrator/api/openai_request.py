@@ -110,7 +110,7 @@ async def plan_turn(
     """The session the request continues (named by its header, or whose conversation its
     messages extend) or a new one seeded with its earlier messages; and what is new."""
     digests = prefix_digests(messages)
-    found = await core.openai_turns.sessions_of(digests[:-1])
+    found = await core.conversation_sessions(digests[:-1])
     known = 0  # messages of the longest remembered conversation the request starts with
     session = None
     for length in range(len(messages) - 1, 0, -1):

@@ -13,8 +13,8 @@ from fastapi import Depends, Request
 from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
 from orchestrator.core import OrchestratorCore
-from orchestrator.store.turns import Turn
 from orchestrator.store.turn_requests import Earlier, Match, TurnRequest
+from orchestrator.store.turns import Turn
 
 MAX_KEY_CHARS = 255
 REPLAY_HEADERS = {"X-Crayfish-Replay": "true"}
@@ -59,7 +59,7 @@ async def earlier_task(core: OrchestratorCore, request: TurnRequest) -> Turn | N
     """The turn of the earlier request this one repeats, if any."""
     if request.match == "none":
         return None
-    return await task_of(core, request, await core.turns.requests.earlier(request))
+    return await task_of(core, request, await core.earlier_request(request))
 
 
 async def task_of(
@@ -75,7 +75,7 @@ async def task_of(
             "this Idempotency-Key was used for a different request; use a new key",
             "idempotency_key_reused",
         )
-    return await core.turns.get(earlier.task_id)
+    return await core.get_task(earlier.task_id)
 
 
 async def submit_once(
@@ -102,7 +102,7 @@ async def settled(
     if isinstance(submitted, Turn):
         return submitted, False
     if fresh_session is not None:
-        await core.store.delete(fresh_session)
+        await core.delete_unused_session(fresh_session)
     turn = await task_of(core, request, submitted)
     assert turn is not None  # a request is recorded with its turn, and goes with it
     return turn, True

@@ -64,7 +64,7 @@ async def create_schedule(body: ScheduleRequest, core: CoreDep) -> dict[str, Any
     """Exactly one of `at`, `every`, `cron`. Firings missed while no orchestrator ran fire
     once, late, then the schedule resumes; an `at` in the past is refused."""
     try:
-        entry = await core.scheduler.add(
+        entry = await core.add_schedule(
             body.message,
             session_id=body.session_id,
             at=body.at,
@@ -80,10 +80,10 @@ async def create_schedule(body: ScheduleRequest, core: CoreDep) -> dict[str, Any
 @router.get("/api/schedules", response_model=ScheduleList)
 async def list_schedules(core: CoreDep) -> dict[str, Any]:
     """Every schedule, the soonest first."""
-    return {"schedules": [describe_schedule(e) for e in await core.scheduler.entries()]}
+    return {"schedules": [describe_schedule(e) for e in await core.list_schedules()]}
 
 
 @router.delete("/api/schedules/{schedule_id}", status_code=204)
 async def delete_schedule(schedule_id: str, core: CoreDep) -> None:
-    if not await core.scheduler.remove(schedule_id):
+    if not await core.remove_schedule(schedule_id):
         raise ApiError(404, f"no schedule with id {schedule_id!r}", "schedule_not_found")

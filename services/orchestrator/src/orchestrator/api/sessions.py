@@ -37,7 +37,7 @@ class SessionHistory(BaseModel):
 
 async def _existing(core: OrchestratorCore, session_id: str) -> str:
     try:
-        found = await core.store.exists(session_id)
+        found = await core.session_exists(session_id)
     except InvalidSessionId as exc:
         raise ApiError(400, str(exc), "invalid_session_id") from exc
     if not found:
@@ -48,7 +48,7 @@ async def _existing(core: OrchestratorCore, session_id: str) -> str:
 @router.get("/api/sessions", response_model=SessionList)
 async def list_sessions(core: CoreDep) -> SessionList:
     """Sessions, most recently updated first."""
-    infos = await core.store.list()
+    infos = await core.list_sessions()
     return SessionList(
         sessions=[SessionSummary.model_validate(i, from_attributes=True) for i in infos]
     )
@@ -59,7 +59,7 @@ async def read_session(session_id: str, core: CoreDep) -> SessionHistory:
     """The session's history as OpenAI-format messages; user messages as their user wrote
     them (without the turn context Crayfish added for the model)."""
     await _existing(core, session_id)
-    messages = [_as_written(m) for m in await core.store.load(session_id)]
+    messages = [_as_written(m) for m in await core.session_history(session_id)]
     return SessionHistory(id=session_id, messages=messages)
 
 

@@ -5,49 +5,15 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel
 
 from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
 from orchestrator.api.schemas import RequestBody
-from orchestrator.clients.skills import Installation
+from orchestrator.clients.skills import Installation, SkillCatalog
 
 router = APIRouter(tags=["skills"])
 ARCHIVE_TYPES = {"application/zip", "application/gzip", "application/x-gzip"}
 ARCHIVE_TYPES |= {"application/x-tar", "application/octet-stream"}
-
-
-class SkillView(BaseModel):
-    name: str
-    description: str
-    location: str
-    source: str
-    available: bool
-    missing: list[str]
-    emoji: str
-    always: bool = False
-    version: str = ""
-    shadowed: list[str] = []
-    warnings: list[str] = []
-    # The folder as sandboxed commands see it (scripts run from there); "" if they can't.
-    sandbox_folder: str = ""
-
-
-class DiagnosticView(BaseModel):
-    path: str
-    reason: str
-
-
-class Catalog(BaseModel):
-    skills: list[SkillView]
-    diagnostics: list[DiagnosticView]
-    version: str
-
-
-class Installed(BaseModel):
-    skill: SkillView
-    digest: str
-    warnings: list[str]
 
 
 class FolderInstall(RequestBody):
@@ -55,16 +21,15 @@ class FolderInstall(RequestBody):
     replace: bool = False
 
 
-@router.get("/api/skills", response_model=Catalog)
-async def list_skills(core: CoreDep) -> Catalog:
+@router.get("/api/skills", response_model=SkillCatalog)
+async def list_skills(core: CoreDep) -> SkillCatalog:
     """Every skill with its availability, and a diagnostic for each broken SKILL.md."""
-    catalog = await core.clients.skills.list_skills()
-    return Catalog.model_validate(catalog, from_attributes=True)
+    return await core.list_skills()
 
 
 @router.post(
     "/api/skills/install",
-    response_model=Installed,
+    response_model=Installation,
     status_code=201,
     openapi_extra={
         "requestBody": {
@@ -81,7 +46,7 @@ async def install_skill(
     core: CoreDep,
     filename: Annotated[str, Query(description="archive name: *.zip or *.tar.gz")] = "",
     replace: bool = False,
-) -> Installed:
+) -> Installation:
     """Installs a skill from the archive in the body, or from a folder named in a JSON body."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     body = await request.body()
@@ -91,12 +56,12 @@ async def install_skill(
             folder = FolderInstall.model_validate_json(body)
         except ValueError as exc:
             raise ApiError(400, f"invalid JSON body: {exc}", "invalid_request") from exc
-        installation = await core.clients.skills.install_folder(folder.folder, folder.replace)
+        installation = await core.install_skill_folder(folder.folder, folder.replace)
     elif content_type in ARCHIVE_TYPES:
         if not body:
             raise ApiError(400, "the request body (the archive) is empty", "empty_body")
         name = filename or ("skill.zip" if content_type == "application/zip" else "skill.tar.gz")
-        installation = await core.clients.skills.install_archive(body, name, replace)
+        installation = await core.install_skill_archive(body, name, replace)
     else:
         raise ApiError(
             415,
@@ -104,10 +69,10 @@ async def install_skill(
             'or JSON {"folder": "..."}',
             "unsupported_media_type",
         )
-    return Installed.model_validate(installation, from_attributes=True)
+    return installation
 
 
 @router.delete("/api/skills/{name}", status_code=204)
 async def uninstall_skill(name: str, core: CoreDep) -> None:
     """Removes an installed (managed) skill."""
-    await core.clients.skills.uninstall(name)
+    await core.uninstall_skill(name)

@@ -14,8 +14,8 @@ from orchestrator.api.errors import ApiError
 from orchestrator.api.retries import earlier_task, submit_once, turn_request
 from orchestrator.api.schemas import ChatAccepted, ChatRequest, TaskView, Usage
 from orchestrator.api.sse import resume_after, sse_event, sse_response
-from orchestrator.core import OrchestratorCore
 from orchestrator.content.media import ImageRejected
+from orchestrator.core import OrchestratorCore
 from orchestrator.store import InvalidSessionId, StoredEvent
 from orchestrator.store.sessions import check_session_id
 from orchestrator.store.turns import Turn
@@ -42,7 +42,7 @@ def task_view(turn: Turn) -> TaskView:
 
 
 async def find_task(core: OrchestratorCore, task_id: str) -> Turn:
-    turn = await core.turns.get(task_id)
+    turn = await core.get_task(task_id)
     if turn is None:
         raise ApiError(404, f"no task with id {task_id!r}", "task_not_found")
     return turn
@@ -84,7 +84,7 @@ async def cancel_task(task_id: str, core: CoreDep) -> TaskView:
     turn = await find_task(core, task_id)
     if turn.done:
         raise ApiError(409, f"task is already {turn.status}", "task_finished")
-    return task_view(await core.turns.cancel(turn))
+    return task_view(await core.cancel_task(turn))
 
 
 async def _stream(
@@ -107,7 +107,7 @@ async def task_events(
 ) -> EventSourceResponse:
     """SSE stream of the turn's typed events; reconnect with Last-Event-ID to miss nothing."""
     turn = await find_task(core, task_id)
-    return sse_response(_stream(core.turns.follow(turn.id, resume_after(last_event_id)), False))
+    return sse_response(_stream(core.follow_task(turn.id, resume_after(last_event_id)), False))
 
 
 @router.get(
@@ -122,4 +122,4 @@ async def all_events(
     """SSE stream of every turn's events (ids are global here); without Last-Event-ID it
     begins with the last 10,000 events."""
     after = resume_after(last_event_id) if last_event_id else None
-    return sse_response(_stream(core.turns.follow_all(after), True))
+    return sse_response(_stream(core.follow_all_tasks(after), True))

@@ -1,10 +1,15 @@
-"""The memory service's client: search with citations, read lines, write a note, sync."""
+"""The memory service's client: search with citations, read lines, write a note, sync.
+
+Its dataclasses are the orchestrator's one shape of each reply: the routes send them as they are.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Annotated
 
 from crayfish.memory.v1 import memory_pb2, memory_pb2_grpc
+from pydantic import Field
 
 from orchestrator.clients.errors import raising_typed_errors
 from orchestrator.clients.tool_service import ToolServiceClient
@@ -13,7 +18,7 @@ GRPC_SERVICE = "crayfish.memory.v1.MemoryService"
 
 
 @dataclass(frozen=True)
-class Hit:
+class MemoryHit:
     path: str
     start_line: int
     end_line: int
@@ -25,7 +30,7 @@ class Hit:
 
 @dataclass(frozen=True)
 class SearchResult:
-    hits: list[Hit]
+    hits: list[MemoryHit]
     strategy: str
 
 
@@ -53,8 +58,10 @@ class SyncReport:
     files_removed: int
     chunks_indexed: int
     duration_ms: float
-    # Files left out (a link out of the workspace, a FIFO): path -> reason.
-    skipped: dict[str, str] = field(default_factory=dict)
+    skipped: Annotated[
+        dict[str, str],
+        Field(description="Files left out (a link out of the workspace, a FIFO): path -> reason"),
+    ] = field(default_factory=dict)
 
 
 class MemoryClient(ToolServiceClient):
@@ -83,7 +90,7 @@ class MemoryClient(ToolServiceClient):
         with raising_typed_errors(self.name):
             reply = await self._stub.SearchMemory(request, timeout=deadline or self.rpc_timeout)
         hits = [
-            Hit(h.path, h.start_line, h.end_line, h.score, h.snippet, h.citation, h.source)
+            MemoryHit(h.path, h.start_line, h.end_line, h.score, h.snippet, h.citation, h.source)
             for h in reply.hits
         ]
         return SearchResult(hits, reply.strategy)

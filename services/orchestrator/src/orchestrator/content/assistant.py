@@ -25,14 +25,20 @@ from orchestrator.agent.tool_search import initial_offer
 from orchestrator.agent.tools import ToolRegistry
 from orchestrator.agent.turn_context import turn_context, with_turn_context
 from orchestrator.clients import ServiceClients, ServiceError, ToolServiceClient
-from orchestrator.clients.memory import Hit
+from orchestrator.clients.memory import MemoryHit
 from orchestrator.config import Settings
-from orchestrator.content.media import MediaStore, for_llm, user_content, vision_enabled, vision_refusal
+from orchestrator.content.media import (
+    MediaStore,
+    for_llm,
+    user_content,
+    vision_enabled,
+    vision_refusal,
+)
+from orchestrator.content.workspace import WorkspaceFile, WorkspaceFiles
 from orchestrator.schedules.heartbeat import is_acknowledgement
 from orchestrator.store import SessionStore, TurnStore
 from orchestrator.store.turns import Turn
 from orchestrator.turns.events import EventSink
-from orchestrator.content.workspace import WorkspaceFile, WorkspaceFiles
 
 if TYPE_CHECKING:
     from orchestrator.content.own_tools import OwnTools
@@ -244,7 +250,7 @@ def system_message(text: str) -> dict[str, Any]:
     return {"role": "system", "content": text}
 
 
-def format_recall(hits: list[Hit]) -> str:
+def format_recall(hits: list[MemoryHit]) -> str:
     lines = [
         "[Memory recall: notes that may be relevant; cite them as `Source: path#Lx-Ly` if used]"
     ]

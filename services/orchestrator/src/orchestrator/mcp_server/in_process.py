@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-from crayfish_cli.mcp_tools import BackendError, ChatAnswer, MemoryHit, MemoryHits
+from crayfish_cli.mcp_tools import BackendError, ChatAnswer, MemoryHits
 
 from orchestrator.clients import ServiceError
 from orchestrator.core import OrchestratorCore
@@ -24,10 +24,10 @@ class CoreBackend:
     async def chat(self, message: str, session_id: str | None) -> ChatAnswer:
         core = self.core()
         try:
-            turn = await core.submit(session_id or uuid.uuid4().hex, message)
+            task = await core.submit(session_id or uuid.uuid4().hex, message)
         except InvalidSessionId as exc:
             raise BackendError(str(exc)) from exc
-        done = await core.turns.wait(turn.id, within=self.chat_wait)
+        done = await core.wait_for_task(task.id, within=self.chat_wait)
         if done.status != "completed":
             reason = done.error or f"it is still {done.status} after {self.chat_wait:g} s"
             raise BackendError(f"the turn ended {done.status}: {reason} (task {done.id})")
@@ -36,14 +36,7 @@ class CoreBackend:
     async def memory_search(self, query: str, k: int) -> MemoryHits:
         core = self.core()
         try:
-            found = await core.clients.memory.search(
-                query, top_k=k, deadline=core.settings.rpc_timeout * 6
-            )
+            found = await core.search_memory(query, top_k=k, deadline=core.settings.rpc_timeout * 6)
         except ServiceError as exc:
             raise BackendError(f"memory search failed: {exc}") from exc
-        return MemoryHits(
-            hits=[
-                MemoryHit(citation=hit.citation, score=hit.score, snippet=hit.snippet)
-                for hit in found.hits
-            ]
-        )
+        return MemoryHits.model_validate(found, from_attributes=True)

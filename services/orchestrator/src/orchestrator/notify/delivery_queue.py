@@ -96,7 +96,7 @@ class DeliveryQueue:
             concurrency=self.timing.concurrency,
             listen_notify=True,
             install_signal_handlers=False,
-            update_heartbeat_interval=self.timing.heartbeat,
+            update_heartbeat_interval=self.timing.alive_every,
             stalled_worker_timeout=self.timing.stalled_after,
             shutdown_graceful_timeout=self.timing.shutdown_grace,
             abort_job_polling_interval=1.0,

@@ -1,1 +1,2 @@
-"""Schedules: when they fire, the scheduler that fires them, and HEARTBEAT.md turns."""
+"""Schedules: when they fire, the scheduler that fires them (the users', the model's and the
+built-in ones), and HEARTBEAT.md turns."""

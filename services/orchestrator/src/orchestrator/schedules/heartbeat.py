@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from orchestrator.agent.prompt import HEARTBEAT_TOKEN
+
+if TYPE_CHECKING:
+    from orchestrator.content.workspace import WorkspaceFiles
+    from orchestrator.store.turns import Turn
+    from orchestrator.turns.manager import TurnManager
 
 HEARTBEAT_FILE = "HEARTBEAT.md"
 HEARTBEAT_SESSION = "heartbeat"
@@ -39,3 +45,23 @@ def is_acknowledgement(reply: str) -> bool:
     if not text.startswith(HEARTBEAT_TOKEN) and not text.endswith(HEARTBEAT_TOKEN):
         return False
     return len(text.replace(HEARTBEAT_TOKEN, "", 1).strip()) <= ACK_TAIL_CHARS
+
+
+class Heartbeats:
+    """Queues the heartbeat turn, at its built-in schedule (schedules/builtins.py) or when asked
+    (POST /api/heartbeat)."""
+
+    def __init__(self, workspace: WorkspaceFiles, tasks: TurnManager):
+        self.workspace = workspace
+        self.tasks = tasks
+
+    async def trigger(self) -> Turn | None:
+        """The queued heartbeat turn, or None when HEARTBEAT.md lists nothing (no LLM call) or
+        a heartbeat is already queued or running."""
+        file = (await self.workspace.load([HEARTBEAT_FILE]))[0]
+        tasks = heartbeat_tasks(file.text or "")
+        if not tasks:
+            return None
+        if await self.tasks.active(kind="heartbeat"):
+            return None  # one at a time is plenty
+        return await self.tasks.create(HEARTBEAT_SESSION, heartbeat_message(tasks), "heartbeat")

@@ -6,6 +6,10 @@ made from the schedule and the due time: replicas that race create one task, and
 that stops between queuing and recording the firing queues nothing twice when it (or another)
 looks again. Missed firings after downtime: once, late, then the rhythm resumes; a firing while
 the schedule's previous turn is still queued or running is skipped and counted (README).
+
+The built-in schedules (schedules/builtins.py) fire through the same rows and the same claim,
+but claim first: their action is not keyed by the due time, so it runs on the replica whose
+claim won, in a task of its own (a long pruning does not hold the users' firings back).
 """
 
 from __future__ import annotations
@@ -15,12 +19,14 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from orchestrator.agent.prompt import HEARTBEAT_TOKEN
 from orchestrator.config import Settings
+from orchestrator.schedules.builtins import Builtin
 from orchestrator.schedules.schedule_rules import (
     ScheduleInvalid,
+    Timing,
     first_run,
     iso,
     next_run,
@@ -44,10 +50,18 @@ class ScheduleLimit(Exception):
 class Scheduler:
     """Schedules in the store, and this replica's part in firing them."""
 
-    def __init__(self, store: ScheduleStore, submit: Submit, settings: Settings):
+    def __init__(
+        self,
+        store: ScheduleStore,
+        submit: Submit,
+        settings: Settings,
+        builtins: Sequence[Builtin] = (),
+    ):
         self.store = store
         self.submit = submit
         self.settings = settings
+        self.builtins = {builtin.name: builtin for builtin in builtins}
+        self._running: dict[str, asyncio.Task[None]] = {}  # built-ins' actions under way here
         self._loop: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._broken: set[str] = set()  # due rows that cannot fire, reported once each
@@ -125,9 +139,13 @@ class Scheduler:
         tasks this replica recorded a firing for."""
         now = time.time()
         fired = []
-        for entry in await self.store.due(now):
+        for entry in await self.store.due(now, list(self.builtins)):
             if stop is not None and stop.is_set():
                 break  # closing: the rest fire on the next look, here or on another replica
+            if entry.builtin:
+                if not self._stopping.is_set():  # closed: left for another replica
+                    await self._fire_builtin(entry, now)
+                continue
             task_id = f"sched-{entry.id}-{round(entry.next_run * 1000)}"
             try:
                 if await self._skipped(entry, now):
@@ -146,6 +164,24 @@ class Scheduler:
                 log.exception("schedule %s could not fire", entry.id)
         return fired
 
+    async def _fire_builtin(self, entry: ScheduledTurn, now: float) -> None:
+        """Claims the due time of a built-in schedule and, if this replica's claim won, starts
+        its action; not while its previous action is still under way here."""
+        builtin = self.builtins[entry.id]
+        under_way = self._running.get(builtin.name)
+        if under_way is not None and not under_way.done():
+            return  # left due: another replica may take it
+        following = next_run(Timing("every", every=builtin.every), entry.next_run, now)
+        try:
+            if not await self.store.advance(entry, following, None, now):
+                return  # another replica's claim won
+        except Exception:  # the database may be away for a moment: the next look retries
+            log.exception("the built-in schedule %s could not fire", builtin.name)
+            return
+        self._running[builtin.name] = asyncio.create_task(
+            _run_builtin(builtin), name=f"builtin-{builtin.name}"
+        )
+
     async def _skipped(self, entry: ScheduledTurn, now: float) -> bool:
         """True (and the skip recorded) when the schedule's previous turn is still queued or
         running: firings of slow turns do not pile up in the session."""
@@ -163,18 +199,26 @@ class Scheduler:
             )
         return following is not None
 
-    def start(self) -> None:
-        if self._loop is None:
-            self._loop = asyncio.create_task(self._run(), name="schedules")
+    async def start(self) -> None:
+        """Records the built-in schedules (their intervals as this replica's settings say),
+        then looks for due schedules until closed."""
+        if self._loop is not None:
+            return
+        now = time.time()
+        for builtin in self.builtins.values():
+            await self.store.plant(builtin.name, builtin.every, now + builtin.first_after, now)
+        self._loop = asyncio.create_task(self._run(), name="schedules")
 
     async def _run(self) -> None:
+        # A built-in shorter than the poll (a test's heartbeat) still fires at its own rhythm.
+        wait = min([self.settings.schedule_poll, *(b.every for b in self.builtins.values())])
         while not self._stopping.is_set():
             try:
                 await self.fire_due(self._stopping)
             except Exception:  # the database may be away for a moment
                 log.exception("looking for due schedules failed")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self.settings.schedule_poll)
+                await asyncio.wait_for(self._stopping.wait(), wait)
 
     async def close(self) -> None:
         """Stops firing. A firing under way is finished first (its turn queued and the firing
@@ -187,6 +231,17 @@ class Scheduler:
         self._loop.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._loop
+        for action in self._running.values():  # a pruning cut short resumes at its next time
+            action.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await action
+
+
+async def _run_builtin(builtin: Builtin) -> None:
+    try:
+        await builtin.run()
+    except Exception:  # a bad HEARTBEAT.md or a database away must not end the schedule
+        log.exception("the built-in schedule %s failed", builtin.name)
 
 
 def scheduled_message(entry: ScheduledTurn) -> str:

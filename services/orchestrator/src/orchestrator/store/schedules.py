@@ -1,9 +1,10 @@
-"""Schedules in PostgreSQL: the internal ones that fire once across replicas (heartbeats), and
-the schedules of turns that users and the model create (table `scheduled_turns`)."""
+"""Schedules in PostgreSQL (table `scheduled_turns`): those of turns that users and the model
+create, and the orchestrator's built-in ones (rows marked `builtin`, which only the scheduler
+sees); a firing of either moves `next_run` on only if it still holds the value it read."""
 
 from __future__ import annotations
 
-import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -14,21 +15,8 @@ from orchestrator.store.sessions import pg_text
 
 COLUMNS = (
     "id, session_id, message, kind, at_time, every_seconds, cron, timezone, created_in,"
-    " next_run, last_run, last_task_id, runs, created_at, skipped"
+    " next_run, last_run, last_task_id, runs, created_at, skipped, builtin"
 )
-
-
-async def claim(db: Database, name: str, every: float) -> bool:
-    """True for exactly one caller per `every` seconds, whichever replica asks first."""
-    now = time.time()
-    async with db.connection() as conn:
-        cursor = await conn.execute(
-            "INSERT INTO schedules (name, due_at) VALUES (%(name)s, %(next)s)"
-            " ON CONFLICT (name) DO UPDATE SET due_at = %(next)s"
-            " WHERE schedules.due_at <= %(now)s RETURNING name",
-            {"name": name, "next": now + every * 0.9, "now": now},
-        )
-        return await cursor.fetchone() is not None
 
 
 @dataclass
@@ -46,6 +34,7 @@ class ScheduledTurn:
     last_task_id: str | None = None
     runs: int = 0
     skipped: int = 0
+    builtin: bool = False  # the orchestrator's own (named by `id`), not a user's or the model's
 
 
 class ScheduleStore:
@@ -83,7 +72,7 @@ class ScheduleStore:
                     return "model"
             await conn.execute(
                 f"INSERT INTO scheduled_turns ({COLUMNS}) VALUES"
-                " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, NULL, NULL, 0, %s, 0)",
+                " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, NULL, NULL, 0, %s, 0, false)",
                 (
                     entry.id,
                     entry.session_id,
@@ -104,8 +93,8 @@ class ScheduleStore:
         """Every schedule, soonest first; with `session_id`, those firing in or made in it."""
         async with self.db.connection() as conn:
             cursor = await conn.execute(
-                f"SELECT {COLUMNS} FROM scheduled_turns WHERE %(s)s::text IS NULL"
-                " OR session_id = %(s)s OR created_in = %(s)s ORDER BY next_run, id",
+                f"SELECT {COLUMNS} FROM scheduled_turns WHERE NOT builtin AND (%(s)s::text IS NULL"
+                " OR session_id = %(s)s OR created_in = %(s)s) ORDER BY next_run, id",
                 {"s": session_id},
             )
             return [_entry(row) for row in await cursor.fetchall()]
@@ -113,7 +102,8 @@ class ScheduleStore:
     async def get(self, schedule_id: str) -> ScheduledTurn | None:
         async with self.db.connection() as conn:
             cursor = await conn.execute(
-                f"SELECT {COLUMNS} FROM scheduled_turns WHERE id = %s", (schedule_id,)
+                f"SELECT {COLUMNS} FROM scheduled_turns WHERE id = %s AND NOT builtin",
+                (schedule_id,),
             )
             row = await cursor.fetchone()
         return _entry(row) if row else None
@@ -121,21 +111,41 @@ class ScheduleStore:
     async def delete(self, schedule_id: str) -> bool:
         async with self.db.connection() as conn:
             cursor = await conn.execute(
-                "DELETE FROM scheduled_turns WHERE id = %s RETURNING id", (schedule_id,)
+                "DELETE FROM scheduled_turns WHERE id = %s AND NOT builtin RETURNING id",
+                (schedule_id,),
             )
             return await cursor.fetchone() is not None
 
-    async def due(self, now: float, limit: int = 100) -> list[ScheduledTurn]:
+    async def due(
+        self, now: float, builtins: Sequence[str] = (), limit: int = 100
+    ) -> list[ScheduledTurn]:
+        """The schedules due at `now`: the users' and the model's, and of the built-in ones
+        those named in `builtins` (the ones this replica runs)."""
         async with self.db.connection() as conn:
             cursor = await conn.execute(
                 f"SELECT {COLUMNS} FROM scheduled_turns WHERE next_run <= %s"
-                " ORDER BY next_run LIMIT %s",
-                (now, limit),
+                " AND (NOT builtin OR id = ANY(%s)) ORDER BY next_run LIMIT %s",
+                (now, list(builtins), limit),
             )
             return [_entry(row) for row in await cursor.fetchall()]
 
+    async def plant(self, name: str, every: float, first_run: float, now: float) -> None:
+        """Makes sure the built-in schedule `name` exists, firing every `every` seconds: at
+        `first_run` when new or when its time passed while no replica ran it; sooner than its
+        stored time when `every` got shorter."""
+        async with self.db.connection() as conn:
+            await conn.execute(
+                f"INSERT INTO scheduled_turns ({COLUMNS}) VALUES (%(name)s, '', '', 'every',"
+                " NULL, %(every)s, NULL, NULL, NULL, %(first)s, NULL, NULL, 0, %(now)s, 0, true)"
+                " ON CONFLICT (id) DO UPDATE SET every_seconds = %(every)s,"
+                " next_run = CASE WHEN scheduled_turns.next_run < %(now)s THEN %(first)s"
+                " ELSE least(scheduled_turns.next_run, %(now)s + %(every)s) END"
+                " WHERE scheduled_turns.builtin",
+                {"name": name, "every": every, "first": first_run, "now": now},
+            )
+
     async def advance(
-        self, entry: ScheduledTurn, following: float | None, task_id: str, now: float
+        self, entry: ScheduledTurn, following: float | None, task_id: str | None, now: float
     ) -> bool:
         """Records the firing of `entry` (due at its `next_run`): moves it to `following`, or
         deletes it when None. False if another replica recorded it first."""
@@ -198,4 +208,5 @@ def _entry(row: dict[str, Any]) -> ScheduledTurn:
         last_task_id=row["last_task_id"],
         runs=int(row["runs"]),
         skipped=int(row["skipped"]),
+        builtin=bool(row["builtin"]),
     )

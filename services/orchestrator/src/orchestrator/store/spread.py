@@ -2,7 +2,7 @@
 
 A client's one keep-alive connection reaches one replica; if that replica started every turn
 it accepted (its submit may start a turn at once), the others would idle. So each replica
-weighs the running turns of every live replica (heartbeat seen within `fresh` seconds, fewer
+weighs the running turns of every live replica (liveness mark seen within `fresh` seconds, fewer
 than `cap` running), in a query before a submit and in the claim's own statement: a submit
 starts its turn here only when no other replica runs fewer, and a claim takes this replica's
 part of the turns running and ready to start, as if spread evenly; the rest wait in line, and
@@ -19,7 +19,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Spread:
-    """Who counts as another replica able to take a turn: its heartbeat is at most `fresh`
+    """Who counts as another replica able to take a turn: its liveness mark is at most `fresh`
     seconds old and it runs fewer than `cap` turns (the replicas' concurrency)."""
 
     fresh: float

@@ -17,7 +17,7 @@ from psycopg.types.json import Json, Jsonb
 
 from orchestrator.store.database import Database
 from orchestrator.store.events import CANCEL, CHANNEL, QUEUED, EventStore, StoredEvent
-from orchestrator.store.sessions import RecordsToAppend, Fence, SessionStore, pg_text
+from orchestrator.store.sessions import Fence, RecordsToAppend, SessionStore, pg_text
 from orchestrator.store.spread import ALONE, CLAIM_SHARE, IDLEST_HERE, LOADS, Spread
 from orchestrator.store.transcripts import TranscriptMirror
 
@@ -300,8 +300,8 @@ class TurnStore:
             row = await cursor.fetchone()
         return row["runner"] if row else None
 
-    async def beat(self, runner: str) -> dict[str, bool]:
-        """The runner's heartbeat; returns the tasks running on it, each with whether its
+    async def mark_alive(self, runner: str) -> dict[str, bool]:
+        """Marks the runner alive; returns the tasks running on it, each with whether its
         cancel was asked."""
         async with self.db.connection() as conn:
             cursor = await conn.execute(
@@ -318,7 +318,7 @@ class TurnStore:
             await conn.execute("DELETE FROM runners WHERE name = %s", (runner,))
 
     async def stalled(self, silent_for: float) -> list[Turn]:
-        """Running tasks whose runner sent no heartbeat for `silent_for` seconds (or none);
+        """Running tasks whose runner left no liveness mark for `silent_for` seconds (or none);
         forgets such runners."""
         async with self.db.connection() as conn:
             cursor = await conn.execute(

@@ -24,14 +24,14 @@ from orchestrator.store import (
     SessionStore,
     StoredEvent,
     StoreUnavailable,
-    TurnStore,
     TurnInterrupted,
+    TurnStore,
 )
 from orchestrator.store.events import POLL_SECONDS, sleep_until
 from orchestrator.store.locks import SWEEP_LOCK
-from orchestrator.store.turns import TERMINAL_STATUSES, PendingEvents, Turn, TurnStatus
 from orchestrator.store.transcripts import TranscriptMirror
 from orchestrator.store.turn_requests import Earlier, TurnRequest, TurnRequests
+from orchestrator.store.turns import TERMINAL_STATUSES, PendingEvents, Turn, TurnStatus
 from orchestrator.turns.events import TERMINAL_EVENTS, EventOutbox, EventSink, LiveLog, Watches
 from orchestrator.turns.turn_failure import TurnFailure, failure_of
 from orchestrator.turns.turn_worker import TurnWorker, WorkerTiming
@@ -198,7 +198,8 @@ class TurnManager:
             turn.error = "cancelled by request"
             if await self._finish(turn, "cancelled", only_from=("queued",)):
                 return turn
-            await self.store.request_cancel(turn.id)  # its runner hears, or reads it at a beat
+            # Its runner hears, or reads the mark when it next marks itself alive.
+            await self.store.request_cancel(turn.id)
         return await self.wait(turn.id, wait)
 
     async def wait(self, task_id: str, within: float | None = None) -> Turn:
@@ -396,7 +397,7 @@ class TurnManager:
         """Records a turn's outcome, trying again while the store is unavailable (it is then
         ended once the store is back, not left running); returns its summary (None: it had
         ended). An outcome the store refuses (a full disk) becomes the failure alone. Not while
-        the replica stops: its turns are then ended by the sweep (its heartbeat stops)."""
+        the replica stops: its turns are then ended by the sweep (its liveness marks stop)."""
         wait, refused = OUTCOME_RETRY_FIRST, False
         while True:
             summary = self._summary(turn, status)
@@ -452,7 +453,7 @@ class TurnManager:
 
     async def _sweep_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.timing.heartbeat)
+            await asyncio.sleep(self.timing.alive_every)
             try:
                 await self.sweep()
             except Exception:  # the database may be away for a moment
@@ -479,7 +480,7 @@ class TurnManager:
             log.warning("notification delivery %s of a dead worker: queued again", delivery.id)
         for turn in await self.store.stalled(self.timing.stalled_after):
             if turn.id in self._live:
-                continue  # this replica's own (its heartbeat was late): it goes on
+                continue  # this replica's own (its liveness mark was late): it goes on
             if not turn.accepted and await self.store.requeue(turn.id):
                 log.warning("turn %s of a dead replica had not begun: queued again", turn.id)
                 continue

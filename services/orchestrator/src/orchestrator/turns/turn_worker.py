@@ -1,6 +1,6 @@
 """This replica's share of the turns: it claims the heads of sessions' lines (told by NOTIFY, and
 every few seconds in case a notification was missed), runs at most `concurrency` turns at once,
-stops a turn whose cancel was asked on any replica, sends its heartbeat (which also finds a turn
+stops a turn whose cancel was asked on any replica, marks the replica alive (which also finds a turn
 recorded as running here that no run here holds), and at shutdown lets running turns finish for
 a grace period before stopping them."""
 
@@ -31,7 +31,7 @@ EndOrphan = Callable[[str, bool], Awaitable[None]]
 @dataclass(frozen=True)
 class WorkerTiming:
     concurrency: int = 100
-    heartbeat: float = 2.0  # seconds between a replica's heartbeats
+    alive_every: float = 2.0  # seconds between a replica's liveness marks
     stalled_after: float = 10.0  # a replica silent this long is dead, its turns stalled
     shutdown_grace: float = 3.0  # seconds a stopping replica lets running turns finish
 
@@ -55,7 +55,7 @@ class TurnWorker:
         self._running: dict[str, asyncio.Task[None]] = {}
         self._by_user: set[str] = set()
         self._ending: set[str] = set()  # runs over, recording their outcome
-        self._orphans: set[str] = set()  # recorded as running here at the last beat, not run here
+        self._orphans: set[str] = set()  # recorded as running here at the last mark, not run here
         self._reserved = 0  # slots held by submits of this replica in flight
         self._wake = asyncio.Event()
         self._full = False  # a claim was cut short for want of room: claim when a turn ends
@@ -64,12 +64,12 @@ class TurnWorker:
         self._alone_until = 0.0  # monotonic time until which this replica counts as the only one
 
     async def start(self) -> None:
-        """Registers the replica (before it holds any turn), then claims and beats."""
-        await self.store.beat(self.name)
+        """Registers the replica (before it holds any turn), then claims and marks it alive."""
+        await self.store.mark_alive(self.name)
         self._wake.set()  # what waits in line already
         self._loops = [
             asyncio.create_task(self._claim_loop(), name="turn-claims"),
-            asyncio.create_task(self._beat_loop(), name="turn-heartbeat"),
+            asyncio.create_task(self._alive_loop(), name="turn-liveness"),
         ]
 
     def reserve(self) -> bool:
@@ -87,24 +87,24 @@ class TurnWorker:
         if not reserved:
             return False
         if time.monotonic() < self._alone_until:
-            return True  # no other replica a heartbeat ago: no need to ask
+            return True  # no other replica a liveness mark ago: no need to ask
         try:
             here, others = await self.store.starts_here(self.name, self.spread)
         except BaseException:
             self.release()
             raise
         if not others:
-            self._alone_until = time.monotonic() + self.timing.heartbeat
+            self._alone_until = time.monotonic() + self.timing.alive_every
         if not here:
             self.release()
         return here
 
     @property
     def spread(self) -> Spread:
-        """Other replicas count while their heartbeat is recent (two beats: one that stopped
-        beating to shut down soon stops drawing turns it will not claim) and they have room:
+        """Other replicas count while their liveness mark is recent (two marks: one that stopped
+        marking to shut down soon stops drawing turns it will not claim) and they have room:
         turns go to the idlest (store/spread.py)."""
-        fresh = min(2 * self.timing.heartbeat, self.timing.stalled_after)
+        fresh = min(2 * self.timing.alive_every, self.timing.stalled_after)
         return Spread(fresh, self.timing.concurrency)
 
     def release(self) -> None:
@@ -132,7 +132,7 @@ class TurnWorker:
 
     def cancel_told(self, task_id: str | None) -> None:
         """A cancel of `task_id` was asked (None: the listener reconnected, and a request may
-        have been missed; the next heartbeat reads them)."""
+        have been missed; the next liveness mark reads them)."""
         if task_id is not None:
             self.cancel_here(task_id)
 
@@ -182,21 +182,21 @@ class TurnWorker:
                 self.run(turn, last_seq)
             self._full = len(claimed) == free
 
-    async def _beat_loop(self) -> None:
+    async def _alive_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.timing.heartbeat)
+            await asyncio.sleep(self.timing.alive_every)
             try:
-                held = await self.store.beat(self.name)
+                held = await self.store.mark_alive(self.name)
                 for task_id in [t for t, cancel in held.items() if cancel]:
                     self.cancel_here(task_id)
                 await self._end_orphans(held)
             except Exception as exc:
-                log.warning("the turn heartbeat failed: %s", exc)
+                log.warning("marking the replica alive failed: %s", exc)
 
     async def _end_orphans(self, held: dict[str, bool]) -> None:
         """Ends the turns recorded as running here that no run here holds (a run that could not
         record its outcome, and gave up): as no other replica would (this one is alive), they
-        would hold their sessions until a restart. Only those seen at two beats in a row: a
+        would hold their sessions until a restart. Only those seen at two marks in a row: a
         turn claimed a moment ago is recorded before its run is."""
         orphans = {task_id for task_id in held if task_id not in self._running}
         confirmed, self._orphans = orphans & self._orphans, orphans

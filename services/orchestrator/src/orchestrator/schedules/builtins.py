@@ -1,0 +1,66 @@
+"""The orchestrator's own schedules, fired by the one scheduler with the users' ones (each due
+time once across replicas): the heartbeat turn and the pruning of old events and requests.
+
+They are rows of `scheduled_turns` marked `builtin` that the REST API and the model's tools
+neither list nor count: their timing comes from settings (CRAYFISH_HEARTBEAT_INTERVAL,
+CRAYFISH_EVENTS_RETENTION_HOURS), so there is nothing a user could change or remove there.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from orchestrator.config import Settings
+from orchestrator.store.events import EventStore
+from orchestrator.store.turn_requests import KEPT_FOR as REQUESTS_KEPT_FOR
+from orchestrator.store.turn_requests import TurnRequests
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT = "heartbeat"
+RETENTION = "events-retention"
+RETENTION_EVERY = 3600.0  # seconds between two prunings of old events (by any replica)
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """A built-in schedule: `run` every `every` seconds, first `first_after` seconds after a
+    replica starts (or when the last due time passed while none ran)."""
+
+    name: str
+    every: float
+    first_after: float
+    run: Callable[[], Awaitable[object]]
+
+
+def builtins(
+    settings: Settings,
+    heartbeat: Callable[[], Awaitable[object]],
+    events: EventStore,
+    requests: TurnRequests,
+) -> list[Builtin]:
+    """The built-in schedules this replica's settings turn on."""
+    found = []
+    if settings.heartbeat_interval > 0:
+        every = settings.heartbeat_interval
+        found.append(Builtin(HEARTBEAT, every, every, heartbeat))
+    if settings.events_retention_hours > 0:
+        keep = settings.events_retention_hours * 3600
+
+        async def prune() -> None:
+            await prune_old(events, requests, keep)
+
+        found.append(Builtin(RETENTION, RETENTION_EVERY, 0.0, prune))
+    return found
+
+
+async def prune_old(events: EventStore, requests: TurnRequests, keep: float) -> None:
+    """Deletes the events of tasks that ended over `keep` seconds ago (each keeps its terminal
+    one) and the requests past the time a client may repeat them."""
+    removed = await events.prune(time.time() - keep)
+    if removed:
+        log.info("pruned %d events of tasks older than the retention", removed)
+    await requests.prune(time.time() - REQUESTS_KEPT_FOR)
