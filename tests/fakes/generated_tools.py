@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from crayfish_common.grpc_server import GrpcService
 from crayfish_common.tool_service import TOOL_SERVICE_NAME, ToolSetServicer
-from crayfish_common.tools import Tool, CallContext, ToolResult, ToolSet, object_schema
+from crayfish_common.tools import CallContext, Tool, ToolResult, ToolSet, object_schema
 
 SYSTEMS = [
     ("github", "issues and pull requests of a GitHub repository"),

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from crayfish.common.v1 import tools_pb2
 from crayfish_common.tool_service import list_tools_response, run_tool_response
-from crayfish_common.tools import Tool, CallContext, ToolError, ToolResult, ToolSet, object_schema
+from crayfish_common.tools import CallContext, Tool, ToolError, ToolResult, ToolSet, object_schema
 
 
 class Greet(Tool):

@@ -15,8 +15,8 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 from orchestrator.app import create_app
-from orchestrator.core import OrchestratorCore
 from orchestrator.content.own_tools import describe_schedule
+from orchestrator.core import OrchestratorCore
 from orchestrator.schedules.schedule_rules import ScheduleInvalid, Timing, next_run, parse_timing
 from orchestrator.schedules.scheduler import Scheduler
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from orchestrator.app import create_app
 from orchestrator.api.trusted_hosts import TrustedHosts, parse_trusted
+from orchestrator.app import create_app
 
 from tests.fakes import FakeLLM
 

@@ -6,7 +6,7 @@ import asyncio
 import json
 from typing import Any, ClassVar
 
-from crayfish_common.tools import Tool, CallContext, ToolResult, object_schema
+from crayfish_common.tools import CallContext, Tool, ToolResult, object_schema
 
 from db_query_tool.query import QueryResult, ReadOnlyDatabase
 

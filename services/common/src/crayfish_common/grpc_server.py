@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable, Sequence
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from crayfish_common.startup_heap import freeze_startup_heap
 from crayfish_common.settings import ServiceSettings
+from crayfish_common.startup_heap import freeze_startup_heap
 from crayfish_common.tracing import grpc_server_interceptors
 
 log = logging.getLogger(__name__)

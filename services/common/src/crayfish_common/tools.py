@@ -100,7 +100,9 @@ class ToolSet:
     def __iter__(self) -> Iterator[Tool]:
         return iter(self.tools.values())
 
-    async def run(self, name: str, arguments_json: str, call: CallContext | None = None) -> ToolResult:
+    async def run(
+        self, name: str, arguments_json: str, call: CallContext | None = None
+    ) -> ToolResult:
         started = time.monotonic()
         try:
             result = await self._run(name, arguments_json, call or CallContext())

@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from crayfish_common.tools import Tool, CallContext, ToolError, ToolResult
+from crayfish_common.tools import CallContext, Tool, ToolError, ToolResult
 
 from connectors.mcp_config import McpConfig
 from connectors.mcp_connection import Limits, MCPCallError, McpConnection, RemoteTool, Unavailable

@@ -6,7 +6,7 @@ from typing import Any
 
 from crayfish_common.guarded_fetch import Fetched, FetchError, WebFetcher
 from crayfish_common.textcap import cap_text
-from crayfish_common.tools import Tool, CallContext, ToolError, ToolResult, object_schema
+from crayfish_common.tools import CallContext, Tool, ToolError, ToolResult, object_schema
 
 from connectors.charset import decode_page
 from connectors.html_text import html_to_text

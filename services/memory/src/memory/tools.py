@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from crayfish_common.tools import Tool, CallContext, ToolError, ToolResult, ToolSet, object_schema
+from crayfish_common.tools import CallContext, Tool, ToolError, ToolResult, ToolSet, object_schema
 
 from memory.core import MemoryCore
 from memory.notes import MemoryPathError

@@ -24,11 +24,11 @@ from orchestrator.api import (
 from orchestrator.api.errors import install_error_handlers
 from orchestrator.api.middleware import BearerAuth, BodyLimit, HostGuard, RequestMetrics
 from orchestrator.api.schemas import ERROR_RESPONSES
+from orchestrator.api.trusted_hosts import TrustedHosts
 from orchestrator.config import Settings
 from orchestrator.core import OrchestratorCore
 from orchestrator.mcp_server.http import mount_mcp
 from orchestrator.metrics import Metrics
-from orchestrator.api.trusted_hosts import TrustedHosts
 
 
 def create_app(settings: Settings, freeze_heap: bool = False) -> FastAPI:

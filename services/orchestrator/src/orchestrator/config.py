@@ -11,12 +11,12 @@ from crayfish_common.url_guard import AllowList
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from orchestrator.api.trusted_hosts import parse_trusted
 from orchestrator.tool_service_config import (
     ToolServiceAddress,
     address_problem,
     parse_tool_services,
 )
-from orchestrator.api.trusted_hosts import parse_trusted
 
 
 class WebhookTarget(BaseModel):

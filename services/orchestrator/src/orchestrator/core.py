@@ -17,13 +17,13 @@ from orchestrator.agent.llm import LLMClient
 from orchestrator.agent.llm_probe import LlmProbe
 from orchestrator.agent.tool_search import ToolCatalog, tool_catalog
 from orchestrator.agent.tools import SEARCH_TOOLS
-from orchestrator.content.assistant import Assistant
 from orchestrator.clients import ServiceClients
 from orchestrator.clients.health import DependencyState
 from orchestrator.config import Settings
-from orchestrator.content.own_tools import OwnTools
+from orchestrator.content.assistant import Assistant
 from orchestrator.content.media import ImageRejected, vision_refusal
 from orchestrator.content.media_migration import move_workspace_media
+from orchestrator.content.own_tools import OwnTools
 from orchestrator.metrics import Metrics
 from orchestrator.notify.delivery_queue import Deliveries
 from orchestrator.notify.notify import Notifier, NotifyBounds, WebhookSender

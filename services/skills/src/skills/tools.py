@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from crayfish_common.tools import Tool, CallContext, ToolError, ToolResult, ToolSet, object_schema
+from crayfish_common.tools import CallContext, Tool, ToolError, ToolResult, ToolSet, object_schema
 
 from skills.core import SkillsCore
 from skills.model import Entry, Snapshot

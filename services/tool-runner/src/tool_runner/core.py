@@ -7,18 +7,18 @@ from pathlib import Path
 
 from crayfish_common.safe_files import FileRefused
 from crayfish_common.textcap import cap_text
-from crayfish_common.tools import Tool, CallContext, ToolResult, ToolSet
+from crayfish_common.tools import CallContext, Tool, ToolResult, ToolSet
 
 from tool_runner.audit import audit
 from tool_runner.config import ToolRunnerSettings
 from tool_runner.exec_tool import ExecTool, limits_for
 from tool_runner.files import EditFile, ListDir, ReadFile, WriteFile
-from tool_runner.workspace import Workspace
 from tool_runner.policy import CommandPolicy
 from tool_runner.prepare import prepare_workspace
 from tool_runner.sandbox.base import Sandbox
 from tool_runner.slots import CommandSlots
 from tool_runner.spreadsheet import ReadSpreadsheet
+from tool_runner.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,9 @@ class RunnerTools(ToolSet):
         super().__init__(tools, expected=(FileRefused,))
         self.result_limit = result_limit
 
-    async def run(self, name: str, arguments_json: str, call: CallContext | None = None) -> ToolResult:
+    async def run(
+        self, name: str, arguments_json: str, call: CallContext | None = None
+    ) -> ToolResult:
         call = call or CallContext()
         result = await super().run(name, arguments_json, call)
         capped = cap_text(result.output, self.result_limit, RESULT_HEAD_SHARE)
@@ -105,7 +107,9 @@ class ToolRunnerCore:
         await self.sandbox.start()
         log.info("sandbox %s; workspace %s", self.sandbox.name, self.ws.root)
 
-    async def run(self, name: str, arguments_json: str, call: CallContext | None = None) -> ToolResult:
+    async def run(
+        self, name: str, arguments_json: str, call: CallContext | None = None
+    ) -> ToolResult:
         """Runs one tool call; every failure is an ok=False result."""
         return await self.tools.run(name, arguments_json, call)
 

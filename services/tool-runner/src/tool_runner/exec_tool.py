@@ -6,13 +6,13 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from crayfish_common.tools import Tool, CallContext, ToolError, ToolResult, object_schema
+from crayfish_common.tools import CallContext, Tool, ToolError, ToolResult, object_schema
 
 from tool_runner.config import ToolRunnerSettings
-from tool_runner.workspace import Workspace
 from tool_runner.policy import CommandPolicy
 from tool_runner.sandbox.base import ExecOutcome, ExecSpec, Limits, Sandbox
 from tool_runner.slots import CommandSlots, NoSlot
+from tool_runner.workspace import Workspace
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED_ENV = {"PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT"}

@@ -15,7 +15,7 @@ from abc import abstractmethod
 from typing import Any
 
 from crayfish_common.safe_files import describe_os_error, openat2_beneath
-from crayfish_common.tools import Tool, CallContext, ToolError, ToolResult, object_schema
+from crayfish_common.tools import CallContext, Tool, ToolError, ToolResult, object_schema
 
 from tool_runner.workspace import Workspace
 

@@ -13,8 +13,8 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from orchestrator.api.errors import BodyTooLarge, error_response
-from orchestrator.metrics import Metrics
 from orchestrator.api.trusted_hosts import TrustedHosts
+from orchestrator.metrics import Metrics
 
 # The page and its static assets hold no data, and a browser cannot send a Bearer header when
 # it loads a page: they are open; the page sends the token on its own API calls.

@@ -30,12 +30,12 @@ from orchestrator.api.openai_request import TurnPlan, check_order, client_reques
 from orchestrator.api.retries import REPLAY_HEADERS, V1RequestDep, earlier_task, settled
 from orchestrator.api.schemas import RequestBody
 from orchestrator.api.sse import sse_comment, sse_event, sse_response
-from orchestrator.core import OrchestratorCore
 from orchestrator.content.media import ImageRejected, user_content
+from orchestrator.core import OrchestratorCore
 from orchestrator.store import InvalidSessionId, StoredEvent
 from orchestrator.store.sessions import check_session_id
-from orchestrator.store.turns import Turn
 from orchestrator.store.turn_requests import TurnRequest
+from orchestrator.store.turns import Turn
 
 router = APIRouter(tags=["openai"])
 

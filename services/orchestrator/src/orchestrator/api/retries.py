@@ -13,8 +13,8 @@ from fastapi import Depends, Request
 from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
 from orchestrator.core import OrchestratorCore
-from orchestrator.store.turns import Turn
 from orchestrator.store.turn_requests import Earlier, Match, TurnRequest
+from orchestrator.store.turns import Turn
 
 MAX_KEY_CHARS = 255
 REPLAY_HEADERS = {"X-Crayfish-Replay": "true"}

@@ -14,8 +14,8 @@ from orchestrator.api.errors import ApiError
 from orchestrator.api.retries import earlier_task, submit_once, turn_request
 from orchestrator.api.schemas import ChatAccepted, ChatRequest, TaskView, Usage
 from orchestrator.api.sse import resume_after, sse_event, sse_response
-from orchestrator.core import OrchestratorCore
 from orchestrator.content.media import ImageRejected
+from orchestrator.core import OrchestratorCore
 from orchestrator.store import InvalidSessionId, StoredEvent
 from orchestrator.store.sessions import check_session_id
 from orchestrator.store.turns import Turn

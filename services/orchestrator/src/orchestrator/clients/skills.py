@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from crayfish.skills.v1 import skills_pb2, skills_pb2_grpc
 
 from orchestrator.clients.errors import raising_typed_errors
-from orchestrator.clients.tool_service import ToolServiceClient
 from orchestrator.clients.single_flight import SingleFlight
+from orchestrator.clients.tool_service import ToolServiceClient
 
 GRPC_SERVICE = "crayfish.skills.v1.SkillsService"
 # Seconds a skills prompt is used again before it is asked for anew (each turn needs it; a

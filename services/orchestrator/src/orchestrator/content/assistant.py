@@ -27,12 +27,18 @@ from orchestrator.agent.turn_context import turn_context, with_turn_context
 from orchestrator.clients import ServiceClients, ServiceError, ToolServiceClient
 from orchestrator.clients.memory import Hit
 from orchestrator.config import Settings
-from orchestrator.content.media import MediaStore, for_llm, user_content, vision_enabled, vision_refusal
+from orchestrator.content.media import (
+    MediaStore,
+    for_llm,
+    user_content,
+    vision_enabled,
+    vision_refusal,
+)
+from orchestrator.content.workspace import WorkspaceFile, WorkspaceFiles
 from orchestrator.schedules.heartbeat import is_acknowledgement
 from orchestrator.store import SessionStore, TurnStore
 from orchestrator.store.turns import Turn
 from orchestrator.turns.events import EventSink
-from orchestrator.content.workspace import WorkspaceFile, WorkspaceFiles
 
 if TYPE_CHECKING:
     from orchestrator.content.own_tools import OwnTools

@@ -9,7 +9,7 @@ import logging
 import math
 from typing import Any
 
-from crayfish_common.tools import Tool, CallContext, ToolError, ToolResult, ToolSet, object_schema
+from crayfish_common.tools import CallContext, Tool, ToolError, ToolResult, ToolSet, object_schema
 
 from orchestrator.clients.tool_service import OutputSink, ToolSpec
 from orchestrator.notify.notify import Notifier, NotifyLimit

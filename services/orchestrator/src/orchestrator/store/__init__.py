@@ -3,7 +3,7 @@
 from orchestrator.store.database import Database, StoreUnavailable
 from orchestrator.store.events import EventStore, StoredEvent
 from orchestrator.store.sessions import InvalidSessionId, SessionInfo, SessionStore
-from orchestrator.store.turns import Turn, TurnStore, TurnInterrupted
+from orchestrator.store.turns import Turn, TurnInterrupted, TurnStore
 
 __all__ = [
     "Database",
@@ -14,6 +14,6 @@ __all__ = [
     "StoreUnavailable",
     "StoredEvent",
     "Turn",
-    "TurnStore",
     "TurnInterrupted",
+    "TurnStore",
 ]

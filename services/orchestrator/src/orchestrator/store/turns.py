@@ -17,7 +17,7 @@ from psycopg.types.json import Json, Jsonb
 
 from orchestrator.store.database import Database
 from orchestrator.store.events import CANCEL, CHANNEL, QUEUED, EventStore, StoredEvent
-from orchestrator.store.sessions import RecordsToAppend, Fence, SessionStore, pg_text
+from orchestrator.store.sessions import Fence, RecordsToAppend, SessionStore, pg_text
 from orchestrator.store.spread import ALONE, CLAIM_SHARE, IDLEST_HERE, LOADS, Spread
 from orchestrator.store.transcripts import TranscriptMirror
 

@@ -24,14 +24,14 @@ from orchestrator.store import (
     SessionStore,
     StoredEvent,
     StoreUnavailable,
-    TurnStore,
     TurnInterrupted,
+    TurnStore,
 )
 from orchestrator.store.events import POLL_SECONDS, sleep_until
 from orchestrator.store.locks import SWEEP_LOCK
-from orchestrator.store.turns import TERMINAL_STATUSES, PendingEvents, Turn, TurnStatus
 from orchestrator.store.transcripts import TranscriptMirror
 from orchestrator.store.turn_requests import Earlier, TurnRequest, TurnRequests
+from orchestrator.store.turns import TERMINAL_STATUSES, PendingEvents, Turn, TurnStatus
 from orchestrator.turns.events import TERMINAL_EVENTS, EventOutbox, EventSink, LiveLog, Watches
 from orchestrator.turns.turn_failure import TurnFailure, failure_of
 from orchestrator.turns.turn_worker import TurnWorker, WorkerTiming
