@@ -1,6 +1,6 @@
-"""Tasks (one chat turn each) in PostgreSQL: created, started, finished once, each transition one
-statement. The tasks table is also the line turns wait in (0006_turn_line.sql): a session's
-tasks run one at a time, in the order they were created, on whichever replica claims them.
+"""Turns in PostgreSQL (rows of the `tasks` table): created, started, finished once, each
+transition one statement. The table is also the line turns wait in (0006_turn_line.sql): a
+session's turns run one at a time, in the order they were created, on whichever replica claims them.
 
 A turn's writes to its session are fenced: they commit only while the turn is still `running`,
 so a run that was declared dead (and whose session was freed) can never write after the next run
@@ -48,6 +48,8 @@ def zero_usage() -> dict[str, int]:
 
 @dataclass
 class Turn:
+    """One turn of a session: a row of the `tasks` table (REST calls it a task)."""
+
     id: str
     session_id: str
     message: str
@@ -61,13 +63,14 @@ class Turn:
     usage: dict[str, int] = field(default_factory=zero_usage)
     delivered: bool = True
     accepted: bool = False
-    # references to the message's images in the workspace (media.py), not their bytes
+    # references to the message's images in the data folder (content/media.py), not their bytes
     images: list[dict[str, Any]] = field(default_factory=list)
     # the W3C trace context of the request that queued it (crayfish_common.tracing)
     trace: dict[str, str] | None = None
     # what made a failed turn fail (turn_failure.TurnFailure.as_json())
     failure: dict[str, Any] | None = None
-    # the turn's answer, written with its outcome (TurnStore.append_turn); never a column
+    # the turn's answer, held back by TurnStore.append_turn to be written in the statement that
+    # records the outcome; never a column
     held_answer: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     @property

@@ -102,7 +102,8 @@ class Watches:
         self._all_until = 0.0
 
     def renew(self, task_id: str | None) -> None:
-        """A reader follows `task_id` (None: every task, the global stream)."""
+        """A reader follows `task_id` (None: every turn, the global stream): its watch lasts
+        `ttl` seconds from now."""
         until = time.monotonic() + self.ttl
         if task_id is None:
             self._all_until = until

@@ -1,4 +1,4 @@
-"""Tasks: one agent turn each, waiting in its session's line in the store, run by whichever
+"""The turn manager: each turn waits in its session's line in the store, run by whichever
 replica claims it (at once by the replica that accepted it, when the session is idle), with
 status, result and events that every replica reads from the store."""
 
@@ -59,7 +59,7 @@ GLOBAL_RESUME_WINDOW = 10_000  # a new reader of /api/events starts this many ev
 
 @dataclass
 class LiveTurn:
-    """A turn running on this replica: its turn (its outcome once recorded), its events for
+    """A turn running on this replica (its outcome once recorded), its events for
     followers here, and an event set when its run is over."""
 
     turn: Turn
@@ -69,7 +69,7 @@ class LiveTurn:
 
 
 class TurnManager:
-    """Creates tasks, runs those this replica starts or claims, cancels any, and ends the turns
+    """Creates turns, runs those this replica starts or claims, cancels any, and ends the turns
     of replicas that died."""
 
     def __init__(
