@@ -38,7 +38,7 @@ class RunnerRows:
         return row["runner"] if row else None
 
     async def beat(self, runner: str) -> dict[str, bool]:
-        """The runner's heartbeat; returns the tasks running on it, each with whether its
+        """The runner's heartbeat; returns the turns running on it, each with whether its
         cancel was asked."""
         async with self.db.connection() as conn:
             cursor = await conn.execute(
@@ -55,7 +55,7 @@ class RunnerRows:
             await conn.execute("DELETE FROM runners WHERE name = %s", (runner,))
 
     async def stalled(self, silent_for: float) -> list[Turn]:
-        """Running tasks whose runner sent no heartbeat for `silent_for` seconds (or none);
+        """Running turns whose runner sent no heartbeat for `silent_for` seconds (or none);
         forgets such runners."""
         async with self.db.connection() as conn:
             cursor = await conn.execute(
