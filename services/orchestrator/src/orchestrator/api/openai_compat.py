@@ -138,7 +138,7 @@ async def _start_turn(
     session_header: str | None,
     turn_request: TurnRequest,
 ) -> tuple[Turn, TurnPlan, bool]:
-    """The turn's turn, where it goes, and whether it is an earlier attempt's (this request
+    """The turn, where it goes, and whether it is an earlier attempt's (this request
     repeats it: api/retries.py)."""
     messages = [m.model_dump() for m in body.messages]
     check_order(messages)

@@ -96,7 +96,7 @@ async def settled(
     submitted: Turn | Earlier,
     fresh_session: str | None = None,
 ) -> tuple[Turn, bool]:
-    """The submitted turn's turn, or, when an identical attempt got there first (two arriving
+    """The submitted turn, or, when an identical attempt got there first (two arriving
     together), that one's turn (True: a replay); then a session made for this attempt alone
     (`fresh_session`) is dropped."""
     if isinstance(submitted, Turn):

@@ -1,4 +1,4 @@
-"""PostgreSQL, the orchestrator's store of record: sessions, tasks, events, schema migrations."""
+"""PostgreSQL, the orchestrator's store of record: sessions, turns, events, schema migrations."""
 
 from orchestrator.store.database import Database, StoreUnavailable
 from orchestrator.store.events import EventStore, StoredEvent

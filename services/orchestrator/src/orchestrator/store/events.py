@@ -4,7 +4,7 @@ tells its turn worker of turns waiting in line and of cancels.
 Any replica serves any stream: a reader reads what is stored after the id it has, then sleeps
 until a NOTIFY names its turn (or, for the global stream, any turn), with a slow poll in case
 the listening connection was down when a notification went out. (A turn running on this
-replica is followed from memory instead: tasks.py.)
+replica is followed from memory instead: turns/manager.py.)
 """
 
 from __future__ import annotations

@@ -124,8 +124,8 @@ class SessionStore:
     async def append_fenced(
         self, fence: Fence, session_id: str, messages: list[dict[str, Any]], load: bool = False
     ) -> list[dict[str, Any]] | None:
-        """Appends a message group of a running task (`fence`) in one statement; None when the
-        task does not run (nothing is written). With `load`, that statement also reads the
+        """Appends a message group of a running turn (`fence`) in one statement; None when the
+        turn does not run (nothing is written). With `load`, that statement also reads the
         history before the group, which is returned (as `load` would have)."""
         appending = RecordsToAppend(
             session_id, [("message", m) for m in messages], self.mirror.import_mark(session_id)
@@ -236,7 +236,7 @@ def _text_of(content: Any) -> str:
 
 @dataclass(frozen=True)
 class Fence:
-    """Records appended only while task `task_id` runs (its row held to the commit); `accept`
+    """Records appended only while turn `task_id` runs (its row held to the commit); `accept`
     also marks it accepted."""
 
     task_id: str
@@ -302,7 +302,7 @@ async def append_records(
     imported: str | None = None,
 ) -> None:
     """Appends records to a session (made on first use) in one statement, inside the caller's
-    transaction if it has one. (A running task's groups: SessionStore.append_fenced.)"""
+    transaction if it has one. (A running turn's groups: SessionStore.append_fenced.)"""
     params = RecordsToAppend(session_id, records, imported).params()
     await conn.execute(f"SELECT count(*) AS n FROM {APPEND}", params)
 

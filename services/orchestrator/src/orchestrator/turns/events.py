@@ -11,9 +11,11 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.store.events import WATCH_TTL, StoredEvent
+from orchestrator.store.turns import Turn
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +104,8 @@ class Watches:
         self._all_until = 0.0
 
     def renew(self, task_id: str | None) -> None:
-        """A reader follows `task_id` (None: every task, the global stream)."""
+        """A reader follows `task_id` (None: every turn, the global stream): its watch lasts
+        `ttl` seconds from now."""
         until = time.monotonic() + self.ttl
         if task_id is None:
             self._all_until = until
@@ -229,3 +232,14 @@ def merge_deltas(
                 continue
         merged.append((type_, data, ts))
     return merged
+
+
+@dataclass
+class LiveTurn:
+    """A turn running on this replica (its outcome once recorded), its events for
+    followers here, and an event set when its run is over."""
+
+    turn: Turn
+    log: LiveLog
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+    tools_started: int = 0
