@@ -92,7 +92,7 @@ class UsageStore:
         """The requests in [since, until) summed per group, in the group's order (days
         oldest first, the others most tokens first)."""
         key = _GROUP_SQL[by]
-        order = "key" if by == "day" else "prompt_tokens + completion_tokens DESC, key"
+        order = "1" if by == "day" else "sum(prompt_tokens + completion_tokens) DESC, 1"
         query = (
             f"SELECT {key} AS key, count(*) AS requests,"
             " count(*) FILTER (WHERE error <> '') AS failed,"
