@@ -178,3 +178,22 @@ def test_bad_usage_queries_are_400_saying_which(
         bad_budget = client.put("/api/usage/budget", json={"daily_tokens": -1, "daily_tokenz": 1})
         assert bad_budget.status_code == 400
         assert "daily_tokenz" in bad_budget.json()["error"]["message"]
+
+
+async def test_a_schedules_turn_is_light_the_minimal_prompt_and_its_last_turns(
+    core_factory, fake_llm: FakeLLM
+):
+    fake_llm.reply_forever_text("Backups fine.")
+    core: OrchestratorCore = await core_factory(CRAYFISH_BACKGROUND_HISTORY_TURNS=2)
+    for n in range(4):
+        queued = await core.submit("schedule-backups", f"Check the backups ({n}).", "schedule")
+        assert (await core.tasks.wait(queued.id, 30)).status == "completed"
+    messages = fake_llm.last_request["messages"]
+    # The system prompt, the last 2 of 3 earlier turns (each a question and its answer), then
+    # this turn's message.
+    roles = ["system", "user", "assistant", "user", "assistant", "user"]
+    assert [m["role"] for m in messages] == roles
+    assert "(1)" in messages[1]["content"] and "(3)" in messages[-1]["content"]
+    assert "## Memory Recall" not in messages[0]["content"]
+    kinds = await core.usage_report("kind", None, None)
+    assert [(r["key"], r["requests"]) for r in kinds["rows"]] == [("schedule", 4)]
