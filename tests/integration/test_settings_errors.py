@@ -16,6 +16,7 @@ BAD = [
     ("orchestrator", "CRAYFISH_MODEL_PRICE", "2.5/10", "expected JSON like"),
     ("orchestrator", "CRAYFISH_MODEL_PRICE", '{"input": 2.5}', "output"),
     ("orchestrator", "CRAYFISH_BACKGROUND_PROMPT", "tiny", "minimal"),
+    ("orchestrator", "CRAYFISH_TIMEZONE", "Mars/Olympus", "not a known IANA time zone"),
     ("tool_runner", "TOOL_RUNNER_SKILL_ROOTS", "/skills", "expected JSON"),
     ("tool_runner", "TOOL_RUNNER_PORT", "x", "expected a valid integer"),
     ("memory", "MEMORY_PORT", "x", "expected a valid integer"),

@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 from typing import Annotated, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from crayfish_common.url_guard import AllowList
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -226,6 +227,17 @@ class Settings(BaseSettings):
             raise ValueError(
                 f'expected JSON like {{"input": 2.5, "output": 10, "cached": 1.25}} ({exc})'
             ) from None
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        # Turns, schedules and the usage budget's days use it: a typo must not start.
+        if value:
+            try:
+                ZoneInfo(value)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError(f"not a known IANA time zone: {value!r}") from None
+        return value
 
     @field_validator("tool_services")
     @classmethod
