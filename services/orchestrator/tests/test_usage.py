@@ -145,6 +145,9 @@ def test_rest_usage_budget_and_the_429(tmp_path: Path, fake_llm: FakeLLM) -> Non
             json={"model": "x", "messages": [{"role": "user", "content": "hi"}]},
         )
         assert v1.status_code == 429 and v1.json()["error"]["code"] == "budget_exceeded"
+        (tmp_path / "workspace" / "HEARTBEAT.md").write_text("- Check the backups\n")
+        beat = client.post("/api/heartbeat")
+        assert beat.status_code == 429 and "daily_tokens" in beat.json()["error"]["message"]
         usage = client.get("/api/usage", params={"by": "kind", "since": "2d"}).json()
         assert usage["rows"][0]["key"] == "chat" and usage["rows"][0]["requests"] == 1
 
