@@ -200,3 +200,17 @@ async def test_a_schedules_turn_is_light_the_minimal_prompt_and_its_last_turns(
     assert "## Memory Recall" not in messages[0]["content"]
     kinds = await core.usage_report("kind", None, None)
     assert [(r["key"], r["requests"]) for r in kinds["rows"]] == [("schedule", 4)]
+
+
+async def test_a_cap_passed_mid_turn_stops_it_before_its_next_request(
+    core_factory, fake_llm: FakeLLM
+):
+    core: OrchestratorCore = await core_factory()
+    await core.replace_usage_budget(Budget(daily_tokens=1))  # nothing spent: the turn starts
+    fake_llm.reply_tool_calls(("echo", {"text": "one"}))
+    fake_llm.reply_text("never asked")
+    task = await core.tasks.wait((await core.submit("s1", "echo twice")).id, 30)
+    assert task.status == "failed" and "daily_tokens" in (task.error or "")
+    assert len(fake_llm.requests) == 1 and fake_llm.pending == 1  # round 2 was not sent
+    (row,) = await rows(core)
+    assert row["error"] == ""  # the refused request never reached the provider

@@ -69,7 +69,8 @@ class OrchestratorCore:
         self.clients = ServiceClients(settings)
         self.db = Database(settings.database_url, settings.database_pool_size)
         self.usage = UsageStore(self.db)
-        self.llm = LLMClient(settings, self.usage.record)
+        self.budgets = BudgetGuard(self.usage, settings.timezone, self._budget_alert)
+        self.llm = LLMClient(settings, self.usage.record, self.budgets.admit)
         self.llm_probe = LlmProbe(settings.openai_base_url, settings.openai_api_key, settings.model)
         self.transcripts = TranscriptMirror(settings.transcripts_dir)
         self.store = SessionStore(self.db, self.transcripts)
@@ -108,7 +109,6 @@ class OrchestratorCore:
             ),
             self._turn_here,
         )
-        self.budgets = BudgetGuard(self.usage, settings.timezone, self._budget_alert)
         self.usage_timezone = settings.timezone or "UTC"  # the days of reports and budgets
         self.assistant = Assistant(
             settings,

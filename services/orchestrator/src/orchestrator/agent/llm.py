@@ -18,7 +18,13 @@ from orchestrator.agent.chat_http import (
     ProviderUnreachable,
     StreamBroke,
 )
-from orchestrator.agent.llm_record import LLMRequestRecord, Recorder, RequestOrigin, price_of
+from orchestrator.agent.llm_record import (
+    Gate,
+    LLMRequestRecord,
+    Recorder,
+    RequestOrigin,
+    price_of,
+)
 from orchestrator.agent.think import ThinkFilter, strip_think
 from orchestrator.config import Settings
 
@@ -100,10 +106,13 @@ class LLMClient:
     """One provider, one model; `complete` streams when given a delta callback, and hands
     each request's record (tokens, latency, price, error) to `recorder`."""
 
-    def __init__(self, settings: Settings, recorder: Recorder | None = None):
+    def __init__(
+        self, settings: Settings, recorder: Recorder | None = None, gate: Gate | None = None
+    ):
         self.settings = settings
         self.model = settings.model
         self.recorder = recorder
+        self.gate = gate
         self.endpoint = ChatEndpoint(
             settings.openai_base_url,
             settings.openai_api_key or "not-needed",
@@ -127,7 +136,9 @@ class LLMClient:
         """The whole reply; text goes to on_delta as it streams and is never sent twice.
         `params` (a client's temperature, stop, response_format...) go into the request as
         given: what the provider refuses is its to say. Recorded as `origin` asked it,
-        answered or failed."""
+        answered or failed. The gate may refuse it first (a budget used up mid-turn)."""
+        if self.gate is not None:
+            await self.gate(origin or RequestOrigin())
         started = time.perf_counter()
         try:
             reply = await self._complete(messages, tools, on_delta, tool_choice, params)

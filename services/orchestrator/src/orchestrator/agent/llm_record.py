@@ -42,6 +42,8 @@ class LLMRequestRecord:
 
 
 Recorder = Callable[[LLMRequestRecord], Awaitable[None]]
+# Asked before each request; raises to refuse it (the usage budget, usage/budgets.py).
+Gate = Callable[[RequestOrigin], Awaitable[None]]
 
 
 def price_of(price: ModelPrice | None, prompt: int, completion: int, cached: int) -> float | None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from orchestrator.agent.llm_record import BACKGROUND_KINDS
+from orchestrator.agent.llm_record import BACKGROUND_KINDS, RequestOrigin
 from orchestrator.store.usage import Budget, Spend, UsageStore
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,11 @@ class BudgetGuard:
                 message = _refusal(cap, self.zone)
                 await self._alert_once(day, cap.name, message)
                 raise BudgetExceeded(cap.name, message)
+
+    async def admit(self, origin: RequestOrigin) -> None:
+        """Before each LLM request of a turn: a cap passed since the turn began stops it
+        between two rounds rather than after all of them."""
+        await self.check(origin.kind)
 
     async def _alert_once(self, day: str, cap: str, message: str) -> None:
         try:
