@@ -249,7 +249,7 @@ class OrchestratorCore:
 
     async def replace_usage_budget(self, budget: Budget) -> dict[str, Any]:
         """Stores new caps: every replica applies them from its next turn on."""
-        await self.usage.put_budget(budget)
+        await self.budgets.replace(budget)
         return await self.usage_budget()
 
     async def delete_session(self, session_id: str) -> None:

@@ -1,5 +1,7 @@
-"""Daily caps on tokens and USD, checked before a turn: read from PostgreSQL each time (a change
-takes effect at once, on every replica) against the day's requests of all replicas."""
+"""Daily caps on tokens and USD, checked before a turn and before each of its LLM requests, against
+the day's requests of all replicas. The caps are read from PostgreSQL at most once a second per
+replica: a change takes effect within that on every replica (at once on the one that made it),
+and a turn without caps costs no statement for them."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from orchestrator.agent.llm_record import BACKGROUND_KINDS, RequestOrigin
 from orchestrator.store.usage import Budget, Spend, UsageStore
 
 log = logging.getLogger(__name__)
+
+CAPS_FRESH_FOR = 1.0  # seconds a replica reuses the caps it read
 
 # alert(title, text): tells the user a cap was passed (the first time on a day).
 Alert = Callable[[str, str], Awaitable[None]]
@@ -42,6 +46,18 @@ class BudgetGuard:
         self.store = store
         self.zone = ZoneInfo(timezone or "UTC")
         self.alert = alert
+        self._caps: tuple[float, Budget] | None = None  # (read at, monotonic), the caps
+
+    async def budget(self) -> Budget:
+        """The caps, as read within the last CAPS_FRESH_FOR seconds."""
+        now = time.monotonic()
+        if self._caps is None or now - self._caps[0] > CAPS_FRESH_FOR:
+            self._caps = (now, await self.store.budget())
+        return self._caps[1]
+
+    async def replace(self, budget: Budget) -> None:
+        await self.store.put_budget(budget)
+        self._caps = (time.monotonic(), budget)
 
     def day_start(self, now: float | None = None) -> tuple[str, float]:
         """(today's date, the Unix time its midnight was) in the budget's time zone."""
@@ -51,7 +67,7 @@ class BudgetGuard:
 
     async def check(self, kind: str) -> None:
         """BudgetExceeded when a cap that counts for `kind` is used up today."""
-        budget = await self.store.budget()
+        budget = await self.budget()
         if budget == Budget():
             return  # no caps: no sums to read
         day, since = self.day_start()
