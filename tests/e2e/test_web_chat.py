@@ -302,3 +302,26 @@ def test_on_a_phone_the_token_is_asked_for_in_the_menu(
     page.fill("#input", "hi")
     page.locator("#send").tap()
     expect(page.locator(".msg.assistant .text")).to_have_text("Hello, phone.")
+
+
+def test_on_a_phone_the_usage_view_charts_30_days(
+    phone_page: Any, stack: LocalStack, fake_llm: FakeLLM
+):
+    page = phone_page
+    page.goto(stack.url)
+    fake_llm.reply_text("Counted.")
+    page.fill("#input", "count this turn")
+    page.locator("#send").tap()
+    expect(page.locator(".msg.assistant .text")).to_have_text("Counted.")
+    page.locator("#menu").tap()
+    page.locator("#usage summary").tap()
+    bars = page.locator("#usage-body svg.usage-chart rect.bar")
+    expect(bars).to_have_count(30)
+    today = bars.last
+    assert float(today.get_attribute("height") or 0) > 0  # today's turn is drawn
+    today.tap()
+    expect(page.locator("#usage-day")).to_contain_text(" tokens in ")
+    expect(page.locator(".usage-caps")).to_contain_text("no cap")
+    assert_no_sideways_scroll(page)
+    if SCREENSHOT:
+        page.screenshot(path=SCREENSHOT.replace(".png", "") + "-phone-usage.png")

@@ -82,10 +82,19 @@ def usage_for(body: dict[str, Any], reply: Reply, cached: int | None = None) -> 
         "total_tokens": prompt + completion,
     }
     usage.update(reply.usage or {})
-    if cached is not None:  # a fake that simulates a prompt cache reports what it "read"
-        details: dict[str, Any] = {"cached_tokens": min(cached, usage["prompt_tokens"])}
-        return {**usage, "prompt_tokens_details": details}
-    return usage
+    # As OpenAI sends them: the details are always there, 0 when nothing was cached or reasoned.
+    # A fake that simulates a prompt cache reports what it "read".
+    read = min(cached or 0, usage["prompt_tokens"])
+    details: dict[str, Any] = {
+        "prompt_tokens_details": {"cached_tokens": read, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": count_tokens(reply.reasoning or ""),
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    }
+    return {**details, **usage}
 
 
 def completion(body: dict[str, Any], reply: Reply, cached: int | None = None) -> dict[str, Any]:

@@ -139,6 +139,9 @@ def test_usage_chunk_when_asked(fake: FakeLLM, client: openai.OpenAI) -> None:
     _, _, chunks = collect_stream(stream)
     assert chunks[-1].choices == []
     assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.total_tokens) == (7, 10)
+    # OpenAI's details, 0 where nothing was cached or reasoned.
+    assert chunks[-1].usage.prompt_tokens_details.cached_tokens == 0
+    assert chunks[-1].usage.completion_tokens_details.reasoning_tokens == 0
     assert chunks[-2].choices[0].finish_reason == "stop"
 
 

@@ -13,6 +13,10 @@ import pytest
 BAD = [
     ("orchestrator", "CRAYFISH_NOTIFY_WEBHOOKS", "ftp://hooks.example", "http:// or https:// URL"),
     ("orchestrator", "CRAYFISH_HTTP_PORT", "eighty", "expected a valid integer"),
+    ("orchestrator", "CRAYFISH_MODEL_PRICE", "2.5/10", "expected JSON like"),
+    ("orchestrator", "CRAYFISH_MODEL_PRICE", '{"input": 2.5}', "output"),
+    ("orchestrator", "CRAYFISH_BACKGROUND_PROMPT", "tiny", "minimal"),
+    ("orchestrator", "CRAYFISH_TIMEZONE", "Mars/Olympus", "not a known IANA time zone"),
     ("tool_runner", "TOOL_RUNNER_SKILL_ROOTS", "/skills", "expected JSON"),
     ("tool_runner", "TOOL_RUNNER_PORT", "x", "expected a valid integer"),
     ("memory", "MEMORY_PORT", "x", "expected a valid integer"),

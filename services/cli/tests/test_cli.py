@@ -239,6 +239,31 @@ def test_memory_search_cites_and_show_prints_the_lines(stack: LocalStack):
     assert "PostgreSQL over MySQL" in shown.stdout
 
 
+def test_usage_sums_the_requests_and_the_budget_refuses_past_its_cap(
+    stack: LocalStack, llm: FakeLLM
+):
+    llm.reply_text("counted")
+    assert crayfish(stack.url, "ask", "count", "me").returncode == 0
+    by_kind = crayfish(stack.url, "usage", "--by", "kind", "--since", "1d")
+    assert by_kind.returncode == 0, by_kind.stderr
+    chat_line = next(line for line in by_kind.stdout.splitlines() if line.startswith("chat "))
+    assert " req" in chat_line and " in " in chat_line and "#" in chat_line
+    by_day = json.loads(crayfish(stack.url, "usage", "--json").stdout)
+    assert len(by_day["rows"]) == 30 and by_day["total"]["requests"] >= 1
+    bad = crayfish(stack.url, "usage", "--since", "last tuesday")
+    assert bad.returncode == 2 and "400" in bad.stderr and "`since`" in bad.stderr
+    try:
+        capped = crayfish(stack.url, "usage", "budget", "--daily-tokens", "1")
+        assert capped.returncode == 0, capped.stderr
+        assert "daily-tokens" in capped.stdout and "of 1" in capped.stdout
+        refused = crayfish(stack.url, "ask", "one", "more")
+        assert refused.returncode == 2 and "429" in refused.stderr
+        assert "daily_tokens" in refused.stderr
+    finally:
+        assert crayfish(stack.url, "usage", "budget", "--daily-tokens", "none").returncode == 0
+    assert "no cap" in crayfish(stack.url, "usage", "budget").stdout
+
+
 def test_unreachable_orchestrator_is_exit_2_with_a_hint():
     url = f"http://127.0.0.1:{free_port()}"
     done = crayfish(url, "ask", "hello")

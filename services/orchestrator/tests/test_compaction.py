@@ -74,6 +74,11 @@ async def test_flush_and_compaction_text_never_reaches_the_user(core_factory, fa
         shown = "".join(e.data["text"] for e in events if e.type == "assistant.delta")
         assert "NO_REPLY" not in shown and "SUMMARY" not in shown
         assert turn.result.startswith("ok ")
+    # The summary's request is recorded as the compaction of the turn that needed it.
+    async with core.db.connection() as conn:
+        cursor = await conn.execute("SELECT task_id FROM llm_requests WHERE kind = 'compaction'")
+        compacting = {row["task_id"] for row in await cursor.fetchall()}
+    assert compacting and compacting <= {turn.id for turn in tasks}
 
 
 def _group(call_id: str) -> list[dict[str, Any]]:

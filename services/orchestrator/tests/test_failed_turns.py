@@ -10,6 +10,7 @@ from orchestrator.agent.llm import LLMError
 from orchestrator.api.failed_turns import failed_turn
 from orchestrator.store.turns import Turn
 from orchestrator.turns.turn_failure import failure_of
+from orchestrator.usage.budgets import BudgetExceeded
 
 
 def failed(exc: Exception, tools_ran: int = 0, status: Any = "failed") -> Turn:
@@ -35,6 +36,8 @@ def failed(exc: Exception, tools_ran: int = 0, status: Any = "failed") -> Turn:
         (LLMError("the LLM did not answer within 1 s", timed_out=True), 504, "llm_timeout"),
         (LLMError("cannot reach the LLM at http://x: refused"), 502, "llm_unavailable"),
         (RuntimeError("a bug"), 500, "turn_failed"),
+        # A turn queued before a daily cap was passed, refused when it came to run.
+        (BudgetExceeded("daily_usd", "refused: the daily budget"), 429, "budget_exceeded"),
     ],
 )
 def test_each_failure_gets_the_status_of_what_happened(exc: Exception, status: int, code: str):

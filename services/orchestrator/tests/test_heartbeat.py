@@ -12,6 +12,7 @@ from orchestrator.schedules.heartbeat import heartbeat_tasks, is_acknowledgement
 from orchestrator.store.turns import Turn
 
 from tests.fakes import FakeLLM
+from tests.postgres import fresh_database
 
 
 def test_comments_headings_and_blank_bullets_are_not_tasks() -> None:
@@ -106,3 +107,43 @@ async def test_a_planted_heartbeat_file_is_skipped_without_blocking(
         path.symlink_to("/proc/self/environ" if plant == "environ" else "/dev/zero")
     assert await asyncio.wait_for(core.trigger_heartbeat(), timeout=10) is None
     assert fake_llm.requests == [], "a refused HEARTBEAT.md lists no tasks: no LLM call"
+
+
+BOOTSTRAP = {
+    "AGENTS.md": "# AGENTS.md\nWork in small steps. Keep notes in memory/.\n" * 10,
+    "SOUL.md": "# SOUL.md\nBe warm, direct and brief. Prefer plain words.\n" * 15,
+    "USER.md": "# USER.md\nName: Ana. Lives in Lisbon. Likes long walks, hates spam.\n" * 15,
+    "MEMORY.md": "# MEMORY.md\n- 2026-11-02: the backup disk is /mnt/backup\n" * 30,
+    "HEARTBEAT.md": "# HEARTBEAT.md\n- Check the backups\n",
+}
+
+
+async def heartbeat_input_tokens(core: OrchestratorCore) -> int:
+    """The prompt tokens of one heartbeat's LLM requests, as the provider counted them."""
+    turn = await core.trigger_heartbeat()
+    assert turn is not None
+    assert (await core.turns.wait(turn.id, 30)).status == "completed"
+    report = await core.usage_report("kind", None, None)
+    (row,) = [r for r in report["rows"] if r["key"] == "heartbeat"]
+    return int(row["prompt_tokens"])
+
+
+async def test_a_heartbeat_sends_the_lighter_prompt(core_factory, fake_llm: FakeLLM, tmp_path):
+    """Background turns run with the minimal prompt (CRAYFISH_BACKGROUND_PROMPT): the input
+    tokens of one heartbeat, measured with the fake provider's usage, before and after."""
+    fake_llm.reply_forever_text("HEARTBEAT_OK")
+    (tmp_path / "workspace").mkdir()
+    for name, text in BOOTSTRAP.items():
+        (tmp_path / "workspace" / name).write_text(text)
+    before = await heartbeat_input_tokens(
+        await core_factory(
+            CRAYFISH_BACKGROUND_PROMPT="full", CRAYFISH_DATABASE_URL=fresh_database()
+        )
+    )
+    full_request = fake_llm.requests[-1]["messages"][0]["content"]
+    after = await heartbeat_input_tokens(await core_factory())
+    light_request = fake_llm.requests[-1]["messages"][0]["content"]
+    print(f"\nheartbeat input tokens: full prompt {before}, minimal prompt {after}")
+    assert "Name: Ana" in full_request and "Name: Ana" not in light_request
+    assert "## Memory Recall" not in light_request and "Work in small steps" in light_request
+    assert after < before / 2

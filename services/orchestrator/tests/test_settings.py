@@ -90,6 +90,9 @@ NAMES: dict[str, tuple[str, object]] = {
     "CONNECTORS_ADDR": ("connectors_addr", "connectors.test:4"),
     "CRAYFISH_TOOL_SERVICES": ("tool_services", "db=db.test:5,wiki=[::1]:6"),
     "CRAYFISH_TOOL_SEARCH_THRESHOLD": ("tool_search_threshold", 7),
+    "CRAYFISH_MODEL_PRICE": ("model_price", {"input": 1.5, "output": 6.0, "cached": None}),
+    "CRAYFISH_BACKGROUND_PROMPT": ("background_prompt", "full"),
+    "CRAYFISH_BACKGROUND_HISTORY_TURNS": ("background_history_turns", 9),
 }
 
 
@@ -119,7 +122,7 @@ def test_the_variable_sets_its_field_and_nothing_else(
     field, value = NAMES[name]
     defaults = Settings().model_dump()
     assert defaults[field] != value
-    monkeypatch.setenv(name, json.dumps(value) if isinstance(value, list) else str(value))
+    monkeypatch.setenv(name, json.dumps(value) if isinstance(value, list | dict) else str(value))
     assert Settings().model_dump() == {**defaults, field: value}
 
 

@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from crayfish_cli import chat, listings, schedules
+from crayfish_cli import chat, listings, schedules, usage
 from crayfish_cli.api import DEFAULT_URL, CrayfishClient, RequestFailed, Unreachable
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -67,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_memory_commands(commands.add_parser("memory", help="search memory or show cited lines"))
     add_schedule_commands(commands.add_parser("schedules", help="list, add or remove schedules"))
+    add_usage_commands(commands.add_parser("usage", help="what LLM requests cost; the budget"))
     mcp_cmd = commands.add_parser("mcp", help="Crayfish as an MCP server for MCP clients")
     mcp_actions = mcp_cmd.add_subparsers(dest="mcp_command", required=True, metavar="ACTION")
     mcp_actions.add_parser(
@@ -89,6 +90,18 @@ def add_schedule_commands(parser: argparse.ArgumentParser) -> None:
     add.add_argument("--session", help="run in this session (default: its own)")
     remove = actions.add_parser("rm", help="remove a schedule")
     remove.add_argument("id")
+
+
+def add_usage_commands(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--by", choices=["day", "session", "model", "kind"], default="day")
+    parser.add_argument("--since", help="a date, an ISO-8601 time or e.g. 7d (default: 29d)")
+    parser.add_argument("--until", help="as --since (default: now)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    actions = parser.add_subparsers(dest="usage_command", metavar="ACTION")
+    budget = actions.add_parser("budget", help="show the daily caps, or set them")
+    for field, flag, _ in usage.CAPS:
+        budget.add_argument(flag, dest=field, metavar="N", help="a daily cap, or `none`")
+    budget.add_argument("--json", action="store_true", dest="budget_json", help="print JSON")
 
 
 def add_memory_commands(memory: argparse.ArgumentParser) -> None:
@@ -135,6 +148,11 @@ def run(args: argparse.Namespace, client: CrayfishClient) -> int:
         return listings.list_tools(client, args.json)
     if args.command == "mcp":
         return serve_mcp(client)
+    if args.command == "usage":
+        if args.usage_command == "budget":
+            changes = {field: getattr(args, field) for field, _, _ in usage.CAPS}
+            return usage.budget(client, changes, args.budget_json or args.json)
+        return usage.show_usage(client, args.by, args.since, args.until, args.json)
     if args.memory_command == "search":
         return listings.search_memory(client, " ".join(args.query), args.top_k, args.json)
     return listings.show_memory(client, args.citation, args.json)

@@ -19,6 +19,7 @@ from orchestrator.api import (
     skills,
     tasks,
     tools,
+    usage,
     web,
 )
 from orchestrator.api.errors import install_error_handlers
@@ -60,7 +61,8 @@ def create_app(settings: Settings, freeze_heap: bool = False) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    routers = [health, tasks, sessions, schedules, memory, skills, tools, ops, openai_compat, web]
+    routers = [health, tasks, sessions, schedules, memory, skills, tools, usage, ops]
+    routers += [openai_compat, web]
     for module in routers:
         app.include_router(module.router, responses=ERROR_RESPONSES)
     mcp_sessions = mount_mcp(app)

@@ -6,9 +6,10 @@ import json
 import re
 from pathlib import Path
 from typing import Annotated, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from crayfish_common.url_guard import AllowList
-from pydantic import AliasChoices, BaseModel, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from orchestrator.api.trusted_hosts import parse_trusted
@@ -35,6 +36,17 @@ class WebhookTarget(BaseModel):
 
     def __repr__(self) -> str:  # the URL of a Slack or Discord webhook is a secret too
         return f"WebhookTarget(preset={self.preset!r})"
+
+
+class ModelPrice(BaseModel):
+    """A model's price in USD per million tokens: prompt (`input`), completion (`output`), and
+    prompt tokens read from the provider's cache (`cached`; the input price if not given)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached: float | None = Field(None, ge=0)
 
 
 class Settings(BaseSettings):
@@ -70,6 +82,9 @@ class Settings(BaseSettings):
     # "native": OpenAI function calling. "text": no `tools` sent; calls are written as
     # <tool_call> text and results come back as user messages (servers without tool support).
     llm_tool_mode: Literal["native", "text"] = "native"
+    # The model's price table, JSON {"input", "output", "cached"?} in USD per million tokens:
+    # each LLM request's price is recorded with it (GET /api/usage). Unset: no prices.
+    model_price: Annotated[ModelPrice | None, NoDecode] = None
 
     # --- REST API ---
     # The address the API listens on; another than loopback needs CRAYFISH_API_TOKEN.
@@ -171,6 +186,11 @@ class Settings(BaseSettings):
     # --- Heartbeats and schedules ---
     # Seconds between heartbeat turns (HEARTBEAT.md); 0: off.
     heartbeat_interval: float = 0.0
+    # Background turns' (heartbeats, schedules) system prompt mode ("minimal": no skills,
+    # memory or heartbeat sections, only AGENTS.md and TOOLS.md of the bootstrap files).
+    background_prompt: Literal["full", "minimal"] = "minimal"
+    # The earlier turns of its session a schedule's turn sees (heartbeats see none).
+    background_history_turns: int = Field(2, ge=0)
 
     # Seconds between each replica's looks for due schedules (one replica fires each).
     schedule_poll: float = Field(1.0, gt=0)
@@ -242,6 +262,31 @@ class Settings(BaseSettings):
             except ValueError as exc:
                 raise ValueError(f"expected a JSON list of webhooks ({exc})") from None
         return [{"url": url.strip()} for url in text.split(",") if url.strip()]
+
+    @field_validator("model_price", mode="before")
+    @classmethod
+    def _price_from_text(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        if not value.strip():
+            return None
+        try:
+            return json.loads(value)
+        except ValueError as exc:
+            raise ValueError(
+                f'expected JSON like {{"input": 2.5, "output": 10, "cached": 1.25}} ({exc})'
+            ) from None
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        # Turns, schedules and the usage budget's days use it: a typo must not start.
+        if value:
+            try:
+                ZoneInfo(value)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError(f"not a known IANA time zone: {value!r}") from None
+        return value
 
     @field_validator("tool_services")
     @classmethod

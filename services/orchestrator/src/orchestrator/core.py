@@ -29,8 +29,8 @@ from orchestrator.content.media_migration import move_workspace_media
 from orchestrator.content.own_tools import OwnTools
 from orchestrator.metrics import Metrics
 from orchestrator.notify.delivery_queue import Deliveries
-from orchestrator.notify.notify import Notifier, NotifyBounds, WebhookSender
-from orchestrator.notify.webhooks import DeliveryRetryable
+from orchestrator.notify.notify import Notifier, NotifyBounds, NotifyLimit, WebhookSender
+from orchestrator.notify.webhooks import DeliveryRetryable, Notification
 from orchestrator.schedules.builtins import builtins
 from orchestrator.schedules.heartbeat import Heartbeats
 from orchestrator.schedules.scheduler import Scheduler
@@ -41,11 +41,14 @@ from orchestrator.store.schedules import ScheduledTurn, ScheduleStore
 from orchestrator.store.sessions import SessionInfo, check_session_id
 from orchestrator.store.transcripts import TranscriptMirror
 from orchestrator.store.turn_requests import Earlier, TurnRequest
+from orchestrator.store.usage import Budget, Grouping, UsageStore
 from orchestrator.turns.client_turns import KIND as OPENAI_KIND
 from orchestrator.turns.client_turns import ClientTurns
 from orchestrator.turns.events import EventSink
 from orchestrator.turns.manager import Turn, TurnManager
 from orchestrator.turns.turn_worker import WorkerTiming
+from orchestrator.usage.budgets import BudgetGuard
+from orchestrator.usage.report import budget_status, usage_report
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +63,11 @@ class OrchestratorCore:
     def __init__(self, settings: Settings, metrics: Metrics | None = None):
         self.settings = settings
         self.clients = ServiceClients(settings)
-        self.llm = LLMClient(settings)
-        self.llm_probe = LlmProbe(settings.openai_base_url, settings.openai_api_key, settings.model)
         self.db = Database(settings.database_url, settings.database_pool_size)
+        self.usage = UsageStore(self.db)
+        self.budgets = BudgetGuard(self.usage, settings.timezone, self._budget_alert)
+        self.llm = LLMClient(settings, self.usage.record, self.budgets.admit)
+        self.llm_probe = LlmProbe(settings.openai_base_url, settings.openai_api_key, settings.model)
         self.transcripts = TranscriptMirror(settings.transcripts_dir)
         self.store = SessionStore(self.db, self.transcripts)
         timing = WorkerTiming(
@@ -101,6 +106,7 @@ class OrchestratorCore:
         )
         own = builtins(settings, self.trigger_heartbeat, self.turns.events, self.turns.requests)
         self.scheduler = Scheduler(ScheduleStore(self.db), self._submit_scheduled, settings, own)
+        self.usage_timezone = settings.timezone or "UTC"  # the days of reports and budgets
         self.assistant = Assistant(
             settings,
             self.clients,
@@ -135,8 +141,9 @@ class OrchestratorCore:
         images: list[dict[str, Any]] | None = None,
     ) -> Turn:
         """Acknowledges a message durably: once this returns, its turn will run (on some
-        replica) after the session's earlier ones."""
+        replica) after the session's earlier ones. BudgetExceeded past a daily cap."""
         check_session_id(session_id)
+        await self.budgets.check(kind)
         return await self.turns.create(session_id, message, kind, images=images)
 
     async def submit_once(
@@ -151,6 +158,7 @@ class OrchestratorCore:
         """`submit` of a turn a client may ask for again: the new turn, or the earlier request
         this one repeats (store/turn_requests.py), whose turn is left alone."""
         check_session_id(session_id)
+        await self.budgets.check(kind)
         return await self.turns.create_once(request, session_id, message, images, kind, task_id)
 
     async def submit_client_turn(
@@ -163,6 +171,7 @@ class OrchestratorCore:
     ) -> Turn | Earlier:
         """`submit_once` for a /v1 request: what the client asked of the turn is stored first,
         so the replica that runs it finds it."""
+        await self.budgets.check(OPENAI_KIND)
         task_id = uuid.uuid4().hex
         await self.openai_turns.put_request(task_id, asked.as_json())
         return await self.submit_once(request, session_id, message, images, OPENAI_KIND, task_id)
@@ -219,6 +228,22 @@ class OrchestratorCore:
         """The metrics, with the count of queued and running tasks (all replicas) read now."""
         self.turns.active_count = await self.turns.store.count_active()
         return self.metrics.render()
+
+    async def usage_report(
+        self, by: Grouping, since: str | None, until: str | None
+    ) -> dict[str, Any]:
+        """LLM requests summed per group; UsageQueryInvalid for a time it cannot read."""
+        report = await usage_report(self.usage, by, since, until, self.usage_timezone)
+        return report.as_dict()
+
+    async def usage_budget(self) -> dict[str, Any]:
+        """The daily caps, and today's spend against them."""
+        return await budget_status(self.usage, *self.budgets.day_start())
+
+    async def replace_usage_budget(self, budget: Budget) -> dict[str, Any]:
+        """Stores new caps: every replica applies them from its next turn on."""
+        await self.budgets.replace(budget)
+        return await self.usage_budget()
 
     async def delete_session(self, session_id: str) -> None:
         """Closes the session's sandbox, then deletes its history, holding the session: a turn
@@ -383,7 +408,15 @@ class OrchestratorCore:
             await self.turns.create(entry["session_id"], entry["message"], kind, entry["task_id"])
         await legacy_import.inbox_imported(self.db)
 
+    async def _budget_alert(self, title: str, text: str) -> None:
+        try:
+            await self.notifier.notify(Notification(text, title, priority="high"))
+        except NotifyLimit as exc:
+            log.warning("budget notification not sent: %s", exc)
+
     async def _run_turn(self, turn: Turn, emit: EventSink) -> str:
+        # Checked again here: a turn queued before a cap was passed, and background turns.
+        await self.budgets.check(turn.kind)
         if turn.kind == "heartbeat":
             return await self.assistant.run_heartbeat(turn, emit)
         if turn.kind == "schedule":

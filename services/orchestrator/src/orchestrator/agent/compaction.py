@@ -12,6 +12,7 @@ from orchestrator.agent.context import (
     prune_tool_results,
 )
 from orchestrator.agent.llm import LLMClient, add_usage
+from orchestrator.agent.llm_record import COMPACTION, RequestOrigin
 from orchestrator.agent.loop import AgentLoop
 from orchestrator.content.media import as_text_only, plain_text
 from orchestrator.store.sessions import SessionStore
@@ -59,8 +60,10 @@ class Compactor:
         incoming: dict[str, Any],
         emit: EventSink,
         usage: dict[str, int],
+        task_id: str = "",
     ) -> list[dict[str, Any]]:
-        """History to send with `incoming`: as is, pruned, or compacted (and persisted)."""
+        """History to send with `incoming`: as is, pruned, or compacted (and persisted); the
+        requests this makes are recorded as `task_id`'s compaction."""
         budget = self.budget(system)
         if estimate_tokens([*history, incoming]) <= budget:
             return history
@@ -74,8 +77,9 @@ class Compactor:
         if cut <= 0:
             return pruned
         old = history[:cut]
-        await self._flush_memory(session_id, system, pruned[:cut], emit, usage)
-        summary = await self._summarise(old, usage)
+        origin = RequestOrigin(session_id, task_id, COMPACTION)
+        await self._flush_memory(origin, system, pruned[:cut], emit, usage)
+        summary = await self._summarise(old, usage, origin)
         await self.store.append_compaction(session_id, summary, cut)
         compacted = await self.store.load(session_id)
         # The current user message was persisted before this ran; it is sent separately.
@@ -89,7 +93,7 @@ class Compactor:
 
     async def _flush_memory(
         self,
-        session_id: str,
+        origin: RequestOrigin,
         system: str,
         old: list[dict[str, Any]],
         emit: EventSink,
@@ -108,16 +112,20 @@ class Compactor:
 
         await emit("memory.flush", {"messages": len(old)})
         try:
-            await self.loop.run(messages, session_id, quiet, _discard, usage, FLUSH_TOOLS)
+            await self.loop.run(
+                messages, origin.session_id, quiet, _discard, usage, FLUSH_TOOLS, origin=origin
+            )
         except Exception as exc:  # a failed flush must not lose the user's turn
             log.warning("memory flush failed: %s", exc)
 
-    async def _summarise(self, old: list[dict[str, Any]], usage: dict[str, int]) -> str:
+    async def _summarise(
+        self, old: list[dict[str, Any]], usage: dict[str, int], origin: RequestOrigin
+    ) -> str:
         request = [
             {"role": "system", "content": SUMMARY_PROMPT},
             {"role": "user", "content": transcript(old)},
         ]
-        reply = await self.llm.complete(request)
+        reply = await self.llm.complete(request, origin=origin)
         add_usage(usage, reply)
         return reply.content.strip() or "(the earlier conversation had nothing worth keeping)"
 

@@ -100,6 +100,14 @@ def turn_starts(messages: list[dict[str, Any]]) -> list[int]:
     return [i for i, m in enumerate(messages) if m.get("role") == "user"]
 
 
+def last_turns(messages: list[dict[str, Any]], turns: int) -> list[dict[str, Any]]:
+    """The last `turns` turns of messages (none for 0), cut where a turn starts."""
+    starts = turn_starts(messages)
+    if turns <= 0:
+        return []
+    return messages[starts[-turns] :] if len(starts) > turns else messages
+
+
 def prune_tool_results(
     messages: list[dict[str, Any]], keep_turns: int, keep_chars: int = 300
 ) -> tuple[list[dict[str, Any]], int]:

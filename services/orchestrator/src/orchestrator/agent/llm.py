@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,13 @@ from orchestrator.agent.chat_http import (
     ProviderTimeout,
     ProviderUnreachable,
     StreamBroke,
+)
+from orchestrator.agent.llm_record import (
+    Gate,
+    LLMRequestRecord,
+    Recorder,
+    RequestOrigin,
+    price_of,
 )
 from orchestrator.agent.think import ThinkFilter, strip_think
 from orchestrator.config import Settings
@@ -59,6 +67,7 @@ class LLMReply:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0  # of prompt_tokens, read from the provider's prompt cache
+    model: str = ""  # the model that answered, as the provider names it
 
 
 @dataclass
@@ -68,6 +77,7 @@ class _StreamState:
     calls: dict[int, dict[str, str]] = field(default_factory=dict)
     finish_reason: str = ""
     usage: dict[str, Any] | None = None
+    model: str = ""
 
 
 @dataclass
@@ -93,11 +103,16 @@ class _Call:
 
 
 class LLMClient:
-    """One provider, one model; `complete` streams when given a delta callback."""
+    """One provider, one model; `complete` streams when given a delta callback, and hands
+    each request's record (tokens, latency, price, error) to `recorder`."""
 
-    def __init__(self, settings: Settings):
+    def __init__(
+        self, settings: Settings, recorder: Recorder | None = None, gate: Gate | None = None
+    ):
         self.settings = settings
         self.model = settings.model
+        self.recorder = recorder
+        self.gate = gate
         self.endpoint = ChatEndpoint(
             settings.openai_base_url,
             settings.openai_api_key or "not-needed",
@@ -116,10 +131,59 @@ class LLMClient:
         on_delta: DeltaCallback | None = None,
         tool_choice: str | dict[str, Any] = "",
         params: dict[str, Any] | None = None,
+        origin: RequestOrigin | None = None,
     ) -> LLMReply:
         """The whole reply; text goes to on_delta as it streams and is never sent twice.
         `params` (a client's temperature, stop, response_format...) go into the request as
-        given: what the provider refuses is its to say."""
+        given: what the provider refuses is its to say. Recorded as `origin` asked it,
+        answered or failed. The gate may refuse it first (a budget used up mid-turn)."""
+        if self.gate is not None:
+            await self.gate(origin or RequestOrigin())
+        started = time.perf_counter()
+        try:
+            reply = await self._complete(messages, tools, on_delta, tool_choice, params)
+        except Exception as exc:
+            await self._record(origin, started, None, str(exc) or type(exc).__name__)
+            raise
+        await self._record(origin, started, reply, "")
+        return reply
+
+    async def _record(
+        self, origin: RequestOrigin | None, started: float, reply: LLMReply | None, error: str
+    ) -> None:
+        """Hands the request's record to the recorder; a failure to keep it costs the turn
+        nothing (it is logged)."""
+        if self.recorder is None:
+            return
+        prompt, completion, cached = (
+            (reply.prompt_tokens, reply.completion_tokens, reply.cached_tokens)
+            if reply
+            else (0, 0, 0)
+        )
+        record = LLMRequestRecord(
+            origin=origin or RequestOrigin(),
+            preset=self.model,
+            model=(reply.model if reply else "") or self.model,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cached_tokens=cached,
+            latency_ms=round((time.perf_counter() - started) * 1000, 1),
+            price=price_of(self.settings.model_price, prompt, completion, cached),
+            error=error,
+        )
+        try:
+            await self.recorder(record)
+        except Exception:
+            log.exception("recording an LLM request failed")
+
+    async def _complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        on_delta: DeltaCallback | None,
+        tool_choice: str | dict[str, Any],
+        params: dict[str, Any] | None,
+    ) -> LLMReply:
         call = _Call(on_delta)
         deadline = self.settings.llm_deadline
         try:
@@ -162,6 +226,7 @@ class LLMClient:
                 usage = chunk.get("usage")
                 if isinstance(usage, dict):
                     state.usage = usage
+                state.model = state.model or _str(chunk.get("model"))
                 for choice in _dicts(chunk.get("choices")):
                     await call.show(_absorb(choice, state, think))
         finally:
@@ -261,6 +326,7 @@ def _reply_from(state: _StreamState) -> LLMReply:
         prompt_tokens=_int(usage.get("prompt_tokens")),
         completion_tokens=_int(usage.get("completion_tokens")),
         cached_tokens=_cached_tokens(usage),
+        model=state.model,
     )
 
 

@@ -19,6 +19,7 @@ from opentelemetry import trace
 from orchestrator.agent.client_request import ClientRequest
 from orchestrator.agent.guard import RepeatGuard
 from orchestrator.agent.llm import LLMClient, LLMReply, ToolCall, add_usage
+from orchestrator.agent.llm_record import RequestOrigin
 from orchestrator.agent.prompt import CAP_HEAD_SHARE, HEARTBEAT_TOKEN, SILENT_TOKEN
 from orchestrator.agent.pseudo_calls import CallSniffer, find_pseudo_calls, strip_call_syntax
 from orchestrator.agent.text_tools import to_text_protocol
@@ -87,15 +88,19 @@ class AgentLoop:
         usage: dict[str, int],
         only: set[str] | None = None,
         client: ClientRequest | None = None,
+        origin: RequestOrigin | None = None,
     ) -> TurnOutcome:
         """Runs rounds until a final answer, or a call of a `client` tool; `only` restricts
-        the tools offered and run."""
+        the tools offered and run; each LLM request is recorded as `origin` asked it."""
+        origin = origin or RequestOrigin(session_id)
         guard = RepeatGuard(exact_limit=self.limits.repeat_limit)
         tools = TurnTools(self.registry, only)  # grows when tool_search finds tools
         client = client or ClientRequest()
         reasked = False
         for round_no in range(1, self.limits.max_rounds + 1):
-            reply, streamed = await self._ask(messages, round_no, emit, usage, tools, client)
+            reply, streamed = await self._ask(
+                messages, round_no, emit, usage, tools, client, origin
+            )
             calls, content, note = reply.tool_calls, reply.content, ""
             if not calls:
                 known = set(tools) | client.tool_names
@@ -161,6 +166,7 @@ class AgentLoop:
         usage: dict[str, int],
         tools: Mapping[str, OfferedTool],
         client: ClientRequest,
+        origin: RequestOrigin,
     ) -> tuple[LLMReply, str]:
         """The reply, and the text already streamed to the user as deltas."""
         await emit("llm.request", {"round": round_no, "messages": len(messages)})
@@ -175,12 +181,14 @@ class AgentLoop:
         with span(tracer, "llm", {"crayfish.round": round_no}) as llm_span:
             if self.limits.tool_mode == "text":
                 text_protocol = to_text_protocol(messages)
-                reply = await self.llm.complete(text_protocol, None, on_delta, "", client.params)
+                reply = await self.llm.complete(
+                    text_protocol, None, on_delta, "", client.params, origin
+                )
             else:
                 offered = [t.as_openai() for t in tools.values()] + client.tools
                 choice = client.tool_choice or self._first_choice(round_no, tools)
                 reply = await self.llm.complete(
-                    messages, offered or None, on_delta, choice, client.params
+                    messages, offered or None, on_delta, choice, client.params, origin
                 )
             llm_span.set_attributes(
                 {

@@ -25,6 +25,8 @@ BOOTSTRAP_FILES = (
     "HEARTBEAT.md",
     "MEMORY.md",
 )
+# The bootstrap files of a minimal prompt (background turns): how to work, and the tools' notes.
+MINIMAL_FILES = ("AGENTS.md", "TOOLS.md")
 SILENT_TOKEN = "NO_REPLY"
 # Long text keeps head and tail 70 : 20 (OpenClaw's bootstrap caps): the head's share of it.
 CAP_HEAD_SHARE = 0.7 / 0.9
@@ -59,6 +61,8 @@ def build_system_prompt(inputs: PromptInputs) -> str:
         ]
         if inputs.mode == "full":
             sections += [MEMORY_RECALL, SILENT_REPLIES, HEARTBEATS]
+        else:  # a background turn with nothing to say must still be able to say so
+            sections += [SILENT_REPLIES]
         sections += [WORKSPACE, project_context(inputs), _runtime(inputs)]
     return "\n\n".join(s for s in sections if s)
 

@@ -22,6 +22,7 @@ from orchestrator.clients import (
     ServiceUnavailable,
 )
 from orchestrator.store import StoreUnavailable
+from orchestrator.usage.budgets import BudgetExceeded
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +130,12 @@ def install_error_handlers(app: FastAPI) -> None:
             return error_response(507, message, "storage_full")
         log.exception("unhandled error")
         return error_response(500, "internal error; see the orchestrator log", "internal_error")
+
+    @app.exception_handler(BudgetExceeded)
+    async def _over_budget(_: Request, exc: BudgetExceeded) -> JSONResponse:
+        response = error_response(429, str(exc), "budget_exceeded")
+        response.headers["X-Crayfish-Budget-Cap"] = exc.cap
+        return response
 
     @app.exception_handler(BodyTooLarge)
     async def _too_large(_: Request, exc: BodyTooLarge) -> JSONResponse:

@@ -67,6 +67,8 @@ def tools_note(turn: Turn) -> str:
 def _status(failure: TurnFailure | None) -> tuple[int, str]:
     if failure is None or failure.cause == "internal":
         return 500, "turn_failed"
+    if failure.cause == "budget":
+        return 429, "budget_exceeded"
     if failure.cause == "llm_timeout":
         return 504, "llm_timeout"
     if failure.cause == "llm_unavailable" or failure.llm_status is None:

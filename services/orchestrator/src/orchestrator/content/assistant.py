@@ -12,10 +12,13 @@ from opentelemetry import trace
 
 from orchestrator.agent.client_request import ClientRequest, close_unanswered
 from orchestrator.agent.compaction import Compactor
+from orchestrator.agent.context import last_turns
 from orchestrator.agent.llm import LLMClient
+from orchestrator.agent.llm_record import RequestOrigin
 from orchestrator.agent.loop import AgentLoop, LoopLimits, TurnOutcome
 from orchestrator.agent.prompt import (
     BOOTSTRAP_FILES,
+    MINIMAL_FILES,
     SILENT_TOKEN,
     PromptInputs,
     PromptMode,
@@ -104,32 +107,42 @@ class Assistant:
         return await self.deliver(text, rounds, turn, emit)
 
     async def run_scheduled(self, turn: Turn, emit: EventSink) -> str:
-        """A schedule's turn in its session: as a chat turn, but an acknowledgement
-        (HEARTBEAT_OK) or NO_REPLY is not delivered."""
-        text, rounds = await self._converse(turn, emit)
+        """A schedule's turn in its session: as a chat turn, but light (the background prompt,
+        the session's last few turns), and an acknowledgement (HEARTBEAT_OK) or NO_REPLY is
+        not delivered."""
+        settings = self.settings
+        text, rounds = await self._converse(
+            turn, emit, settings.background_prompt, settings.background_history_turns
+        )
         if is_acknowledgement(text):
             turn.delivered = False
             text = ""
         return await self.deliver(text, rounds, turn, emit)
 
-    async def _converse(self, turn: Turn, emit: EventSink) -> tuple[str, int]:
-        """The turn with the session's history, memory recall and the tool loop."""
+    async def _converse(
+        self, turn: Turn, emit: EventSink, mode: PromptMode = "full", keep_turns: int | None = None
+    ) -> tuple[str, int]:
+        """The turn with the session's history (its last `keep_turns` turns, when given),
+        memory recall and the tool loop."""
         if turn.images and not self.vision:
             raise ValueError(vision_refusal(self.settings))
         with span(tracer, "turn setup"):
             system, recall = await asyncio.gather(
-                self.system_prompt("full"), self.recall(turn.message, emit)
+                self.system_prompt(mode), self.recall(turn.message, emit)
             )
             history, user = await self._accept(turn, recall)
+            if keep_turns is not None:
+                history = last_turns(history, keep_turns)
             history = await self.compactor.fit(
-                turn.session_id, system, history, user, emit, turn.usage
+                turn.session_id, system, history, user, emit, turn.usage, turn.id
             )
         history = close_unanswered(history)
         return await self._loop(turn, emit, [system_message(system), *history, user])
 
     async def run_heartbeat(self, turn: Turn, emit: EventSink) -> str:
-        """A light turn: the standing tasks and no history; an acknowledgement is dropped."""
-        system = await self.system_prompt("full")
+        """A light turn: the background prompt, the standing tasks and no history; an
+        acknowledgement is dropped."""
+        system = await self.system_prompt(self.settings.background_prompt)
         _, user = await self._accept(turn, history=False)
         text, rounds = await self._loop(turn, emit, [system_message(system), user])
         if is_acknowledgement(text):
@@ -175,6 +188,7 @@ class Assistant:
             lambda group: self.turns.append_turn(turn, group),
             turn.usage,
             client=client,
+            origin=origin_of(turn),
         )
 
     async def deliver(self, text: str, rounds: int, turn: Turn, emit: EventSink) -> str:
@@ -192,6 +206,11 @@ class Assistant:
         context_files: list[WorkspaceFile] = []
         if mode == "none":
             await self.registry.refresh()
+            skills_xml, always = "", ""
+        elif mode == "minimal":
+            _, context_files = await asyncio.gather(
+                self.registry.refresh(), self.workspace.load(MINIMAL_FILES)
+            )
             skills_xml, always = "", ""
         else:
             _, (skills_xml, always), context_files = await asyncio.gather(
@@ -244,6 +263,11 @@ class Assistant:
             return ""
         await emit("memory.recall", {"citations": [hit.citation for hit in found.hits]})
         return format_recall(found.hits)
+
+
+def origin_of(turn: Turn) -> RequestOrigin:
+    """How a turn's LLM requests are recorded: its session, id and kind."""
+    return RequestOrigin(turn.session_id, turn.id, turn.kind)
 
 
 def system_message(text: str) -> dict[str, Any]:

@@ -7,8 +7,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal, get_args
 
 from orchestrator.agent.llm import LLMError
+from orchestrator.usage.budgets import BudgetExceeded
 
-Cause = Literal["llm_status", "llm_timeout", "llm_unavailable", "internal"]
+Cause = Literal["llm_status", "llm_timeout", "llm_unavailable", "budget", "internal"]
 CAUSES = get_args(Cause)
 
 
@@ -41,6 +42,8 @@ class TurnFailure:
 
 def failure_of(exc: BaseException, tools_ran: int) -> TurnFailure:
     """The failure an exception that ended a turn stands for."""
+    if isinstance(exc, BudgetExceeded):
+        return TurnFailure("budget", llm_code=exc.cap, tools_ran=tools_ran)
     if isinstance(exc, LLMError):
         if exc.status is not None:
             return TurnFailure("llm_status", exc.status, exc.code, tools_ran)

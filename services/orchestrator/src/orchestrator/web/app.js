@@ -2,6 +2,7 @@
 
 import { HttpError, TOKEN_KEY, api, followAll, followTask } from "/static/api.js";
 import { closeMenu, menuIsOpen, openMenu, wireMenu } from "/static/menu.js";
+import { wireUsage } from "/static/usage.js";
 import { $, TurnView, addUserMessage, el, setStatus, showBanner, showNotification } from "/static/render.js";
 
 const state = { session: null, task: null, busy: false, image: null };
@@ -298,6 +299,7 @@ function wire() {
 
 wire();
 wireMenu();
+wireUsage();
 watchNotifications();
 loadSessions().then(() => {
   const match = location.hash.match(/^#session=(.+)$/);

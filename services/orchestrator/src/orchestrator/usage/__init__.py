@@ -1,0 +1,1 @@
+"""What LLM requests cost, and the daily caps that refuse turns past them."""
