@@ -88,8 +88,8 @@ async def test_two_cores_prune_old_events_once_per_due_time(core_factory, fake_l
     one: OrchestratorCore = await core_factory(CRAYFISH_EVENTS_RETENTION_HOURS=hours)
     two: OrchestratorCore = await core_factory(CRAYFISH_EVENTS_RETENTION_HOURS=hours)
     task = await one.submit("chat", "hi")
-    assert (await one.tasks.wait(task.id, 30)).status == "completed"
-    kept = [e for e in await one.tasks.events.all_events(0) if e.task_id == task.id]
+    assert (await one.turns.wait(task.id, 30)).status == "completed"
+    kept = [e for e in await one.turns.events.all_events(0) if e.task_id == task.id]
     assert len(kept) > 1
     await asyncio.sleep(0.5)
     runs = (await builtin_rows(one))["events-retention"]["runs"]
@@ -103,7 +103,7 @@ async def test_two_cores_prune_old_events_once_per_due_time(core_factory, fake_l
             await asyncio.sleep(0.05)
         assert now["runs"] == runs + round_, "each due time is claimed once"
         assert now["next_run"] > time.time() + 3000  # an hour on
-    left = [e for e in await one.tasks.events.all_events(0) if e.task_id == task.id]
+    left = [e for e in await one.turns.events.all_events(0) if e.task_id == task.id]
     assert [e.type for e in left] == [kept[-1].type]  # its terminal event stays
 
 

@@ -93,7 +93,7 @@ async def test_past_the_daily_token_cap_turns_are_refused_on_every_replica(
     one: OrchestratorCore = await core_factory()
     other: OrchestratorCore = await core_factory()
     await one.replace_usage_budget(Budget(daily_tokens=1))
-    first = await one.tasks.wait((await one.submit("s1", "hello")).id, 30)
+    first = await one.turns.wait((await one.submit("s1", "hello")).id, 30)
     assert first.status == "completed"  # nothing spent yet when it was sent
     with pytest.raises(BudgetExceeded) as refused:
         await other.submit("s2", "hello again")  # the other replica counts the same rows
@@ -102,13 +102,13 @@ async def test_past_the_daily_token_cap_turns_are_refused_on_every_replica(
     with pytest.raises(BudgetExceeded):
         await one.submit("s3", "and again")
     # The user is told, once for the cap and day, however many replicas refused turns.
-    events = await one.tasks.events.all_events(0)
+    events = await one.turns.events.all_events(0)
     notes = [e.data["notification"] for e in events if e.type == "notification"]
     assert len(notes) == 1 and "daily_tokens" in notes[0]["text"]
     # The change takes effect without a restart, within a second on every replica: a raised
     # cap lets turns through again.
     await other.replace_usage_budget(Budget(daily_tokens=10_000_000))
-    again = await other.tasks.wait((await other.submit("s2", "hello again")).id, 30)
+    again = await other.turns.wait((await other.submit("s2", "hello again")).id, 30)
     assert again.status == "completed"
     for _ in range(100):
         try:
@@ -116,7 +116,7 @@ async def test_past_the_daily_token_cap_turns_are_refused_on_every_replica(
             break
         except BudgetExceeded:
             await asyncio.sleep(0.05)
-    assert (await one.tasks.wait(elsewhere.id, 30)).status == "completed"
+    assert (await one.turns.wait(elsewhere.id, 30)).status == "completed"
 
 
 async def test_background_caps_refuse_only_background_turns(core_factory, fake_llm: FakeLLM):

@@ -47,7 +47,7 @@ from orchestrator.turns.client_turns import ClientTurns
 from orchestrator.turns.events import EventSink
 from orchestrator.turns.manager import Turn, TurnManager
 from orchestrator.turns.turn_worker import WorkerTiming
-from orchestrator.usage.budgets import BudgetGuard
+from orchestrator.usage.budgets import BudgetExceeded, BudgetGuard
 from orchestrator.usage.report import budget_status, usage_report
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ class OrchestratorCore:
             ),
             self._turn_here,
         )
-        own = builtins(settings, self.trigger_heartbeat, self.turns.events, self.turns.requests)
+        own = builtins(settings, self._scheduled_heartbeat, self.turns.events, self.turns.requests)
         self.scheduler = Scheduler(ScheduleStore(self.db), self._submit_scheduled, settings, own)
         self.usage_timezone = settings.timezone or "UTC"  # the days of reports and budgets
         self.assistant = Assistant(
@@ -427,8 +427,15 @@ class OrchestratorCore:
 
     async def trigger_heartbeat(self) -> Turn | None:
         """Queues a heartbeat turn, or None when HEARTBEAT.md lists nothing (no LLM call) or a
-        heartbeat is queued or running."""
+        heartbeat is queued or running; BudgetExceeded past a daily cap of background turns."""
+        await self.budgets.check("heartbeat")
         return await self.heartbeats.trigger()
+
+    async def _scheduled_heartbeat(self) -> None:
+        try:
+            await self.trigger_heartbeat()
+        except BudgetExceeded as exc:  # the user was notified when the cap was passed
+            log.warning("heartbeat skipped: %s", exc)
 
     async def close(self) -> None:
         if self._llm_line is not None:

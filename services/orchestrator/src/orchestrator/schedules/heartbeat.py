@@ -51,9 +51,9 @@ class Heartbeats:
     """Queues the heartbeat turn, at its built-in schedule (schedules/builtins.py) or when asked
     (POST /api/heartbeat)."""
 
-    def __init__(self, workspace: WorkspaceFiles, tasks: TurnManager):
+    def __init__(self, workspace: WorkspaceFiles, turns: TurnManager):
         self.workspace = workspace
-        self.tasks = tasks
+        self.turns = turns
 
     async def trigger(self) -> Turn | None:
         """The queued heartbeat turn, or None when HEARTBEAT.md lists nothing (no LLM call) or
@@ -62,6 +62,6 @@ class Heartbeats:
         tasks = heartbeat_tasks(file.text or "")
         if not tasks:
             return None
-        if await self.tasks.active(kind="heartbeat"):
+        if await self.turns.active(kind="heartbeat"):
             return None  # one at a time is plenty
-        return await self.tasks.create(HEARTBEAT_SESSION, heartbeat_message(tasks), "heartbeat")
+        return await self.turns.create(HEARTBEAT_SESSION, heartbeat_message(tasks), "heartbeat")
