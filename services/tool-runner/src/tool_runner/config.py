@@ -26,7 +26,9 @@ SKILL_ROOT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 class ToolRunnerSettings(ServiceSettings):
     """Everything the tool-runner can be told; limits are defaults a call may lower."""
 
-    model_config = SettingsConfigDict(env_prefix="TOOL_RUNNER_", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="TOOL_RUNNER_", extra="ignore", populate_by_name=True
+    )
 
     port: int = 50051
     workspace: Path = Path("./workspace")
@@ -41,6 +43,8 @@ class ToolRunnerSettings(ServiceSettings):
     # Skill folders commands may read (and run scripts from), mounted read-only at
     # /skills/<name>: JSON, e.g. {"managed": "/data/skills/managed", "builtin": "/opt/skills"}.
     skill_roots: dict[str, Path] = Field(default_factory=dict)
+    # Secrets for commands (secrets.py has the format): only this service reads the file.
+    secrets_file: Path | None = Field(default=None, validation_alias="CRAYFISH_SECRETS_FILE")
 
     # Limits (per call; a call may ask for a shorter timeout, never for more than max_timeout).
     default_timeout: float = 60.0

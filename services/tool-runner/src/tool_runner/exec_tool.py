@@ -12,6 +12,7 @@ from tool_runner.config import ToolRunnerSettings
 from tool_runner.fsafe import Workspace
 from tool_runner.policy import CommandPolicy
 from tool_runner.sandbox.base import ExecOutcome, ExecSpec, Limits, Sandbox
+from tool_runner.secrets_file import SecretsFile
 from tool_runner.slots import CommandSlots, NoSlot
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -40,6 +41,12 @@ class ExecTool(Tool):
                 "additionalProperties": {"type": "string"},
                 "description": "Extra environment variables.",
             },
+            "skill": {
+                "type": "string",
+                "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",
+                "description": "The skill whose instructions this command follows: it then gets "
+                "the secrets bound to that skill (read_skill says which).",
+            },
             "limits": {
                 "type": "object",
                 "description": "Optional lower limits for this call.",
@@ -57,15 +64,22 @@ class ExecTool(Tool):
         policy: CommandPolicy,
         sandbox: Sandbox,
         slots: CommandSlots,
+        secrets: SecretsFile,
     ) -> None:
         self.ws = ws
         self.settings = settings
         self.policy = policy
         self.sandbox = sandbox
         self.slots = slots
+        self.secrets = secrets
 
     async def run(self, args: dict[str, Any], call: ToolCall) -> ToolResult:
         spec = build_spec(self.ws, self.settings, self.policy, args, call.session_id)
+        for name in spec.env:
+            if name in self.secrets.names:
+                raise ToolError(f"env: {name!r} comes from the secrets file; it may not be set")
+        # Secrets last: nothing a call passes replaces them.
+        spec.env.update(self.secrets.env_for(args.get("skill", "")))
         try:
             async with self.slots.slot(spec.session_id, spec.limits.timeout) as left:
                 # The wait counts against the call's timeout; the result names the whole.
@@ -122,6 +136,8 @@ def build_spec(
     for name in env:
         if not _ENV_NAME.match(name) or name in _RESERVED_ENV:
             raise ToolError(f"env: {name!r} may not be set")
+        if "\0" in env[name]:
+            raise ToolError(f"env: {name!r} holds a NUL character, which no environment can")
     return ExecSpec(
         command=command,
         workdir=workdir,
