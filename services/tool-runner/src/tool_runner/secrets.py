@@ -101,8 +101,11 @@ def parse_line(line: str, environ: Mapping[str, str]) -> Secret:
     """One `NAME[skills]=value` line (stripped, not a comment) as a Secret."""
     found = LINE.fullmatch(line)
     if found is None:
-        head = line.split("=", 1)[0][:40]
-        raise SecretsError(f"{head!r}: expected NAME=value or NAME[skill,...]=value")
+        # Only the leading word: the rest of a broken line may be the value itself.
+        head = re.match(r"[A-Za-z0-9_]*", line)[0][:40]  # type: ignore[index]
+        raise SecretsError(
+            f"expected NAME=value or NAME[skill,...]=value (the line starts {head!r})"
+        )
     name = found["name"]
     reason = reserved_reason(name)
     if reason:
