@@ -4,6 +4,7 @@ store could show it."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import shutil
@@ -78,10 +79,14 @@ def test_a_skills_secret_works_and_is_found_nowhere(
     assert 'exec\'s "skill": "github"' in last_tool_output(fake_llm.requests[1])
 
     places = searched_places(api, fake_llm, stack, accepted.json()["task_id"])
-    found = {place: text.count(TOKEN) for place, text in places.items()}
+    forms = (TOKEN, base64.b64encode(TOKEN.encode()).decode().rstrip("="))
+    found = {place: sum(text.count(f) for f in forms) for place, text in places.items()}
     print_figures(
         request,
-        [f"secret value searched in {len(places)} places: {sum(found.values())} found"]
+        [
+            f"secret value (or its base64) searched in {len(places)} places: "
+            f"{sum(found.values())} found"
+        ]
         + [f"  {place}: {len(text)} chars, found {found[place]}" for place, text in places.items()],
     )
     assert sum(found.values()) == 0, {place: n for place, n in found.items() if n}

@@ -98,6 +98,12 @@ class ToolRunnerSettings(ServiceSettings):
                 raise ValueError(f"skill root name {name!r}: use a-z, 0-9, '-' or '_'")
         return roots
 
+    @field_validator("secrets_file", mode="before")
+    @classmethod
+    def _no_file(cls, path: object) -> object:
+        # Compose passes an empty value when no file is set: that is no file, not "./".
+        return None if path == "" else path
+
     @property
     def sandboxes_memory_mb(self) -> int:
         """total_memory_mb, or half of this machine's memory when it is 0."""
