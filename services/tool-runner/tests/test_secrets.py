@@ -84,6 +84,17 @@ async def test_encoded_and_split_values_are_redacted_and_what_is_not(secret_runn
     assert TOKEN[:10] in piece.output
 
 
+async def test_a_piece_of_a_value_at_the_output_cut_is_redacted(secret_runner: Runner):
+    # Kept: the first and last 10 bytes; the cut falls inside the value at both ends.
+    reply = await secret_runner.sh(
+        'printf "xx%s-%syy" "$NPM_TOKEN" "$NPM_TOKEN"', limits={"output_limit": 20}
+    )
+    assert "[output truncated" in reply.output
+    assert NPM[:8] not in reply.output and NPM[-8:] not in reply.output, reply.output
+    assert "xx[secret NPM_TOKEN, cut]" in reply.output
+    assert "[secret NPM_TOKEN, cut]yy" in reply.output
+
+
 async def test_streamed_output_is_redacted_even_when_a_value_spans_chunks(secret_runner: Runner):
     # The halves are printed 0.5 s apart: the sandbox sends them as two chunks (0.1 s batches).
     command = (

@@ -87,6 +87,10 @@ class ExecTool(Tool):
                 outcome = await self.sandbox.run(running, call.sink)
         except NoSlot as exc:
             raise ToolError(str(exc)) from None
+        redactor = self.secrets.redactor
+        for stream in (outcome.stdout, outcome.stderr):
+            if stream.truncated and redactor:
+                redactor.cut_pieces(stream.head, stream.tail)
         return describe(outcome, spec.limits)
 
 

@@ -1,41 +1,66 @@
 """Redaction: a secret's value in a tool's output becomes `[secret NAME]` before it leaves.
 
 Each value is matched as itself, in standard base64 (at any of the three byte alignments, so
-inside a longer encoded text too) and in hex, each also when broken across lines (`fold`,
-`base64`'s 76-column lines, CRLF). Anything else a command can do to a value (reverse it, print
-a piece of it, rot13, gzip, xor) is not recognised: redaction stops accidents, it is no barrier
-against a command that wants the value out (see the README).
+inside a longer encoded text too; every character that carries bits of the value, and the
+padding) and in hex, each also when broken across lines (`fold`, `base64`'s 76-column lines,
+CRLF). Anything else a command can do to a value (reverse it, print a piece of it, rot13, gzip,
+xor) is not recognised: redaction stops accidents, it is no barrier against a command that wants
+the value out (see the README).
 """
 
 from __future__ import annotations
 
-import base64
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 # Shorter encoded forms would match ordinary output by chance.
 MIN_FORM_CHARS = 8
+# A piece of a value at an output cut this long or longer is redacted too.
+MIN_PIECE_BYTES = 4
 LINE_BREAK = r"(?:\r?\n)?"
 LINE_BREAK_BYTES = 2
 
 
-def encoded_forms(value: str) -> list[str]:
-    """The value and the encodings recognised as it (only those long enough to be telling)."""
+B64_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+def encoded_forms(value: str) -> list[list[str]]:
+    """The value and the encodings recognised as it, each as one regex per character (only
+    those long enough to be telling), longest first."""
     raw = value.encode("utf-8")
-    forms = [value, raw.hex(), raw.hex().upper()]
-    for pad in range(3):
-        encoded = base64.b64encode(b"\0" * pad + raw).decode("ascii")
-        # Characters whose bits come from the value's bytes alone, at this alignment.
-        start = 4 if pad else 0
-        end = (pad + len(raw)) // 3 * 4
-        forms.append(encoded[start:end])
-    unique = dict.fromkeys(f for f in forms if len(f) >= MIN_FORM_CHARS)
-    return sorted(unique, key=len, reverse=True)
+    forms = [[re.escape(char) for char in text] for text in (value, raw.hex(), raw.hex().upper())]
+    forms += [base64_characters(raw, pad) for pad in range(3)]
+    unique = {tuple(form): form for form in forms if len(form) >= MIN_FORM_CHARS}
+    return sorted(unique.values(), key=len, reverse=True)
 
 
-def _pattern(form: str) -> str:
-    return LINE_BREAK.join(re.escape(char) for char in form)
+def base64_characters(raw: bytes, pad: int) -> list[str]:
+    """raw in base64 after `pad` unknown bytes (and before unknown ones): each character that
+    carries bits of raw, as itself or as the class of characters its known bits allow (at the
+    two ends, where it mixes in bits of the neighbours)."""
+    first, last = pad * 8, (pad + len(raw)) * 8  # raw's bits in the stream
+    characters = []
+    for index in range(first // 6, (last + 5) // 6):
+        low, high = max(index * 6, first), min(index * 6 + 6, last)
+        known = 0  # raw's bits that fall in this character, in place
+        for bit in range(low, high):
+            byte = raw[(bit - first) // 8]
+            if byte >> (7 - (bit - first) % 8) & 1:
+                known |= 1 << (5 - (bit - index * 6))
+        mask = sum(1 << (5 - (bit - index * 6)) for bit in range(low, high))
+        allowed = [B64_ALPHABET[c] for c in range(64) if c & mask == known]
+        characters.append(re.escape(allowed[0]) if len(allowed) == 1 else _class(allowed))
+    characters[-1] += "(?:==?)?"  # the padding, never a line break before it
+    return characters
+
+
+def _class(characters: list[str]) -> str:
+    return "[" + "".join(re.escape(c) for c in characters) + "]"
+
+
+def _pattern(form: list[str]) -> str:
+    return LINE_BREAK.join(form)
 
 
 class Redactor:
@@ -43,6 +68,7 @@ class Redactor:
 
     def __init__(self, names_by_value: dict[str, str]):
         self.names: list[str] = []
+        self.values = [(v.encode("utf-8"), n) for v, n in names_by_value.items()]
         parts: list[str] = []
         self.span = 0  # the longest a match can be, in bytes
         # Longer values first: a value inside another is not matched in its place.
@@ -50,7 +76,7 @@ class Redactor:
             for form in encoded_forms(value):
                 parts.append(f"(?P<s{len(self.names)}>{_pattern(form)})")
                 self.names.append(names_by_value[value])
-                size = len(form.encode("utf-8")) + LINE_BREAK_BYTES * (len(form) - 1)
+                size = 4 * len(form) + LINE_BREAK_BYTES * (len(form) - 1)
                 self.span = max(self.span, size)
         source = "|".join(parts)
         self.text_pattern = re.compile(source) if parts else None
@@ -79,6 +105,26 @@ class Redactor:
 
     def marker_bytes(self, found: re.Match[bytes]) -> bytes:
         return self._marker(found).encode("utf-8")
+
+    def cut_pieces(self, head: bytearray, tail: bytearray) -> None:
+        """Where output was cut (head kept, middle dropped, tail kept), the head may end with
+        the start of a value and the tail begin with its end: those pieces become markers."""
+        for value, name in self.values:
+            marker = f"[secret {name}, cut]".encode()
+            ending = _piece_length(bytes(head), value, at_end=True)
+            if ending:
+                head[-ending:] = marker
+            starting = _piece_length(bytes(tail), value, at_end=False)
+            if starting:
+                tail[:starting] = marker
+
+
+def _piece_length(data: bytes, value: bytes, at_end: bool) -> int:
+    """The longest piece of value (its start at data's end, or its end at data's start)."""
+    for size in range(min(len(value) - 1, len(data)), MIN_PIECE_BYTES - 1, -1):
+        if data.endswith(value[:size]) if at_end else data.startswith(value[-size:]):
+            return size
+    return 0
 
 
 class StreamRedactor:
