@@ -52,7 +52,12 @@ def secrets_file() -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def stack(fake_llm: FakeLLM, secrets_file: Path) -> Iterator[LocalStack]:
     files = {**DEFAULT_FILES, "skills/github/SKILL.md": GITHUB_SKILL}
-    env = {"CRAYFISH_SECRETS_FILE": str(secrets_file), "SKILLS_BINS_CACHE_SECONDS": "1"}
+    env = {
+        "CRAYFISH_SECRETS_FILE": str(secrets_file),
+        "SKILLS_BINS_CACHE_SECONDS": "1",
+        # Written beside the secrets file's folder, removed with it.
+        "CRAYFISH_TRANSCRIPTS_DIR": str(secrets_file.parent / "transcripts"),
+    }
     # Every service logs all it can: the logs searched below are as full as they get.
     for prefix in ("CRAYFISH", "TOOL_RUNNER", "SKILLS", "MEMORY", "CONNECTORS"):
         env[f"{prefix}_LOG_LEVEL"] = "DEBUG"
@@ -124,6 +129,14 @@ def searched_places(
     with api.stream("GET", f"/api/tasks/{task_id}/events") as events:
         places[f"REST /api/tasks/{task_id}/events"] = "".join(events.iter_text())
     places["PostgreSQL, every row of every table"] = database_text(stack.database_url or "")
+    # Transcripts, the services' data folders (but PostgreSQL's files: searched above) and the
+    # workspace: every file, as bytes.
+    transcripts = Path(stack.extra_env["CRAYFISH_TRANSCRIPTS_DIR"])
+    for folder in (transcripts, stack.data_dir, stack.workspace):
+        files = [f for f in folder.rglob("*") if f.is_file() and "postgres" not in f.parts]
+        text = "".join(f.read_bytes().decode("utf-8", "replace") for f in files)
+        places[f"{len(files)} files under {folder.name}/"] = text
+    assert any(transcripts.rglob("*.jsonl")), "the turn should have a transcript"
     return places
 
 
