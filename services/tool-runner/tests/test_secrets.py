@@ -9,12 +9,13 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from crayfish.common.v1 import tools_pb2
 from crayfish.tool_runner.v1 import tool_runner_pb2
 
-from .conftest import Runner, host_processes, start_runner, stop_runner
+from .conftest import Runner, host_processes, start_docker_runner, start_runner, stop_runner
 
 TOKEN = "ghp_Secret0123456789abcdefXYZ"
 NPM = "npm_0123456789abcdefghij"
@@ -167,5 +168,22 @@ async def test_a_value_is_never_on_a_host_command_line(
         assert host_processes(mark), "the command should be running"
         assert host_processes(NPM) == []
         assert (await running).exit_code == 0
+    finally:
+        await stop_runner(service, channel, runner)
+
+
+@pytest.mark.docker
+async def test_the_docker_backend_gets_secrets_and_redacts_them(
+    workspace: Path, data_dir: Path, secrets_dir: Path, docker_engine: Any
+):
+    path = write_secrets(secrets_dir, f"NPM_TOKEN={NPM}\nGITHUB_TOKEN[github]={TOKEN}\n")
+    service, channel, runner = await start_docker_runner(
+        workspace, data_dir, docker_engine, secrets_file=path
+    )
+    try:
+        show = 'echo "${GITHUB_TOKEN:-unset} $NPM_TOKEN"'
+        assert "stdout:\nunset [secret NPM_TOKEN]" in (await runner.sh(show)).output
+        checked = await runner.sh(f'test "$GITHUB_TOKEN" = "{TOKEN}" && {show}', skill="github")
+        assert "stdout:\n[secret GITHUB_TOKEN] [secret NPM_TOKEN]" in checked.output
     finally:
         await stop_runner(service, channel, runner)
