@@ -75,6 +75,19 @@ def test_a_file_inside_the_workspace_is_refused(workspace: Path):
         read_secrets(path, workspace, {})
 
 
+def test_a_link_through_the_workspace_is_refused(tmp_path: Path, workspace: Path):
+    # /etc-like name -> workspace link (a command can re-point it) -> a file outside.
+    real = write(tmp_path, f"GITHUB_TOKEN={TOKEN}\n")
+    (workspace / "planted").symlink_to(real)
+    named = tmp_path / "configured.env"
+    named.symlink_to(workspace / "planted")
+    with pytest.raises(SecretsError, match="inside the workspace"):
+        read_secrets(named, workspace, {})
+    direct = tmp_path / "direct.env"
+    direct.symlink_to(real)  # a link outside the workspace (as Kubernetes mounts secrets) is fine
+    assert read_secrets(direct, workspace, {}) == [Secret("GITHUB_TOKEN", TOKEN)]
+
+
 def start(workspace: Path, data_dir: Path, secrets_file: Path) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,

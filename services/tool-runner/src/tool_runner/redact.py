@@ -20,6 +20,7 @@ MIN_FORM_CHARS = 8
 # A piece of a value at an output cut this long or longer is redacted too.
 MIN_PIECE_BYTES = 4
 LINE_BREAK = r"(?:\r?\n)?"
+MAX_COMPILED = 64
 LINE_BREAK_BYTES = 2
 
 
@@ -130,6 +131,8 @@ class Redactor:
         if not chosen:
             return None
         if chosen not in self._compiled:
+            if len(self._compiled) >= MAX_COMPILED:  # sets of secrets seen together: few
+                self._compiled.clear()
             parts, names = [], []
             for index in chosen:
                 name, forms = self.secrets[index]

@@ -159,17 +159,20 @@ def _read_private_file(path: Path, workspace: Path, where: str) -> str:
     """The file's text, if it is a regular file outside the workspace that only its owner can
     read; else SecretsError."""
     try:
-        resolved = path.resolve(strict=True)
+        hops = link_hops(path)
+        resolved = hops[-1]
         info = resolved.stat()
     except OSError as exc:
         raise SecretsError(f"{where}: cannot read it ({exc.strerror})") from None
+    # A link anywhere on the way that lies in the workspace could be re-pointed by a command.
+    inside = workspace.resolve()
+    if any(hop == inside or hop.is_relative_to(inside) for hop in hops):
+        raise SecretsError(f"{where}: it is inside the workspace, where commands can read it")
     if not stat.S_ISREG(info.st_mode):
         raise SecretsError(f"{where}: not a regular file")
     if info.st_mode & 0o077:
         mode = stat.S_IMODE(info.st_mode)
         raise SecretsError(f"{where}: mode {mode:04o}; it must be 0600 (chmod 600 {path})")
-    if resolved.is_relative_to(workspace.resolve()):
-        raise SecretsError(f"{where}: it is inside the workspace, where commands can read it")
     if info.st_size > MAX_FILE_BYTES:
         raise SecretsError(f"{where}: larger than {MAX_FILE_BYTES} bytes")
     try:
@@ -181,6 +184,28 @@ def _read_private_file(path: Path, workspace: Path, where: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise SecretsError(f"{where}: not UTF-8 text") from None
+
+
+def link_hops(path: Path, most: int = 40) -> list[Path]:
+    """Where each symbolic link met on the way to path lies, then the file itself (absolute,
+    free of links); OSError for a loop or a missing part."""
+    hops: list[Path] = []
+    current, queue = Path("/"), list(path.absolute().parts[1:])
+    while queue:
+        part = queue.pop(0)
+        candidate = current.parent if part == ".." else current / part
+        if part not in ("..", ".") and candidate.is_symlink():
+            if len(hops) >= most:
+                raise OSError(40, "too many levels of symbolic links")
+            hops.append(candidate)
+            target = Path(os.readlink(candidate))
+            current = Path("/") if target.is_absolute() else current
+            queue = [p for p in target.parts if p != "/"] + queue
+        elif part != ".":
+            current = candidate
+    if not current.exists():
+        raise FileNotFoundError(2, "No such file or directory")
+    return [*hops, current]
 
 
 def file_state(path: Path) -> tuple[int, ...] | None:
