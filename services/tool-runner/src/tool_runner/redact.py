@@ -133,7 +133,8 @@ class Redactor:
         if chosen not in self._compiled:
             if len(self._compiled) >= MAX_COMPILED:  # sets of secrets seen together: few
                 self._compiled.clear()
-            parts, names = [], []
+            parts: list[str] = []
+            names: list[str] = []
             for index in chosen:
                 name, forms = self.secrets[index]
                 for form in forms:
@@ -200,6 +201,7 @@ class StreamRedactor:
         for found in patterns.data.finditer(text) if patterns else ():
             if found.start() >= safe:
                 break
+            assert patterns is not None
             out += text[done : found.start()] + patterns.marker_bytes(found)
             done = found.end()
         cut = max(done, safe)
