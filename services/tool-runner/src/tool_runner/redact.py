@@ -196,12 +196,14 @@ class StreamRedactor:
         # A match not yet complete starts after this point, so it stays held.
         safe = max(len(text) - self.redactor.span, 0)
         patterns = self.redactor.patterns_for(text.decode("utf-8", "replace"))
+        if patterns is None:  # no value's needle: only the tail waits
+            self.held = text[safe:]
+            return text[:safe]
         out = bytearray()
         done = 0
-        for found in patterns.data.finditer(text) if patterns else ():
+        for found in patterns.data.finditer(text):
             if found.start() >= safe:
                 break
-            assert patterns is not None
             out += text[done : found.start()] + patterns.marker_bytes(found)
             done = found.end()
         cut = max(done, safe)
