@@ -43,7 +43,7 @@ class ExecTool(Tool):
             },
             "skill": {
                 "type": "string",
-                "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",
+                "maxLength": 64,
                 "description": "The skill whose instructions this command follows: it then gets "
                 "the secrets bound to that skill (read_skill says which).",
             },
