@@ -108,6 +108,7 @@ def start(workspace: Path, data_dir: Path, secrets_file: Path) -> subprocess.Com
         ("GITHUB_TOKEN=${GH_TOKEN}\n", 0o600, "line 1: GITHUB_TOKEN: ${GH_TOKEN} is not set"),
         (f"GITHUB_TOKEN={TOKEN}\n", 0o644, "mode 0644; it must be 0600"),
         (f"TOOL_RUNNER_SANDBOX={TOKEN}\n", 0o600, "TOOL_RUNNER_SANDBOX may not be a secret"),
+        (f"# tokens\nGITHUB_TOKEN: {TOKEN}\n", 0o600, "line 2: expected NAME=value"),
     ],
 )
 def test_a_bad_file_stops_the_service_with_one_line(
