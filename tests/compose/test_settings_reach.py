@@ -50,6 +50,8 @@ COMPOSE_OWN: dict[str, tuple[Path | None, tuple[str, ...]]] = {
     "MEMORY_EXTRAS": (None, ("memory",)),
     "CONNECTORS_MCP_CONFIG_DIR": (None, ("connectors",)),
     "DOCKER_GID": (DOCKER_SANDBOX, ("tool-runner",)),
+    # The host file, mounted read-only into the tool-runner (which reads the mount's path).
+    "CRAYFISH_SECRETS_FILE": (None, ("tool-runner",)),
     "DOCKER_SOCKET": (DOCKER_SANDBOX, ("tool-runner",)),
     "E2E_HTTP_PORT": (TEST, ("gateway",)),
     "E2E_ORCHESTRATOR_PORT": (TEST, ("orchestrator", "gateway")),

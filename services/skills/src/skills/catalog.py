@@ -209,7 +209,8 @@ def assemble(
         missing = missing_requirements(winner.meta, bins, env, platform)
         shadowed = [str(c.path) for c in rest]
         folder = bins.folder_of(winner.source, winner.folder.name)
-        entries.append(Entry(winner, not missing, missing, shadowed, folder))
+        secrets = bins.secrets_of(winner.meta.name)
+        entries.append(Entry(winner, not missing, missing, shadowed, folder, secrets))
     state = [[e.as_dict(), e.doc.digest] for e in entries]
     state.append([[d.path, d.reason] for d in diagnostics])
     state.append([bins.source])

@@ -77,6 +77,8 @@ class Entry:
     shadowed: list[str] = field(default_factory=list)
     # The folder as sandboxed commands see it ("" when the sandbox does not show it).
     sandbox_folder: str = ""
+    # Secrets (names) its commands get only with exec's `skill` argument naming it.
+    secrets: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -108,6 +110,7 @@ class Entry:
             "model_invocable": meta.model_invocable,
             "record": self.doc.record,
             "sandbox_folder": self.sandbox_folder,
+            "secrets": self.secrets,
         }
 
 

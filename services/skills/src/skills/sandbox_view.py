@@ -63,10 +63,21 @@ class SandboxViewSource:
         folders = dict(reply.skill_roots)
         if reply.workspace_path:
             folders["workspace"] = reply.workspace_path.rstrip("/") + "/skills"
-        view = SandboxView(source, frozenset(reply.available_bins), folders, env_names)
+        view = SandboxView(
+            source, frozenset(reply.available_bins), folders, env_names, skill_secrets(reply)
+        )
         return view, self.cache_seconds
 
     async def close(self) -> None:
         if self._channel is not None:
             await self._channel.close()
             self._channel = None
+
+
+def skill_secrets(reply: tool_runner_pb2.DescribeSandboxResponse) -> dict[str, frozenset[str]]:
+    """Skill -> the secrets (names) bound to it in the tool-runner's secrets file."""
+    by_skill: dict[str, set[str]] = {}
+    for secret in reply.skill_secrets:
+        for skill in secret.skills:
+            by_skill.setdefault(skill, set()).add(secret.name)
+    return {skill: frozenset(names) for skill, names in by_skill.items()}

@@ -28,6 +28,11 @@ def skill_text(entry: Entry) -> str:
     lines.append("Relative paths in this skill are relative to that folder.")
     if resources:
         lines.append("Resources (read_skill with path): " + ", ".join(resources))
+    if entry.secrets:
+        lines.append(
+            f"Secrets: {', '.join(entry.secrets)} (values hidden): run this skill's commands "
+            f'with exec\'s "skill": "{entry.name}" so they get them.'
+        )
     if not entry.available:
         lines.append("Not available here; missing: " + ", ".join(entry.missing))
     return "\n".join(lines) + "\n\n" + entry.doc.body

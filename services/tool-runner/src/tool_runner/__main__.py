@@ -13,6 +13,7 @@ from crayfish_common.tracing import setup_tracing
 
 from tool_runner.config import ToolRunnerSettings
 from tool_runner.sandbox.base import SandboxUnavailable
+from tool_runner.secrets import SecretsError
 from tool_runner.server import serve
 
 
@@ -24,6 +25,9 @@ def main() -> int:
         asyncio.run(serve(settings))
     except CannotListen as exc:
         exit_cannot_listen("tool-runner", settings, exc)
+    except SecretsError as exc:
+        print(f"tool-runner: cannot start: {exc}", file=sys.stderr)  # one line, as bad settings
+        return 2
     except SandboxUnavailable as exc:
         logging.getLogger("tool_runner").error("refusing to start: %s", exc)
         return 2

@@ -26,7 +26,9 @@ SKILL_ROOT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 class ToolRunnerSettings(ServiceSettings):
     """Everything the tool-runner can be told; limits are defaults a call may lower."""
 
-    model_config = SettingsConfigDict(env_prefix="TOOL_RUNNER_", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="TOOL_RUNNER_", extra="ignore", populate_by_name=True
+    )
 
     port: int = 50051
     # The assistant's workspace: commands start in it, the file tools reach only it.
@@ -44,6 +46,8 @@ class ToolRunnerSettings(ServiceSettings):
     # Skill folders commands may read (and run scripts from), mounted read-only at
     # /skills/<name>: JSON, e.g. {"managed": "/data/skills/managed", "builtin": "/opt/skills"}.
     skill_roots: dict[str, Path] = Field(default_factory=dict)
+    # Secrets for commands (secrets.py has the format): only this service reads the file.
+    secrets_file: Path | None = Field(default=None, validation_alias="CRAYFISH_SECRETS_FILE")
 
     # --- Limits (per command; a call may ask for less, never more) ---
     # Seconds a command may run unless its call asks for another timeout.
@@ -113,6 +117,12 @@ class ToolRunnerSettings(ServiceSettings):
             if not SKILL_ROOT_NAME.fullmatch(name):
                 raise ValueError(f"skill root name {name!r}: use a-z, 0-9, '-' or '_'")
         return roots
+
+    @field_validator("secrets_file", mode="before")
+    @classmethod
+    def _no_file(cls, path: object) -> object:
+        # Compose passes an empty value when no file is set: that is no file, not "./".
+        return None if path == "" else path
 
     @property
     def sandboxes_memory_mb(self) -> int:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+from dataclasses import replace
 from pathlib import Path
 
 from crayfish_common.safe_files import FileRefused
@@ -15,7 +17,9 @@ from tool_runner.exec_tool import ExecTool, limits_for
 from tool_runner.files import EditFile, ListDir, ReadFile, WriteFile
 from tool_runner.policy import CommandPolicy
 from tool_runner.prepare import prepare_workspace
+from tool_runner.redact import RedactingSink
 from tool_runner.sandbox.base import Sandbox
+from tool_runner.secrets_file import SecretsFile
 from tool_runner.slots import CommandSlots
 from tool_runner.spreadsheet import ReadSpreadsheet
 from tool_runner.workspace import Workspace
@@ -27,17 +31,28 @@ RESULT_HEAD_SHARE = 0.5
 
 
 class RunnerTools(ToolSet):
-    """The tools, plus what the tool-runner adds to every call: the result cap, the audit line."""
+    """The tools, plus what the tool-runner adds to every call: the secrets file re-read if it
+    changed, secrets' values redacted (streamed output too), the result cap, the audit line."""
 
-    def __init__(self, tools: list[Tool], result_limit: int):
+    def __init__(self, tools: list[Tool], result_limit: int, secrets: SecretsFile):
         super().__init__(tools, expected=(FileRefused,))
         self.result_limit = result_limit
+        self.secrets = secrets
 
     async def run(
         self, name: str, arguments_json: str, call: CallContext | None = None
     ) -> ToolResult:
         call = call or CallContext()
-        result = await super().run(name, arguments_json, call)
+        self.secrets.refresh()
+        redactor = self.secrets.redactor
+        sink = RedactingSink(call.sink, redactor) if call.sink and redactor else None
+        result = await super().run(name, arguments_json, replace(call, sink=sink or call.sink))
+        if sink is not None:
+            await sink.flush()
+        if redactor:
+            result.output = redactor.text(result.output)
+            result.error = redactor.text(result.error)
+            result.data = redactor.value(result.data)
         capped = cap_text(result.output, self.result_limit, RESULT_HEAD_SHARE)
         result.output = capped.text
         result.truncated = result.truncated or capped.truncated
@@ -87,10 +102,12 @@ class ToolRunnerCore:
         self.sandbox = make_sandbox(settings, self.ws.root)
         self.policy = CommandPolicy(settings.deny_patterns, settings.allowlist)
         self.slots = CommandSlots(settings.max_running, settings.max_running_per_session)
+        # The service's own environment, only for the file's ${VAR} references.
+        self.secrets = SecretsFile(settings.secrets_file, self.ws.root, os.environ)
         s = settings
         self.tools = RunnerTools(
             [
-                ExecTool(self.ws, s, self.policy, self.sandbox, self.slots),
+                ExecTool(self.ws, s, self.policy, self.sandbox, self.slots, self.secrets),
                 ReadFile(self.ws, s.read_max_bytes),
                 WriteFile(self.ws, s.write_max_bytes),
                 EditFile(self.ws, s.write_max_bytes),
@@ -98,10 +115,14 @@ class ToolRunnerCore:
                 ReadSpreadsheet(self.ws, s.read_max_bytes),
             ],
             s.result_limit,
+            self.secrets,
         )
 
     async def start(self) -> None:
         s = self.settings
+        self.secrets.load()  # SecretsError: the service must not start
+        if self.secrets.secrets:
+            log.info("secrets for commands: %s", ", ".join(self.secrets.describe()))
         prepare_workspace(self.ws.root, self.ws.owner, s.chown_workspace)
         s.data_dir.mkdir(parents=True, exist_ok=True)
         await self.sandbox.start()

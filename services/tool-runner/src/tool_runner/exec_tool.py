@@ -11,6 +11,7 @@ from crayfish_common.tools import CallContext, Tool, ToolError, ToolResult, obje
 from tool_runner.config import ToolRunnerSettings
 from tool_runner.policy import CommandPolicy
 from tool_runner.sandbox.base import ExecOutcome, ExecSpec, Limits, Sandbox
+from tool_runner.secrets_file import SecretsFile
 from tool_runner.slots import CommandSlots, NoSlot
 from tool_runner.workspace import Workspace
 
@@ -40,6 +41,12 @@ class ExecTool(Tool):
                 "additionalProperties": {"type": "string"},
                 "description": "Extra environment variables.",
             },
+            "skill": {
+                "type": "string",
+                "maxLength": 64,
+                "description": "The skill whose instructions this command follows: it then gets "
+                "the secrets bound to that skill (read_skill says which).",
+            },
             "limits": {
                 "type": "object",
                 "description": "Optional lower limits for this call.",
@@ -57,15 +64,22 @@ class ExecTool(Tool):
         policy: CommandPolicy,
         sandbox: Sandbox,
         slots: CommandSlots,
+        secrets: SecretsFile,
     ) -> None:
         self.ws = ws
         self.settings = settings
         self.policy = policy
         self.sandbox = sandbox
         self.slots = slots
+        self.secrets = secrets
 
     async def run(self, args: dict[str, Any], call: CallContext) -> ToolResult:
         spec = build_spec(self.ws, self.settings, self.policy, args, call.session_id)
+        for name in spec.env:
+            if name in self.secrets.names:
+                raise ToolError(f"env: {name!r} comes from the secrets file; it may not be set")
+        # Secrets last: nothing a call passes replaces them.
+        spec.env.update(self.secrets.env_for(args.get("skill", "")))
         try:
             async with self.slots.slot(spec.session_id, spec.limits.timeout) as left:
                 # The wait counts against the call's timeout; the result names the whole.
@@ -73,6 +87,10 @@ class ExecTool(Tool):
                 outcome = await self.sandbox.run(running, call.sink)
         except NoSlot as exc:
             raise ToolError(str(exc)) from None
+        redactor = self.secrets.redactor
+        for stream in (outcome.stdout, outcome.stderr):
+            if stream.truncated and redactor:
+                redactor.cut_pieces(stream.head, stream.tail)
         return describe(outcome, spec.limits)
 
 
@@ -122,6 +140,8 @@ def build_spec(
     for name in env:
         if not _ENV_NAME.match(name) or name in _RESERVED_ENV:
             raise ToolError(f"env: {name!r} may not be set")
+        if "\0" in env[name]:
+            raise ToolError(f"env: {name!r} holds a NUL character, which no environment can")
     return ExecSpec(
         command=command,
         workdir=workdir,

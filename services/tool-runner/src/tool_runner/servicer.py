@@ -63,13 +63,20 @@ class ToolRunnerServicer(ToolServicerMixin, tool_runner_pb2_grpc.ToolRunnerServi
         return tool_runner_pb2.CloseSessionResponse()
 
     async def DescribeSandbox(self, request, context):
-        box = self.core.sandbox
+        box, secrets = self.core.sandbox, self.core.secrets
+        secrets.refresh()
+        bound = [
+            tool_runner_pb2.SkillSecret(name=name, skills=skills)
+            for name, skills in sorted(secrets.bound().items())
+        ]
         return tool_runner_pb2.DescribeSandboxResponse(
             backend=box.name,
             insecure=box.insecure,
-            warnings=list(box.warnings),
+            warnings=list(box.warnings) + ([secrets.fault] if secrets.fault else []),
             available_bins=list(box.available_bins),
             workspace_path=box.workspace_path,
             skill_roots=dict(box.skill_roots),
-            env_names=sorted(sandbox_env({})),
+            env_names=sorted(set(sandbox_env({})) | set(secrets.for_every_command())),
+            skill_secrets=bound,
+            secrets_fault=secrets.fault,
         )

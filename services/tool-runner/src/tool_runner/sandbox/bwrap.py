@@ -182,10 +182,11 @@ class BwrapSandbox(Sandbox):
             fds[name] = read_end
         return fds
 
-    def argv(self, spec: ExecSpec, etc_fds: dict[str, int]) -> list[str]:
-        """The whole command line of a cold start: bwrap, prlimit, then `sh -c command`."""
+    def argv(self, spec: ExecSpec, etc_fds: dict[str, int], env_fd: int) -> list[str]:
+        """The whole command line of a cold start: bwrap, prlimit, then `sh -c command`;
+        the environment is read from env_fd (env_args_fd)."""
         return [
-            *self._bwrap_args(sandbox_workdir(spec.workdir), sandbox_env(spec.env), etc_fds),
+            *self._bwrap_args(sandbox_workdir(spec.workdir), env_fd, etc_fds),
             "--",
             self.prlimit,
             *limit_args(spec.limits),
@@ -195,7 +196,7 @@ class BwrapSandbox(Sandbox):
             spec.command,
         ]
 
-    def _bwrap_args(self, workdir: str, env: dict[str, str], etc_fds: dict[str, int]) -> list[str]:
+    def _bwrap_args(self, workdir: str, env_fd: int, etc_fds: dict[str, int]) -> list[str]:
         args = [
             *self.prefix,
             self.bwrap,
@@ -248,9 +249,9 @@ class BwrapSandbox(Sandbox):
             "--chdir",
             workdir,
             "--clearenv",
+            "--args",
+            str(env_fd),
         ]
-        for key, value in env.items():
-            args += ["--setenv", key, value]
         return args
 
     async def run(self, spec: ExecSpec, sink: ChunkSink | None = None) -> ExecOutcome:
@@ -284,9 +285,10 @@ class BwrapSandbox(Sandbox):
         if self.cgroups.parents:
             group = self.cgroups.create(limits.memory_mb, limits.max_processes)
         fds = self._etc_pipes()
+        env_fd = env_args_fd(sandbox_env({}))
         try:
             argv = [
-                *self._bwrap_args(WORKSPACE, sandbox_env({}), fds),
+                *self._bwrap_args(WORKSPACE, env_fd, fds),
                 "--",
                 self.prlimit,
                 *limit_args(limits),
@@ -298,14 +300,14 @@ class BwrapSandbox(Sandbox):
             if group is not None:
                 argv = [*group.shell_prefix(), *argv]
             proc = await spawn_process(
-                argv, stdin=asyncio.subprocess.PIPE, pass_fds=tuple(fds.values()), env={}
+                argv, stdin=asyncio.subprocess.PIPE, pass_fds=(*fds.values(), env_fd), env={}
             )
         except BaseException:
             if group is not None:
                 await self.cgroups.remove(group)
             raise
         finally:
-            for fd in fds.values():
+            for fd in (*fds.values(), env_fd):
                 os.close(fd)
 
         def release() -> None:
@@ -357,8 +359,9 @@ class BwrapSandbox(Sandbox):
         if self.cgroups.parents:
             group = self.cgroups.create(spec.limits.memory_mb, spec.limits.max_processes)
         fds = self._etc_pipes()
+        env_fd = env_args_fd(sandbox_env(spec.env))
         try:
-            argv = self.argv(spec, fds)
+            argv = self.argv(spec, fds, env_fd)
             if group is not None:
                 argv = [*group.shell_prefix(), *argv]
             return await run_process(
@@ -366,12 +369,12 @@ class BwrapSandbox(Sandbox):
                 spec.limits,
                 sink,
                 self.chunk,
-                pass_fds=tuple(fds.values()),
+                pass_fds=(*fds.values(), env_fd),
                 # bwrap's own environment is readable in /proc/1/environ inside the sandbox.
                 env={},
             )
         finally:
-            for fd in fds.values():
+            for fd in (*fds.values(), env_fd):
                 os.close(fd)
             if group is not None:
                 self.cgroups.remove_soon(group)
@@ -387,3 +390,20 @@ def _fits_warm(spec: ExecSpec) -> bool:
     if "\0" in spec.command or any("\0" in v for v in spec.env.values()):
         return False
     return all(SHELL_NAME.fullmatch(name) for name in spec.env)
+
+
+def env_args_fd(env: dict[str, str]) -> int:
+    """A file (in memory) holding bwrap's `--setenv NAME VALUE` options, NUL-separated, read with
+    `--args FD`: on bwrap's command line, secrets' values would show in any host `ps`."""
+    data = b"".join(
+        b"--setenv\0%s\0%s\0" % (name.encode(), value.encode("utf-8", "surrogateescape"))
+        for name, value in env.items()
+    )
+    fd = os.memfd_create("bwrap-env", 0)
+    try:
+        os.write(fd, data)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from crayfish.common.v1 import tools_pb2 as crayfish_dot_common_dot_v1_dot_tools__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)crayfish/tool_runner/v1/tool_runner.proto\x12\x17\x63rayfish.tool_runner.v1\x1a\x1e\x63rayfish/common/v1/tools.proto\"+\n\x0bOutputChunk\x12\x0e\n\x06stream\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"\x85\x01\n\x0cRunToolEvent\x12\x35\n\x05\x63hunk\x18\x01 \x01(\x0b\x32$.crayfish.tool_runner.v1.OutputChunkH\x00\x12\x35\n\x06result\x18\x02 \x01(\x0b\x32#.crayfish.common.v1.RunToolResponseH\x00\x42\x07\n\x05\x65vent\")\n\x13\x43loseSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\x16\n\x14\x43loseSessionResponse\"\x18\n\x16\x44\x65scribeSandboxRequest\"\x9b\x02\n\x17\x44\x65scribeSandboxResponse\x12\x0f\n\x07\x62\x61\x63kend\x18\x01 \x01(\t\x12\x10\n\x08insecure\x18\x02 \x01(\x08\x12\x10\n\x08warnings\x18\x03 \x03(\t\x12\x16\n\x0e\x61vailable_bins\x18\x04 \x03(\t\x12\x16\n\x0eworkspace_path\x18\x05 \x01(\t\x12U\n\x0bskill_roots\x18\x06 \x03(\x0b\x32@.crayfish.tool_runner.v1.DescribeSandboxResponse.SkillRootsEntry\x12\x11\n\tenv_names\x18\x07 \x03(\t\x1a\x31\n\x0fSkillRootsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x32\x82\x04\n\x11ToolRunnerService\x12X\n\tListTools\x12$.crayfish.common.v1.ListToolsRequest\x1a%.crayfish.common.v1.ListToolsResponse\x12R\n\x07RunTool\x12\".crayfish.common.v1.RunToolRequest\x1a#.crayfish.common.v1.RunToolResponse\x12\\\n\rRunToolStream\x12\".crayfish.common.v1.RunToolRequest\x1a%.crayfish.tool_runner.v1.RunToolEvent0\x01\x12k\n\x0c\x43loseSession\x12,.crayfish.tool_runner.v1.CloseSessionRequest\x1a-.crayfish.tool_runner.v1.CloseSessionResponse\x12t\n\x0f\x44\x65scribeSandbox\x12/.crayfish.tool_runner.v1.DescribeSandboxRequest\x1a\x30.crayfish.tool_runner.v1.DescribeSandboxResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)crayfish/tool_runner/v1/tool_runner.proto\x12\x17\x63rayfish.tool_runner.v1\x1a\x1e\x63rayfish/common/v1/tools.proto\"+\n\x0bOutputChunk\x12\x0e\n\x06stream\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"\x85\x01\n\x0cRunToolEvent\x12\x35\n\x05\x63hunk\x18\x01 \x01(\x0b\x32$.crayfish.tool_runner.v1.OutputChunkH\x00\x12\x35\n\x06result\x18\x02 \x01(\x0b\x32#.crayfish.common.v1.RunToolResponseH\x00\x42\x07\n\x05\x65vent\")\n\x13\x43loseSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\x16\n\x14\x43loseSessionResponse\"\x18\n\x16\x44\x65scribeSandboxRequest\"\xef\x02\n\x17\x44\x65scribeSandboxResponse\x12\x0f\n\x07\x62\x61\x63kend\x18\x01 \x01(\t\x12\x10\n\x08insecure\x18\x02 \x01(\x08\x12\x10\n\x08warnings\x18\x03 \x03(\t\x12\x16\n\x0e\x61vailable_bins\x18\x04 \x03(\t\x12\x16\n\x0eworkspace_path\x18\x05 \x01(\t\x12U\n\x0bskill_roots\x18\x06 \x03(\x0b\x32@.crayfish.tool_runner.v1.DescribeSandboxResponse.SkillRootsEntry\x12\x11\n\tenv_names\x18\x07 \x03(\t\x12;\n\rskill_secrets\x18\x08 \x03(\x0b\x32$.crayfish.tool_runner.v1.SkillSecret\x12\x15\n\rsecrets_fault\x18\t \x01(\t\x1a\x31\n\x0fSkillRootsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"+\n\x0bSkillSecret\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06skills\x18\x02 \x03(\t2\x82\x04\n\x11ToolRunnerService\x12X\n\tListTools\x12$.crayfish.common.v1.ListToolsRequest\x1a%.crayfish.common.v1.ListToolsResponse\x12R\n\x07RunTool\x12\".crayfish.common.v1.RunToolRequest\x1a#.crayfish.common.v1.RunToolResponse\x12\\\n\rRunToolStream\x12\".crayfish.common.v1.RunToolRequest\x1a%.crayfish.tool_runner.v1.RunToolEvent0\x01\x12k\n\x0c\x43loseSession\x12,.crayfish.tool_runner.v1.CloseSessionRequest\x1a-.crayfish.tool_runner.v1.CloseSessionResponse\x12t\n\x0f\x44\x65scribeSandbox\x12/.crayfish.tool_runner.v1.DescribeSandboxRequest\x1a\x30.crayfish.tool_runner.v1.DescribeSandboxResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,9 +45,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DESCRIBESANDBOXREQUEST']._serialized_start=350
   _globals['_DESCRIBESANDBOXREQUEST']._serialized_end=374
   _globals['_DESCRIBESANDBOXRESPONSE']._serialized_start=377
-  _globals['_DESCRIBESANDBOXRESPONSE']._serialized_end=660
-  _globals['_DESCRIBESANDBOXRESPONSE_SKILLROOTSENTRY']._serialized_start=611
-  _globals['_DESCRIBESANDBOXRESPONSE_SKILLROOTSENTRY']._serialized_end=660
-  _globals['_TOOLRUNNERSERVICE']._serialized_start=663
-  _globals['_TOOLRUNNERSERVICE']._serialized_end=1177
+  _globals['_DESCRIBESANDBOXRESPONSE']._serialized_end=744
+  _globals['_DESCRIBESANDBOXRESPONSE_SKILLROOTSENTRY']._serialized_start=695
+  _globals['_DESCRIBESANDBOXRESPONSE_SKILLROOTSENTRY']._serialized_end=744
+  _globals['_SKILLSECRET']._serialized_start=746
+  _globals['_SKILLSECRET']._serialized_end=789
+  _globals['_TOOLRUNNERSERVICE']._serialized_start=792
+  _globals['_TOOLRUNNERSERVICE']._serialized_end=1306
 # @@protoc_insertion_point(module_scope)

@@ -38,7 +38,7 @@ class DescribeSandboxRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeSandboxResponse(_message.Message):
-    __slots__ = ("backend", "insecure", "warnings", "available_bins", "workspace_path", "skill_roots", "env_names")
+    __slots__ = ("backend", "insecure", "warnings", "available_bins", "workspace_path", "skill_roots", "env_names", "skill_secrets", "secrets_fault")
     class SkillRootsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -53,6 +53,8 @@ class DescribeSandboxResponse(_message.Message):
     WORKSPACE_PATH_FIELD_NUMBER: _ClassVar[int]
     SKILL_ROOTS_FIELD_NUMBER: _ClassVar[int]
     ENV_NAMES_FIELD_NUMBER: _ClassVar[int]
+    SKILL_SECRETS_FIELD_NUMBER: _ClassVar[int]
+    SECRETS_FAULT_FIELD_NUMBER: _ClassVar[int]
     backend: str
     insecure: bool
     warnings: _containers.RepeatedScalarFieldContainer[str]
@@ -60,4 +62,14 @@ class DescribeSandboxResponse(_message.Message):
     workspace_path: str
     skill_roots: _containers.ScalarMap[str, str]
     env_names: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, backend: _Optional[str] = ..., insecure: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., available_bins: _Optional[_Iterable[str]] = ..., workspace_path: _Optional[str] = ..., skill_roots: _Optional[_Mapping[str, str]] = ..., env_names: _Optional[_Iterable[str]] = ...) -> None: ...
+    skill_secrets: _containers.RepeatedCompositeFieldContainer[SkillSecret]
+    secrets_fault: str
+    def __init__(self, backend: _Optional[str] = ..., insecure: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., available_bins: _Optional[_Iterable[str]] = ..., workspace_path: _Optional[str] = ..., skill_roots: _Optional[_Mapping[str, str]] = ..., env_names: _Optional[_Iterable[str]] = ..., skill_secrets: _Optional[_Iterable[_Union[SkillSecret, _Mapping]]] = ..., secrets_fault: _Optional[str] = ...) -> None: ...
+
+class SkillSecret(_message.Message):
+    __slots__ = ("name", "skills")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SKILLS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    skills: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., skills: _Optional[_Iterable[str]] = ...) -> None: ...
