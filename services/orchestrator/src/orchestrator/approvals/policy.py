@@ -8,6 +8,7 @@ does, and nothing in it hides what runs (substitutions, eval, a line that cannot
 from __future__ import annotations
 
 import fnmatch
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -61,6 +62,19 @@ def policy_from_json(body: Any, base: ExecPolicy | None = None) -> ExecPolicy:
     fallback = _choice(body, "ask_fallback", SECURITY_VALUES, base.ask_fallback)
     allowlist = _allowlist(body["allowlist"]) if "allowlist" in body else base.allowlist
     return ExecPolicy(security, ask, fallback, allowlist)  # type: ignore[arg-type]
+
+
+def default_policy(text: str) -> ExecPolicy:
+    """CRAYFISH_APPROVAL_POLICY: a JSON policy, or `full` when empty; ValueError naming the
+    variable and the field at fault."""
+    if not text.strip():
+        return ExecPolicy()
+    try:
+        return policy_from_json(json.loads(text))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"CRAYFISH_APPROVAL_POLICY: not JSON ({exc.msg})") from None
+    except PolicyInvalid as exc:
+        raise ValueError(f"CRAYFISH_APPROVAL_POLICY: {exc}") from None
 
 
 def _choice(body: dict[str, Any], name: str, values: tuple[str, ...], default: str) -> str:

@@ -68,7 +68,7 @@ def analyse(
     command: str, workdir: str = "", which: Which = sandbox_which, env: dict[str, str] | None = None
 ) -> Analysis:
     """The programs a command line runs (as `sh -c` in the sandbox, in `workdir`)."""
-    reader = _Reader(os.path.normpath(os.path.join(SANDBOX_ROOT, workdir or ".")), which)
+    reader = _Reader(sandbox_workdir(workdir), which)
     for name in env or {}:
         if RISKY_VARIABLES.match(name):
             reader.problems.append(f"the call sets {name}, which changes what programs run")
@@ -258,3 +258,8 @@ def unwrap(name: str, args: list[Word]) -> list[Word] | str | None:
             break
         index += 2 if text in valued else 1
     return args[index + positionals :]
+
+
+def sandbox_workdir(workdir: str) -> str:
+    """The working folder inside the sandbox for a workspace-relative one."""
+    return os.path.normpath(os.path.join(SANDBOX_ROOT, workdir or "."))

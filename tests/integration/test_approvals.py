@@ -1,0 +1,177 @@
+"""Exec approvals through the whole stack (two orchestrators, one PostgreSQL, the real
+tool-runner and sandbox, the fake LLM): the policy over REST, an exec that pauses its turn
+until a person answers from the other replica, denials the model reads, allow-always widening
+the allowlist, unanswered questions taking the fallback, and 404s that say which."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from devstack.launcher import LocalStack
+from tests.fakes import FakeLLM
+from tests.stacks import running_stack, wait_task
+
+TERMINAL_EVENTS = ("task.completed", "task.failed", "task.cancelled", "task.interrupted")
+TIMEOUT = 12  # seconds an approval waits before the fallback
+POLICY = '{"security": "allowlist", "ask": "on-miss", "allowlist": ["/usr/bin/ls"]}'
+ENV = {
+    "CRAYFISH_AUTO_RECALL": "false",
+    "CRAYFISH_APPROVAL_POLICY": POLICY,
+    "CRAYFISH_APPROVAL_TIMEOUT": str(TIMEOUT),
+}
+
+
+@pytest.fixture(scope="module")
+def replicas(fake_llm: FakeLLM) -> Iterator[LocalStack]:
+    files = {"victim.txt": "keep me\n"}
+    with running_stack(fake_llm.base_url, files, env=ENV, orchestrators=2) as stack:
+        yield stack
+
+
+@pytest.fixture
+def one(replicas: LocalStack) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=replicas.urls[0], timeout=60) as client:
+        yield client
+
+
+@pytest.fixture
+def other(replicas: LocalStack) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=replicas.urls[1], timeout=60) as client:
+        yield client
+
+
+def exec_turn(fake: FakeLLM, api: httpx.Client, command: str, session: str) -> str:
+    """Sends a turn whose model runs `command`, then answers "done"; its task id."""
+    fake.reply_tool_calls(("exec", {"command": command}))
+    fake.reply_text("done")
+    reply = api.post("/api/chat", json={"message": f"run {command}", "session_id": session})
+    assert reply.status_code == 202, reply.text
+    return str(reply.json()["task_id"])
+
+
+def waiting_approval(api: httpx.Client, task_id: str, within: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        for approval in api.get("/api/approvals").json()["approvals"]:
+            if approval["task_id"] == task_id:
+                return dict(approval)
+        time.sleep(0.05)
+    raise AssertionError(f"task {task_id} never asked for an approval")
+
+
+def tool_message(fake: FakeLLM) -> str:
+    """What the model read as the result of its exec call (the last request's tool message)."""
+    return str(fake.last_request["messages"][-1]["content"])
+
+
+def test_the_policy_is_read_and_replaced_over_rest(one: httpx.Client, other: httpx.Client):
+    assert one.get("/api/approvals/policy").json() == {
+        "security": "allowlist",
+        "ask": "on-miss",
+        "ask_fallback": "deny",
+        "allowlist": ["/usr/bin/ls"],
+    }
+    bad = one.put("/api/approvals/policy", json={"security": "open"})
+    assert bad.status_code == 400 and "security" in bad.json()["error"]["message"], bad.text
+    bad = one.put("/api/approvals/policy", json={"allowlist": ["/usr/bin/ls", "ls"]})
+    assert bad.status_code == 400 and "allowlist[1]" in bad.json()["error"]["message"], bad.text
+    assert other.get("/api/approvals/policy").json()["allowlist"] == ["/usr/bin/ls"]
+    body = {"security": "allowlist", "ask": "on-miss", "allowlist": ["/usr/bin/ls", "/bin/true"]}
+    assert one.put("/api/approvals/policy", json=body).status_code == 200
+    assert other.get("/api/approvals/policy").json()["allowlist"] == body["allowlist"]
+    one.put("/api/approvals/policy", json={**body, "allowlist": ["/usr/bin/ls"]})
+
+
+def test_an_allowlisted_command_runs_without_asking(fake_llm: FakeLLM, one: httpx.Client):
+    task = wait_task(one, exec_turn(fake_llm, one, "ls victim.txt", "listed"))
+    assert task["status"] == "completed"
+    assert "victim.txt" in tool_message(fake_llm)
+
+
+def test_a_chained_command_waits_and_a_denial_is_a_tool_error(
+    fake_llm: FakeLLM, one: httpx.Client, other: httpx.Client, replicas: LocalStack
+):
+    task_id = exec_turn(fake_llm, one, "ls && rm -f victim.txt", "denied")
+    approval = waiting_approval(other, task_id)
+    assert approval["command"] == "ls && rm -f victim.txt"
+    assert approval["missing"] == ["/usr/bin/rm"] and approval["workdir"] == "/workspace"
+    assert len(approval["id"]) == 6
+    assert other.get(f"/api/tasks/{task_id}").json()["status"] == "awaiting_approval"
+    answer = other.post(f"/api/approvals/{approval['id'].upper()}", json={"decision": "deny"})
+    assert answer.status_code == 200 and answer.json()["status"] == "denied", answer.text
+    assert wait_task(one, task_id)["status"] == "completed"
+    assert "a person denied this command" in tool_message(fake_llm)
+    assert (replicas.workspace / "victim.txt").exists()
+    events = [e for e in _event_types(one, task_id) if e.startswith("approval.")]
+    assert events == ["approval.requested", "approval.answered"]
+    again = other.post(f"/api/approvals/{approval['id']}", json={"decision": "allow-once"})
+    assert again.status_code == 404 and again.json()["error"]["code"] == "approval_task_ended"
+
+
+def test_allow_once_runs_it_and_allow_always_widens_the_allowlist(
+    fake_llm: FakeLLM, one: httpx.Client, other: httpx.Client, replicas: LocalStack
+):
+    (replicas.workspace / "a.txt").write_text("a")
+    task_id = exec_turn(fake_llm, one, "rm -f a.txt", "once")
+    approval = waiting_approval(one, task_id)
+    assert other.post(
+        f"/api/approvals/{approval['id']}", json={"decision": "allow-once"}
+    ).is_success
+    assert wait_task(one, task_id)["status"] == "completed"
+    assert not (replicas.workspace / "a.txt").exists()
+    assert "/usr/bin/rm" not in one.get("/api/approvals/policy").json()["allowlist"]
+
+    task_id = exec_turn(fake_llm, one, "rm -f b.txt", "always")
+    approval = waiting_approval(one, task_id)
+    decision = {"decision": "allow-always"}
+    assert other.post(f"/api/approvals/{approval['id']}", json=decision).is_success
+    assert wait_task(one, task_id)["status"] == "completed"
+    assert "/usr/bin/rm" in one.get("/api/approvals/policy").json()["allowlist"]
+    task_id = exec_turn(fake_llm, one, "rm -f c.txt", "always")
+    assert wait_task(one, task_id)["status"] == "completed"
+    assert "approval.requested" not in _event_types(one, task_id)
+    one.put("/api/approvals/policy", json={"security": "allowlist", "allowlist": ["/usr/bin/ls"]})
+
+
+def test_unanswered_questions_take_the_fallback(
+    fake_llm: FakeLLM, one: httpx.Client, replicas: LocalStack
+):
+    task_id = exec_turn(fake_llm, one, "rm -f victim.txt", "unanswered")
+    waiting_approval(one, task_id)
+    task = wait_task(one, task_id, timeout=TIMEOUT + 30)
+    assert task["status"] == "completed"
+    assert "nobody answered approval" in tool_message(fake_llm)
+    assert (replicas.workspace / "victim.txt").exists()
+    assert "approval.expired" in _event_types(one, task_id)
+
+
+def test_unknown_ids_and_bad_decisions_say_which(fake_llm: FakeLLM, one: httpx.Client):
+    unknown = one.post("/api/approvals/zzzzzz", json={"decision": "deny"})
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "approval_not_found"
+    task_id = exec_turn(fake_llm, one, "rm -f victim.txt", "bad")
+    approval = waiting_approval(one, task_id)
+    wrong = one.post(f"/api/approvals/{approval['id']}", json={"decision": "yes"})
+    assert wrong.status_code == 400 and "allow-once" in wrong.json()["error"]["message"]
+    assert one.post(f"/api/approvals/{approval['id']}", json={"decision": "deny"}).is_success
+    answered = one.post(f"/api/approvals/{approval['id']}", json={"decision": "deny"})
+    assert answered.status_code in (404, 409), answered.text
+    wait_task(one, task_id)
+
+
+def _event_types(api: httpx.Client, task_id: str) -> list[str]:
+    types = []
+    with api.stream("GET", f"/api/tasks/{task_id}/events") as response:
+        for line in response.iter_lines():
+            if line.startswith("event:"):
+                types.append(line.split(":", 1)[1].strip())
+                if types[-1].startswith("task.") and types[-1] not in (
+                    "task.queued",
+                    "task.started",
+                ):
+                    break
+    return types
