@@ -5,6 +5,9 @@ the allowlist, unanswered questions taking the fallback, and 404s that say which
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -175,3 +178,62 @@ def _event_types(api: httpx.Client, task_id: str) -> list[str]:
                 ):
                     break
     return types
+
+
+def crayfish(url: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """The CLI as a user runs it (this tree's), against `url`."""
+    return subprocess.run(
+        [sys.executable, "-m", "crayfish_cli", "--url", url, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+
+
+def test_the_cli_shows_and_changes_the_policy(replicas: LocalStack, one: httpx.Client):
+    url = replicas.urls[1]
+    shown = crayfish(url, "approvals", "policy")
+    assert shown.returncode == 0 and "security      allowlist" in shown.stdout, shown.stderr
+    changed = crayfish(url, "approvals", "policy", "--allow", "/usr/bin/cat", "--ask", "always")
+    assert changed.returncode == 0, changed.stderr
+    policy = one.get("/api/approvals/policy").json()
+    assert policy["allowlist"] == ["/usr/bin/ls", "/usr/bin/cat"] and policy["ask"] == "always"
+    bad = crayfish(url, "approvals", "policy", "--allow", "cat")
+    assert bad.returncode == 2 and "allowlist[2]" in bad.stderr, bad.stderr
+    back = crayfish(url, "approvals", "policy", "--remove", "/usr/bin/cat", "--ask", "on-miss")
+    assert back.returncode == 0 and one.get("/api/approvals/policy").json() == {
+        "security": "allowlist",
+        "ask": "on-miss",
+        "ask_fallback": "deny",
+        "allowlist": ["/usr/bin/ls"],
+    }
+
+
+def test_the_cli_lists_and_answers_waiting_commands(
+    fake_llm: FakeLLM, replicas: LocalStack, one: httpx.Client
+):
+    url = replicas.urls[1]
+    task_id = exec_turn(fake_llm, one, "rm -f victim.txt", "cli-list")
+    approval = waiting_approval(one, task_id)
+    listed = crayfish(url, "approvals", "list")
+    assert approval["id"] in listed.stdout and "rm -f victim.txt" in listed.stdout, listed.stdout
+    denied = crayfish(url, "approvals", "deny", approval["id"])
+    assert denied.returncode == 0 and "deny" in denied.stdout, denied.stderr
+    assert wait_task(one, task_id)["status"] == "completed"
+    assert "a person denied" in tool_message(fake_llm)
+    gone = crayfish(url, "approvals", "allow", approval["id"])
+    assert gone.returncode == 2 and "has ended" in gone.stderr, gone.stderr
+
+
+def test_crayfish_chat_asks_before_a_command_runs(fake_llm: FakeLLM, replicas: LocalStack):
+    (replicas.workspace / "chat.txt").write_text("x")
+    fake_llm.reply_tool_calls(("exec", {"command": "rm -f chat.txt"}))
+    fake_llm.reply_text("removed it")
+    chat = crayfish(replicas.urls[1], "chat", "--session", "cli-chat", stdin="remove it\nyes\no\n")
+    assert chat.returncode == 0, chat.stderr
+    assert "? approve `rm -f chat.txt`" in chat.stderr, chat.stderr
+    assert "▶ approval" in chat.stderr and "allow-once" in chat.stderr, chat.stderr
+    assert "removed it" in chat.stdout
+    assert not (replicas.workspace / "chat.txt").exists()
