@@ -149,7 +149,7 @@ async function send(message) {
   const images = state.image ? [state.image.url] : [];
   addUserMessage(message, images);
   clearImage();
-  const view = new TurnView();
+  const view = new TurnView(answerApproval);
   try {
     const body = state.session ? { message, session_id: state.session } : { message };
     if (images.length) body.images = images;
@@ -164,6 +164,11 @@ async function send(message) {
     setBusy(false);
     loadSessions();
   }
+}
+
+// A person's answer to a command waiting for approval (any replica takes it).
+function answerApproval(id, decision) {
+  return api("/api/approvals/" + encodeURIComponent(id), { method: "POST", body: { decision } });
 }
 
 async function stop() {
