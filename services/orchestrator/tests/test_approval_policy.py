@@ -96,6 +96,17 @@ BYPASSES = [
     ("case x in y) rm x;; esac", "ask"),
     ("echo $((1+2))", "ask"),
     ("ls '", "ask"),
+    ("r\\\nm x", "ask"),
+    ("ls <<EOF\nrm x\nEOF", "allow"),
+    ("sh <<< 'rm x'", "ask"),
+    ("set -- rm x; \"$@\"", "ask"),
+    ("IFS=/ ls", "ask"),
+    ("coproc rm x", "ask"),
+    ("exec >log.txt; ls", "allow"),
+    ("xargs -I{} sh -c 'rm {}'", "ask"),
+    ("busybox rm x", "ask"),
+    ("time rm x", "ask"),
+    ("! rm x", "ask"),
 ]
 
 

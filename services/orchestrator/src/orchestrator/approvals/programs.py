@@ -121,6 +121,8 @@ class _Reader:
         if inner is not None:
             if inner:
                 self.words(inner, depth)
+            elif name in ("exec", "command"):  # `exec >log`: redirections only, no program
+                self.segments.append(Segment(name, free=True))
             else:
                 self._program(name, words[1:])
             return

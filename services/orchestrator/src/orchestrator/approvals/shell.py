@@ -11,7 +11,7 @@ from typing import Any
 import bashlex  # type: ignore[import-untyped]
 
 # Longer lines are not parsed (bashlex is pure Python and recursive): they need an approval.
-MAX_PARSED_CHARS = 16_384
+MAX_PARSED_CHARS = 8_192
 
 
 @dataclass(frozen=True)
