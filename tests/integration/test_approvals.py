@@ -6,6 +6,7 @@ the allowlist, unanswered questions taking the fallback, and 404s that say which
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from devstack.launcher import LocalStack
@@ -26,6 +28,8 @@ ENV = {
     "CRAYFISH_AUTO_RECALL": "false",
     "CRAYFISH_APPROVAL_POLICY": POLICY,
     "CRAYFISH_APPROVAL_TIMEOUT": str(TIMEOUT),
+    "CRAYFISH_WORKER_HEARTBEAT": "0.5",
+    "CRAYFISH_WORKER_STALLED_AFTER": "2",
 }
 
 
@@ -237,3 +241,61 @@ def test_crayfish_chat_asks_before_a_command_runs(fake_llm: FakeLLM, replicas: L
     assert "▶ approval" in chat.stderr and "allow-once" in chat.stderr, chat.stderr
     assert "removed it" in chat.stdout
     assert not (replicas.workspace / "chat.txt").exists()
+
+
+def runner_and_other(stack: LocalStack, task_id: str) -> tuple[str, str]:
+    """(the orchestrator running the task, the other one), from the runner the store records."""
+    assert stack.database_url is not None
+    with psycopg.connect(stack.database_url) as conn:
+        row = conn.execute("SELECT runner FROM tasks WHERE id = %s", (task_id,)).fetchone()
+    assert row is not None
+    names = stack.orchestrator_names
+    port = int(str(row[0]).split(":")[1])
+    runner = names[port - stack.http_port]
+    return runner, next(n for n in names if n != runner)
+
+
+def restart(stack: LocalStack, name: str, sig: int = signal.SIGTERM) -> None:
+    stack.kill(name, sig)
+    stack.start_one(name)
+    stack.wait_healthy(timeout=120)
+
+
+def test_a_question_outlives_a_restart_of_the_replica_that_answers(
+    fake_llm: FakeLLM, replicas: LocalStack, one: httpx.Client
+):
+    task_id = exec_turn(fake_llm, one, "rm -f victim.txt", "restart")
+    approval = waiting_approval(one, task_id)
+    _, other = runner_and_other(replicas, task_id)
+    restart(replicas, other)
+    with httpx.Client(base_url=replicas.url_of(other), timeout=60) as restarted:
+        assert approval["id"] in [
+            a["id"] for a in restarted.get("/api/approvals").json()["approvals"]
+        ]
+        assert restarted.post(
+            f"/api/approvals/{approval['id']}", json={"decision": "deny"}
+        ).is_success
+        assert wait_task(restarted, task_id)["status"] == "completed"
+    assert "a person denied" in tool_message(fake_llm)
+
+
+def test_a_question_whose_replica_died_answers_that_its_task_ended(
+    fake_llm: FakeLLM, replicas: LocalStack
+):
+    with httpx.Client(base_url=replicas.url, timeout=60) as first:
+        task_id = exec_turn(fake_llm, first, "rm -f victim.txt", "died")
+        approval = waiting_approval(first, task_id)
+    runner, other = runner_and_other(replicas, task_id)
+    replicas.kill(runner)
+    try:
+        with httpx.Client(base_url=replicas.url_of(other), timeout=60) as alive:
+            assert wait_task(alive, task_id)["status"] == "interrupted"
+            assert alive.get("/api/approvals").json()["approvals"] == []
+            late = alive.post(f"/api/approvals/{approval['id']}", json={"decision": "allow-once"})
+            assert late.status_code == 404, late.text
+            assert late.json()["error"]["code"] == "approval_task_ended"
+            assert "has ended (interrupted)" in late.json()["error"]["message"]
+    finally:
+        replicas.start_one(runner)
+        replicas.wait_healthy(timeout=120)
+    assert (replicas.workspace / "victim.txt").exists()
