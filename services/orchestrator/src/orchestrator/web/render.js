@@ -84,6 +84,36 @@ export function addUserMessage(text, images = []) {
   scrollDown();
 }
 
+// A command of another turn (a schedule, another client) waiting for approval: a card with
+// its buttons until it is answered; returns the card (removed when the answer is seen).
+export function showApprovalCard(approval, answer) {
+  const box = el("div", "notification approval-card");
+  box.setAttribute("role", "status");
+  box.append(el("strong", "notification-title", "Approve a command? " + approval.id));
+  box.append(el("pre", "approval-command", "$ " + approval.command));
+  box.append(el("div", "notification-text", "in " + approval.workdir + " · " + approval.reason));
+  const buttons = el("div", "approval-buttons");
+  const state = el("span", "approval-state");
+  for (const [decision, label] of [["allow-once", "Allow once"], ["allow-always", "Always allow"], ["deny", "Deny"]]) {
+    const button = el("button", "approval-" + decision, label);
+    button.type = "button";
+    button.addEventListener("click", async () => {
+      for (const b of buttons.querySelectorAll("button")) b.disabled = true;
+      try {
+        await answer(approval.id, decision);
+        box.remove();
+      } catch (err) {
+        state.textContent = "✗ " + err.message;
+      }
+    });
+    buttons.append(button);
+  }
+  buttons.append(state);
+  box.append(buttons);
+  $("notifications").append(box);
+  return box;
+}
+
 // A notification from the notify tool: stays until dismissed.
 export function showNotification(note) {
   const box = el("div", "notification priority-" + (note.priority || "normal"));
