@@ -59,7 +59,30 @@ async def get_policy(core: CoreDep) -> PolicyView:
     return PolicyView(**(await core.approvals.policy()).as_json())
 
 
-@router.put("/api/approvals/policy", response_model=PolicyView)
+# The body is read by hand so that a wrong field is a 400 naming it (the policy's own checks),
+# and documented here.
+POLICY_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "security": {"enum": ["deny", "allowlist", "full"]},
+                        "ask": {"enum": ["off", "on-miss", "always"]},
+                        "ask_fallback": {"enum": ["deny", "allowlist", "full"]},
+                        "allowlist": {"type": "array", "items": {"type": "string"}},
+                    },
+                    "additionalProperties": False,
+                }
+            }
+        },
+    }
+}
+
+
+@router.put("/api/approvals/policy", response_model=PolicyView, openapi_extra=POLICY_BODY)
 async def put_policy(request: Request, core: CoreDep) -> PolicyView:
     """Replaces the policy; a field left out takes its default. 400 names the field at fault."""
     body = await _json_body(request)

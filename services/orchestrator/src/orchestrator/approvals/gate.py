@@ -31,12 +31,20 @@ class ExecGate:
         self.emit = emit
 
     async def check(self, name: str, raw_arguments: str, call_id: str) -> ToolResult | None:
-        """None when the call may run; else the result the model reads instead."""
+        """None when the call may run; else the result the model reads instead. When the
+        store cannot be read or written, the command does not run (closed, not open)."""
         if name not in GATED_TOOLS:
             return None
         arguments = _arguments(raw_arguments)
         if arguments is None:
             return None  # the registry answers with the schema's complaint
+        try:
+            return await self._check(arguments, call_id)
+        except Exception as exc:  # the database away: say so, run nothing
+            log.warning("exec approval check failed: %s", exc)
+            return _refused(f"the exec policy could not be checked ({exc})")
+
+    async def _check(self, arguments: dict[str, Any], call_id: str) -> ToolResult | None:
         policy = await self.desk.policy()
         if policy.security == "full" and policy.ask != "always":
             return None
@@ -100,7 +108,7 @@ def _refused(reason: str, approval_id: str = "") -> ToolResult:
 def _arguments(raw: str) -> dict[str, Any] | None:
     try:
         value = json.loads(raw) if raw.strip() else None
-    except ValueError:
+    except (ValueError, RecursionError):  # the registry names what is wrong with them
         return None
     if not isinstance(value, dict) or not isinstance(value.get("command"), str):
         return None
