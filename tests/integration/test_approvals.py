@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -182,6 +183,32 @@ def _event_types(api: httpx.Client, task_id: str) -> list[str]:
                 ):
                     break
     return types
+
+
+def test_two_answers_at_once_on_two_replicas_one_wins(
+    fake_llm: FakeLLM, one: httpx.Client, other: httpx.Client
+):
+    task_id = exec_turn(fake_llm, one, "rm -f race.txt", "race")
+    approval = waiting_approval(one, task_id)
+    path = f"/api/approvals/{approval['id']}"
+    answers: dict[str, int] = {}
+
+    def send(client: httpx.Client, decision: str) -> None:
+        answers[decision] = client.post(path, json={"decision": decision}).status_code
+
+    racers = [
+        threading.Thread(target=send, args=(one, "deny")),
+        threading.Thread(target=send, args=(other, "allow-once")),
+    ]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join()
+    assert sorted(answers.values()) in ([200, 404], [200, 409]), answers
+    winner = next(d for d, status in answers.items() if status == 200)
+    assert wait_task(one, task_id)["status"] == "completed"
+    ran = "a person denied" not in tool_message(fake_llm)
+    assert ran == (winner == "allow-once")
 
 
 def crayfish(url: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
