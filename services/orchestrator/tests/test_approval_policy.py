@@ -99,7 +99,7 @@ BYPASSES = [
     ("r\\\nm x", "ask"),
     ("ls <<EOF\nrm x\nEOF", "allow"),
     ("sh <<< 'rm x'", "ask"),
-    ("set -- rm x; \"$@\"", "ask"),
+    ('set -- rm x; "$@"', "ask"),
     ("IFS=/ ls", "ask"),
     ("coproc rm x", "ask"),
     ("exec >log.txt; ls", "allow"),
@@ -137,6 +137,15 @@ def test_globs_allow_a_folder_of_programs() -> None:
     policy = ExecPolicy("allowlist", "off", "deny", ("/usr/bin/*",))
     assert judge(policy, analyse("rm x && git status")).action == "allow"
     assert judge(policy, analyse("/workspace/tool.sh")).action == "deny"
+
+
+@pytest.mark.parametrize("entry", ["*", "/workspace/*", "/workspace/tool.sh", "/tmp/*"])
+def test_no_entry_allows_a_program_the_sandbox_can_write(entry: str) -> None:
+    policy = ExecPolicy("allowlist", "on-miss", "deny", (entry,))
+    for line in ("./tool.sh", "/workspace/tool.sh", "/tmp/tool.sh", "cd /tmp; /tmp/tool.sh"):
+        verdict = judge(policy, analyse(line))
+        assert verdict.action == "ask", (entry, line)
+        assert verdict.missing == ()  # allow-always adds nothing that could never count
 
 
 def test_wrappers_resolve_to_the_wrapped_program() -> None:

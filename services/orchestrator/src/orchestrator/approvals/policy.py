@@ -19,6 +19,9 @@ Ask = Literal["off", "on-miss", "always"]
 SECURITY_VALUES = ("deny", "allowlist", "full")
 ASK_VALUES = ("off", "on-miss", "always")
 MAX_ENTRIES = 500
+# Folders a sandboxed command can write: a program there is whatever the model made it, so no
+# entry (not even `*`) allows it; it always needs a person.
+WRITABLE_ROOTS = ("/workspace/", "/tmp/", "/var/tmp/", "/dev/shm/")
 MAX_ENTRY_CHARS = 1024
 
 
@@ -41,6 +44,8 @@ class ExecPolicy:
         return {**asdict(self), "allowlist": list(self.allowlist)}
 
     def allows(self, path: str) -> bool:
+        if path.startswith(WRITABLE_ROOTS):
+            return False
         return any(fnmatch.fnmatchcase(path, entry) for entry in self.allowlist)
 
     def with_entries(self, paths: list[str]) -> ExecPolicy:
@@ -135,7 +140,11 @@ def misses(policy: ExecPolicy, analysis: Analysis) -> tuple[list[str], list[str]
     for segment in analysis.segments:
         if segment.problem:
             blocked.append(f"{segment.typed}: {segment.problem}")
-        elif not segment.free and segment.resolved and not policy.allows(segment.resolved):
+        elif segment.free or not segment.resolved or policy.allows(segment.resolved):
+            continue
+        elif segment.resolved.startswith(WRITABLE_ROOTS):
+            blocked.append(f"{segment.resolved} is in a folder the sandbox can write")
+        else:
             missing.append(segment.resolved)
     return list(dict.fromkeys(missing)), list(dict.fromkeys(blocked))
 
