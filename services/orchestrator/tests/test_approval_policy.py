@@ -107,6 +107,12 @@ BYPASSES = [
     ("busybox rm x", "ask"),
     ("time rm x", "ask"),
     ("! rm x", "ask"),
+    ("env -C /workspace/a/b ../../usr/bin/ls", "ask"),
+    ("env --chdir=/tmp ls", "ask"),
+    ("cd a/b; ../../usr/bin/ls", "ask"),
+    ("pushd a/b; ../../usr/bin/ls", "ask"),
+    ("find a -execdir ../../usr/bin/ls ;", "ask"),
+    ("../usr/bin/ls", "allow"),
 ]
 
 
@@ -213,3 +219,10 @@ def test_the_sandbox_path_is_the_tool_runners() -> None:
 
 def test_a_linked_system_folder_resolves_like_a_bare_name() -> None:
     assert analyse("/bin/ls").segments[0].resolved == sandbox_which("ls")
+
+
+def test_find_execdir_runs_relative_programs_elsewhere() -> None:
+    policy = ExecPolicy("allowlist", "on-miss", "deny", ("/usr/bin/ls", "/usr/bin/find"))
+    assert judge(policy, analyse("find a -exec ls {} ;")).action == "allow"
+    assert judge(policy, analyse("find a -execdir ../../usr/bin/ls ;")).action == "ask"
+    assert judge(policy, analyse("find a -exec ../usr/bin/ls ;")).action == "allow"

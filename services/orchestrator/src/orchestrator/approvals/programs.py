@@ -26,6 +26,7 @@ HARMLESS_BUILTINS = frozenset(
 )
 # Builtins that run shell code or change how later names resolve.
 CODE_BUILTINS = frozenset("eval source . alias trap builtin hash enable fc let".split())
+MOVES = ("cd", "pushd", "popd")  # after these, a relative program path means another file
 SHELLS = frozenset("sh bash dash zsh ksh mksh ash rbash".split())
 # Variables that make a program run code it was not asked to (or change PATH lookup).
 RISKY_VARIABLES = re.compile(
@@ -90,7 +91,7 @@ class _Reader:
             return
         parsed: ParsedLine = parse_line(command)
         self.problems.extend(parsed.problems)
-        self.moves = self.moves or any(_first(c.words) in ("cd", "pushd") for c in parsed.commands)
+        self.moves = self.moves or any(_first(c.words) in MOVES for c in parsed.commands)
         for simple in parsed.commands:
             self.command(simple, depth)
 
@@ -169,6 +170,7 @@ class _Reader:
             return
         for index, arg in enumerate(args):
             if arg.text in ("-exec", "-execdir", "-ok", "-okdir"):
+                self.moves = self.moves or arg.text in ("-execdir", "-okdir")
                 rest = args[index + 1 :]
                 end = next((i for i, w in enumerate(rest) if w.text in (";", "+")), len(rest))
                 if end:
@@ -207,7 +209,7 @@ def shell_script(args: list[Word]) -> str | None:
 # Wrappers that run the rest of their arguments as a command: options taking a value.
 _WRAPPER_VALUES: dict[str, tuple[frozenset[str], int]] = {
     # name: (options that take a value, positionals before the command)
-    "env": (frozenset({"-u", "--unset", "-C", "--chdir"}), 0),
+    "env": (frozenset({"-u", "--unset"}), 0),
     "nice": (frozenset({"-n", "--adjustment"}), 0),
     "timeout": (frozenset({"-s", "--signal", "-k", "--kill-after"}), 1),
     "command": (frozenset(), 0),
@@ -231,7 +233,8 @@ _WRAPPER_VALUES: dict[str, tuple[frozenset[str], int]] = {
     "sudo": (frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"}), 0),
 }
 # Options that make the wrapper run something we cannot see (env -S splits a string).
-_WRAPPER_OPAQUE = {"env": ("-S", "--split-string")}
+# (-C runs it in another folder: a relative program path would name another file.)
+_WRAPPER_OPAQUE = {"env": ("-S", "--split-string", "-C", "--chdir")}
 
 
 def unwrap(name: str, args: list[Word]) -> list[Word] | str | None:
