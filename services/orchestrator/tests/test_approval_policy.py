@@ -113,6 +113,10 @@ BYPASSES = [
     ("pushd a/b; ../../usr/bin/ls", "ask"),
     ("find a -execdir ../../usr/bin/ls ;", "ask"),
     ("../usr/bin/ls", "allow"),
+    ("ls &>/dev/null rm x", "ask"),
+    ("ls &>>log rm x", "ask"),
+    ("((rm x))", "ask"),
+    ("ls 2>&1 | head", "allow"),
 ]
 
 

@@ -10,6 +10,9 @@ from typing import Any
 
 import bashlex  # type: ignore[import-untyped]
 
+# bashlex reads bash, the sandbox runs /bin/sh (dash): where the two read a line differently,
+# the line needs a person. `ls &>/dev/null rm x` is one command to bash and two to dash.
+BASH_ONLY_REDIRECTS = ("&>", "&>>")
 # Longer lines are not parsed (bashlex is pure Python and recursive): they need an approval.
 MAX_PARSED_CHARS = 8_192
 
@@ -62,6 +65,11 @@ def _walk(node: Any, parsed: ParsedLine, line: str) -> None:
         parsed.problems.append("process substitution (<(…) or >(…))")
     elif kind == "function":
         parsed.problems.append("a shell function definition")
+    elif kind == "redirect" and node.type in BASH_ONLY_REDIRECTS:
+        parsed.problems.append(
+            f"`{node.type}` is bash's; the sandbox's sh reads `&` (run in the background) "
+            "and starts the rest as another command"
+        )
     elif kind in ("arithmetic", "heredoc"):
         pass
     for name in ("parts", "list", "command", "output"):
