@@ -13,6 +13,8 @@ import pytest
 BAD = [
     ("orchestrator", "CRAYFISH_NOTIFY_WEBHOOKS", "ftp://hooks.example", "http:// or https:// URL"),
     ("orchestrator", "CRAYFISH_HTTP_PORT", "eighty", "expected a valid integer"),
+    ("orchestrator", "CRAYFISH_APPROVAL_POLICY", '{"ask": "sometimes"}', "ask: must be one of"),
+    ("orchestrator", "CRAYFISH_APPROVAL_POLICY", "{allowlist", "not JSON"),
     ("tool_runner", "TOOL_RUNNER_SKILL_ROOTS", "/skills", "expected JSON"),
     ("tool_runner", "TOOL_RUNNER_PORT", "x", "expected a valid integer"),
     ("memory", "MEMORY_PORT", "x", "expected a valid integer"),

@@ -89,6 +89,8 @@ NAMES: dict[str, tuple[str, object]] = {
     "CONNECTORS_ADDR": ("connectors_addr", "connectors.test:4"),
     "CRAYFISH_TOOL_SERVICES": ("tool_services", "db=db.test:5,wiki=[::1]:6"),
     "CRAYFISH_TOOL_SEARCH_THRESHOLD": ("tool_search_threshold", 7),
+    "CRAYFISH_APPROVAL_POLICY": ("approval_policy", '{"security": "allowlist"}'),
+    "CRAYFISH_APPROVAL_TIMEOUT": ("approval_timeout", 30.0),
 }
 
 

@@ -17,6 +17,8 @@ from orchestrator.agent.llm import LLMClient
 from orchestrator.agent.llm_probe import LlmProbe
 from orchestrator.agent.tool_search import ToolCatalog, tool_catalog
 from orchestrator.agent.tools import SEARCH_TOOLS
+from orchestrator.approvals.desk import ApprovalDesk
+from orchestrator.approvals.policy import default_policy
 from orchestrator.clients import ServiceClients
 from orchestrator.clients.health import DependencyState
 from orchestrator.config import Settings
@@ -36,6 +38,7 @@ from orchestrator.schedules.heartbeat import (
 )
 from orchestrator.schedules.scheduler import Scheduler
 from orchestrator.store import Database, SessionStore, legacy_import, schedules
+from orchestrator.store.approvals import ApprovalStore
 from orchestrator.store.notifications import NotificationStore
 from orchestrator.store.openai_turns import OpenAITurnStore
 from orchestrator.store.schedules import ScheduleStore
@@ -104,6 +107,12 @@ class OrchestratorCore:
             ),
             self._turn_here,
         )
+        self.approvals = ApprovalDesk(
+            ApprovalStore(self.db),
+            str(settings.workspace.resolve()),
+            default_policy(settings.approval_policy),
+            settings.approval_timeout,
+        )
         self.assistant = Assistant(
             settings,
             self.clients,
@@ -111,6 +120,7 @@ class OrchestratorCore:
             self.store,
             self.turns.store,
             OwnTools(self.scheduler, self.notifier),
+            self.approvals,
         )
         self.openai_turns = OpenAITurnStore(self.db)
         self.client_turns = ClientTurns(self.assistant, self.openai_turns)

@@ -21,9 +21,11 @@ from orchestrator.agent.prompt import (
     PromptMode,
     build_system_prompt,
 )
-from orchestrator.agent.tool_search import initial_offer
+from orchestrator.agent.tool_search import CallGate, initial_offer
 from orchestrator.agent.tools import ToolRegistry
 from orchestrator.agent.turn_context import turn_context, with_turn_context
+from orchestrator.approvals.desk import ApprovalDesk
+from orchestrator.approvals.gate import ExecGate
 from orchestrator.clients import ServiceClients, ServiceError, ToolServiceClient
 from orchestrator.clients.memory import Hit
 from orchestrator.config import Settings
@@ -58,8 +60,10 @@ class Assistant:
         store: SessionStore,
         turns: TurnStore,
         own_tools: OwnTools | None = None,
+        approvals: ApprovalDesk | None = None,
     ):
         self.settings = settings
+        self.approvals = approvals  # None: no exec is checked (the tool-runner's policy only)
         self.clients = clients
         self.llm = llm
         self.store = store
@@ -175,7 +179,13 @@ class Assistant:
             lambda group: self.turns.append_turn(turn, group),
             turn.usage,
             client=client,
+            gate=self._gate(turn, emit),
         )
+
+    def _gate(self, turn: Turn, emit: EventSink) -> CallGate | None:
+        if self.approvals is None:
+            return None
+        return ExecGate(self.approvals, turn.id, turn.session_id, emit).check
 
     async def deliver(self, text: str, rounds: int, turn: Turn, emit: EventSink) -> str:
         if text.strip() == SILENT_TOKEN:
