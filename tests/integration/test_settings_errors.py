@@ -17,6 +17,8 @@ BAD = [
     ("orchestrator", "CRAYFISH_MODEL_PRICE", '{"input": 2.5}', "output"),
     ("orchestrator", "CRAYFISH_BACKGROUND_PROMPT", "tiny", "minimal"),
     ("orchestrator", "CRAYFISH_TIMEZONE", "Mars/Olympus", "not a known IANA time zone"),
+    ("orchestrator", "CRAYFISH_APPROVAL_POLICY", '{"ask": "sometimes"}', "ask: must be one of"),
+    ("orchestrator", "CRAYFISH_APPROVAL_POLICY", "{allowlist", "not JSON"),
     ("tool_runner", "TOOL_RUNNER_SKILL_ROOTS", "/skills", "expected JSON"),
     ("tool_runner", "TOOL_RUNNER_PORT", "x", "expected a valid integer"),
     ("memory", "MEMORY_PORT", "x", "expected a valid integer"),

@@ -93,6 +93,8 @@ NAMES: dict[str, tuple[str, object]] = {
     "CRAYFISH_MODEL_PRICE": ("model_price", {"input": 1.5, "output": 6.0, "cached": None}),
     "CRAYFISH_BACKGROUND_PROMPT": ("background_prompt", "full"),
     "CRAYFISH_BACKGROUND_HISTORY_TURNS": ("background_history_turns", 9),
+    "CRAYFISH_APPROVAL_POLICY": ("approval_policy", '{"security": "allowlist"}'),
+    "CRAYFISH_APPROVAL_TIMEOUT": ("approval_timeout", 30.0),
 }
 
 

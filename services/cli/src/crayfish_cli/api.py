@@ -152,6 +152,22 @@ class CrayfishClient:
     def remove_schedule(self, schedule_id: str) -> None:
         self.request("DELETE", f"/api/schedules/{schedule_id}")
 
+    def approval_policy(self) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", "/api/approvals/policy")
+        return result
+
+    def put_approval_policy(self, policy: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("PUT", "/api/approvals/policy", json=policy)
+        return result
+
+    def approvals(self) -> list[dict[str, Any]]:
+        return list(self.request("GET", "/api/approvals").get("approvals", []))
+
+    def answer_approval(self, approval_id: str, decision: str) -> dict[str, Any]:
+        body = {"decision": decision}
+        result: dict[str, Any] = self.request("POST", f"/api/approvals/{approval_id}", json=body)
+        return result
+
     def skills(self) -> dict[str, Any]:
         result: dict[str, Any] = self.request("GET", "/api/skills")
         return result

@@ -7,6 +7,7 @@ import sys
 from typing import TextIO
 
 from crayfish_cli.api import CrayfishClient
+from crayfish_cli.approvals import chat_question
 from crayfish_cli.render import Style, TurnPrinter, use_colour
 from crayfish_cli.turn import Turn, TurnResult
 
@@ -72,7 +73,7 @@ def chat(client: CrayfishClient, session_id: str | None, *, verbose: bool) -> in
             sys.stderr.write(f"{session_id or '(new; created by the next message)'}\n")
             continue
         printer = TurnPrinter(sys.stdout, sys.stderr, live=True, quiet=False, verbose=verbose)
-        outcome = Turn(client, printer).run(message, session_id)
+        outcome = Turn(client, printer, chat_question(client)).run(message, session_id)
         if session_id is None:
             sys.stderr.write(style.dim(f"(session {outcome.session_id})") + "\n")
         session_id = outcome.session_id

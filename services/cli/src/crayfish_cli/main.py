@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from crayfish_cli import chat, listings, schedules, usage
+from crayfish_cli import approvals, chat, listings, schedules, usage
 from crayfish_cli.api import DEFAULT_URL, CrayfishClient, RequestFailed, Unreachable
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_memory_commands(commands.add_parser("memory", help="search memory or show cited lines"))
     add_schedule_commands(commands.add_parser("schedules", help="list, add or remove schedules"))
     add_usage_commands(commands.add_parser("usage", help="what LLM requests cost; the budget"))
+    add_approval_commands(
+        commands.add_parser("approvals", help="the exec policy; commands waiting for a person")
+    )
     mcp_cmd = commands.add_parser("mcp", help="Crayfish as an MCP server for MCP clients")
     mcp_actions = mcp_cmd.add_subparsers(dest="mcp_command", required=True, metavar="ACTION")
     mcp_actions.add_parser(
@@ -102,6 +105,24 @@ def add_usage_commands(parser: argparse.ArgumentParser) -> None:
     for field, flag, _ in usage.CAPS:
         budget.add_argument(flag, dest=field, metavar="N", help="a daily cap, or `none`")
     budget.add_argument("--json", action="store_true", dest="budget_json", help="print JSON")
+
+
+def add_approval_commands(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="approvals_command", required=True, metavar="ACTION")
+    policy = actions.add_parser("policy", help="show the exec policy, or change it")
+    policy.add_argument("--security", choices=["deny", "allowlist", "full"])
+    policy.add_argument("--ask", choices=["off", "on-miss", "always"])
+    policy.add_argument("--fallback", choices=["deny", "allowlist", "full"], help="ask_fallback")
+    policy.add_argument("--allow", action="append", default=[], metavar="PATH", help="add")
+    policy.add_argument("--remove", action="append", default=[], metavar="PATH", help="remove")
+    policy.add_argument("--json", action="store_true", help="print JSON")
+    listing = actions.add_parser("list", help="commands waiting for a person")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    allow = actions.add_parser("allow", help="let a waiting command run")
+    allow.add_argument("id")
+    allow.add_argument("--always", action="store_true", help="and add its programs to the list")
+    deny = actions.add_parser("deny", help="refuse a waiting command")
+    deny.add_argument("id")
 
 
 def add_memory_commands(memory: argparse.ArgumentParser) -> None:
@@ -144,6 +165,8 @@ def run(args: argparse.Namespace, client: CrayfishClient) -> int:
         return listings.list_skills(client, args.json)
     if args.command == "schedules":
         return run_schedules(args, client)
+    if args.command == "approvals":
+        return run_approvals(args, client)
     if args.command == "tools":
         return listings.list_tools(client, args.json)
     if args.command == "mcp":
@@ -172,6 +195,17 @@ def run_schedules(args: argparse.Namespace, client: CrayfishClient) -> int:
         timezone=args.timezone,
         session_id=args.session,
     )
+
+
+def run_approvals(args: argparse.Namespace, client: CrayfishClient) -> int:
+    if args.approvals_command == "list":
+        return approvals.list_approvals(client, args.json)
+    if args.approvals_command == "allow":
+        return approvals.answer(client, args.id, "allow-always" if args.always else "allow-once")
+    if args.approvals_command == "deny":
+        return approvals.answer(client, args.id, "deny")
+    changes = {"security": args.security, "ask": args.ask, "ask_fallback": args.fallback}
+    return approvals.change_policy(client, changes, args.allow, args.remove, args.json)
 
 
 def serve_mcp(client: CrayfishClient) -> int:

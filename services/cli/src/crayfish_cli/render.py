@@ -123,6 +123,8 @@ class TurnPrinter:
                 self.progress(s.dim(f"  │ {line}"))
         elif kind == "tool.finished":
             self.progress(self._finished_line(data))
+        elif kind.startswith("approval."):
+            self.progress(self._approval_line(kind, data))
         elif kind == "memory.recall" and data.get("citations"):
             self.progress(s.dim("recalled " + ", ".join(map(str, data["citations"]))))
         elif kind == "assistant.message":
@@ -140,6 +142,20 @@ class TurnPrinter:
         code = f"exit {exit_code} · " if exit_code not in (None, 0) else ""
         first = shorten(gist(str(data.get("output", ""))), 60)
         return s.red("✗ ") + f"{name} " + s.dim(f"{code}{took}") + (f"  {first}" if first else "")
+
+    def _approval_line(self, kind: str, data: dict[str, Any]) -> str:
+        s = self.style
+        ident = str(data.get("id"))
+        if kind == "approval.requested":
+            return (
+                s.cyan("⏸ ")
+                + f"approval {s.bold(ident)}: "
+                + shorten(str(data.get("command")), 60)
+                + s.dim(f"  (crayfish approvals allow|deny {ident})")
+            )
+        if kind == "approval.expired":
+            return s.dim(f"⏱ approval {ident}: no answer in time, {data.get('action')}")
+        return s.dim(f"▶ approval {ident}: {data.get('decision')}")
 
     def end_answer(self) -> None:
         if self.live and not self.at_line_start:

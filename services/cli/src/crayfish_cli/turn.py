@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,9 +27,15 @@ class TurnResult:
 class Turn:
     """Follows one task, remembering the last event id so that a resume misses nothing."""
 
-    def __init__(self, client: CrayfishClient, printer: TurnPrinter):
+    def __init__(
+        self,
+        client: CrayfishClient,
+        printer: TurnPrinter,
+        on_approval: Callable[[dict[str, Any]], None] | None = None,
+    ):
         self.client = client
         self.printer = printer
+        self.on_approval = on_approval  # asks a person when a command waits for one
         self.last_id = 0
         self.terminal: dict[str, Any] | None = None
 
@@ -52,6 +59,9 @@ class Turn:
             for event in events:
                 self.last_id = event.id
                 self.printer.handle(event.type, event.data)
+                if event.type == "approval.requested" and self.on_approval is not None:
+                    self.printer.end_answer()
+                    self.on_approval(event.data)
                 if event.type in TERMINAL:
                     self.terminal = event.data
                     return

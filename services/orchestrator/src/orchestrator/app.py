@@ -10,6 +10,7 @@ from crayfish_common.tracing import tracing_enabled
 from fastapi import FastAPI
 
 from orchestrator.api import (
+    approvals,
     health,
     memory,
     openai_compat,
@@ -61,7 +62,7 @@ def create_app(settings: Settings, freeze_heap: bool = False) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    routers = [health, tasks, sessions, schedules, memory, skills, tools, usage, ops]
+    routers = [health, approvals, tasks, sessions, schedules, memory, skills, tools, usage, ops]
     routers += [openai_compat, web]
     for module in routers:
         app.include_router(module.router, responses=ERROR_RESPONSES)

@@ -13,6 +13,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from orchestrator.api.trusted_hosts import parse_trusted
+from orchestrator.approvals.policy import default_policy
 from orchestrator.tool_service_config import (
     ToolServiceAddress,
     address_problem,
@@ -156,6 +157,12 @@ class Settings(BaseSettings):
     # Past this many tools, the model gets the built-in ones plus tool_search/tool_describe
     # instead of every schema; 0 offers every tool always.
     tool_search_threshold: int = Field(40, ge=0)
+    # Exec approvals (approvals/): the policy a workspace has until one is stored over REST, as
+    # JSON {"security", "ask", "ask_fallback", "allowlist"}; empty: `full` (every turn comes
+    # through the operator's token today).
+    approval_policy: str = ""
+    # Seconds a turn paused for an approval waits for an answer before the fallback applies.
+    approval_timeout: float = Field(600.0, gt=0)
 
     # --- Agent loop ---
     # The assistant's name, as its system prompt and /v1/models give it.
@@ -310,6 +317,12 @@ class Settings(BaseSettings):
             parse_trusted(value)
         except ValueError as exc:
             raise ValueError(f"CRAYFISH_TRUSTED_HOSTS: {exc}") from exc
+        return value
+
+    @field_validator("approval_policy")
+    @classmethod
+    def _check_approval_policy(cls, value: str) -> str:
+        default_policy(value)  # a bad policy stops start-up, naming the field at fault
         return value
 
     @field_validator("connectors_addr")

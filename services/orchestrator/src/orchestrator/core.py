@@ -17,6 +17,8 @@ from orchestrator.agent.llm import LLMClient
 from orchestrator.agent.llm_probe import LlmProbe, LlmState
 from orchestrator.agent.tool_search import ToolCatalog, tool_catalog
 from orchestrator.agent.tools import SEARCH_TOOLS
+from orchestrator.approvals.desk import ApprovalDesk
+from orchestrator.approvals.policy import default_policy
 from orchestrator.clients import ServiceClients
 from orchestrator.clients.health import DependencyState
 from orchestrator.clients.memory import FileLines, NoteWritten, SearchResult, SyncReport
@@ -35,6 +37,7 @@ from orchestrator.schedules.builtins import builtins
 from orchestrator.schedules.heartbeat import Heartbeats
 from orchestrator.schedules.scheduler import Scheduler
 from orchestrator.store import Database, SessionStore, StoredEvent, legacy_import
+from orchestrator.store.approvals import ApprovalStore
 from orchestrator.store.notifications import NotificationStore
 from orchestrator.store.openai_turns import OpenAITurnStore
 from orchestrator.store.schedules import ScheduledTurn, ScheduleStore
@@ -107,6 +110,12 @@ class OrchestratorCore:
         own = builtins(settings, self._scheduled_heartbeat, self.turns.events, self.turns.requests)
         self.scheduler = Scheduler(ScheduleStore(self.db), self._submit_scheduled, settings, own)
         self.usage_timezone = settings.timezone or "UTC"  # the days of reports and budgets
+        self.approvals = ApprovalDesk(
+            ApprovalStore(self.db),
+            str(settings.workspace.resolve()),
+            default_policy(settings.approval_policy),
+            settings.approval_timeout,
+        )
         self.assistant = Assistant(
             settings,
             self.clients,
@@ -114,6 +123,7 @@ class OrchestratorCore:
             self.store,
             self.turns.store,
             OwnTools(self.scheduler, self.notifier),
+            self.approvals,
         )
         self.heartbeats = Heartbeats(self.assistant.workspace, self.turns)
         self.openai_turns = OpenAITurnStore(self.db)

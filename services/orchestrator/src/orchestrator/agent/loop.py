@@ -23,7 +23,7 @@ from orchestrator.agent.llm_record import RequestOrigin
 from orchestrator.agent.prompt import CAP_HEAD_SHARE, HEARTBEAT_TOKEN, SILENT_TOKEN
 from orchestrator.agent.pseudo_calls import CallSniffer, find_pseudo_calls, strip_call_syntax
 from orchestrator.agent.text_tools import to_text_protocol
-from orchestrator.agent.tool_search import TurnTools
+from orchestrator.agent.tool_search import CallGate, TurnTools
 from orchestrator.agent.tools import OfferedTool, ToolRegistry
 from orchestrator.turns.events import EventSink
 
@@ -89,12 +89,14 @@ class AgentLoop:
         only: set[str] | None = None,
         client: ClientRequest | None = None,
         origin: RequestOrigin | None = None,
+        gate: CallGate | None = None,
     ) -> TurnOutcome:
         """Runs rounds until a final answer, or a call of a `client` tool; `only` restricts
-        the tools offered and run; each LLM request is recorded as `origin` asked it."""
+        the tools offered and run; each LLM request is recorded as `origin` asked it; `gate` is
+        asked before each call runs."""
         origin = origin or RequestOrigin(session_id)
         guard = RepeatGuard(exact_limit=self.limits.repeat_limit)
-        tools = TurnTools(self.registry, only)  # grows when tool_search finds tools
+        tools = TurnTools(self.registry, only, gate)  # grows when tool_search finds tools
         client = client or ClientRequest()
         reasked = False
         for round_no in range(1, self.limits.max_rounds + 1):

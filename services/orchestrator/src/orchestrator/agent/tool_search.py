@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,6 +88,11 @@ def tool_catalog(registry: ToolRegistry) -> ToolCatalog:
     )
 
 
+# Checked before a call runs: gate(tool name, raw arguments, call id) -> None to run it, or the
+# result the model reads instead (approvals/gate.py: exec approvals).
+CallGate = Callable[[str, str, str], Awaitable[ToolResult | None]]
+
+
 class TurnTools(Mapping[str, OfferedTool]):
     """The tools offered in one turn, by name, in offering order; `run` runs any of them.
 
@@ -95,9 +100,12 @@ class TurnTools(Mapping[str, OfferedTool]):
     searching, found tools are added as the turn goes.
     """
 
-    def __init__(self, registry: ToolRegistry, only: set[str] | None = None):
+    def __init__(
+        self, registry: ToolRegistry, only: set[str] | None = None, gate: CallGate | None = None
+    ):
         self.registry = registry
         self.only = only
+        self.gate = gate
         if only is not None:
             offered = [t for n, t in registry.tools.items() if n in only]
         else:
@@ -143,6 +151,10 @@ class TurnTools(Mapping[str, OfferedTool]):
             return ToolResult(
                 False, f"Error: unknown tool `{name}`. Use {SEARCH} to find tools by keywords."
             )
+        if self.gate is not None and name in self.registry.tools:
+            refusal = await self.gate(name, raw_arguments, call_id)
+            if refusal is not None:
+                return refusal
         return await self.registry.run(name, raw_arguments, session_id, call_id, on_output)
 
     def _run_own(self, name: str, raw_arguments: str) -> ToolResult:

@@ -70,7 +70,16 @@ class TaskView(BaseModel):
     task_id: str
     session_id: str
     kind: str
-    status: Literal["queued", "running", "completed", "failed", "cancelled", "interrupted"]
+    # awaiting_approval: running, and an exec waits for a person (/api/approvals)
+    status: Literal[
+        "queued",
+        "running",
+        "awaiting_approval",
+        "completed",
+        "failed",
+        "cancelled",
+        "interrupted",
+    ]
     result: str | None = None
     error: str | None = None
     delivered: bool = True

@@ -74,7 +74,10 @@ async def create_chat(body: ChatRequest, core: CoreDep, request: Request) -> Cha
 
 @router.get("/api/tasks/{task_id}", response_model=TaskView)
 async def get_task(task_id: str, core: CoreDep) -> TaskView:
-    return task_view(await find_task(core, task_id))
+    view = task_view(await find_task(core, task_id))
+    if view.status == "running" and await core.approvals.waiting([task_id]):
+        view.status = "awaiting_approval"
+    return view
 
 
 @router.post("/api/tasks/{task_id}/cancel", response_model=TaskView)

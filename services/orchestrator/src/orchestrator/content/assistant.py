@@ -24,9 +24,11 @@ from orchestrator.agent.prompt import (
     PromptMode,
     build_system_prompt,
 )
-from orchestrator.agent.tool_search import initial_offer
+from orchestrator.agent.tool_search import CallGate, initial_offer
 from orchestrator.agent.tools import ToolRegistry
 from orchestrator.agent.turn_context import turn_context, with_turn_context
+from orchestrator.approvals.desk import ApprovalDesk
+from orchestrator.approvals.gate import ExecGate
 from orchestrator.clients import ServiceClients, ServiceError, ToolServiceClient
 from orchestrator.clients.memory import MemoryHit
 from orchestrator.config import Settings
@@ -61,8 +63,10 @@ class Assistant:
         store: SessionStore,
         turns: TurnStore,
         own_tools: OwnTools | None = None,
+        approvals: ApprovalDesk | None = None,
     ):
         self.settings = settings
+        self.approvals = approvals  # None: no exec is checked (the tool-runner's policy only)
         self.clients = clients
         self.llm = llm
         self.store = store
@@ -189,7 +193,13 @@ class Assistant:
             turn.usage,
             client=client,
             origin=origin_of(turn),
+            gate=self._gate(turn, emit),
         )
+
+    def _gate(self, turn: Turn, emit: EventSink) -> CallGate | None:
+        if self.approvals is None:
+            return None
+        return ExecGate(self.approvals, turn.id, turn.session_id, emit).check
 
     async def deliver(self, text: str, rounds: int, turn: Turn, emit: EventSink) -> str:
         if text.strip() == SILENT_TOKEN:

@@ -3,7 +3,9 @@
 import { HttpError, TOKEN_KEY, api, followAll, followTask } from "/static/api.js";
 import { closeMenu, menuIsOpen, openMenu, wireMenu } from "/static/menu.js";
 import { wireUsage } from "/static/usage.js";
-import { $, TurnView, addUserMessage, el, setStatus, showBanner, showNotification } from "/static/render.js";
+import {
+  $, TurnView, addUserMessage, el, setStatus, showApprovalCard, showBanner, showNotification,
+} from "/static/render.js";
 
 const state = { session: null, task: null, busy: false, image: null };
 const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
@@ -150,7 +152,7 @@ async function send(message) {
   const images = state.image ? [state.image.url] : [];
   addUserMessage(message, images);
   clearImage();
-  const view = new TurnView();
+  const view = new TurnView(answerApproval);
   try {
     const body = state.session ? { message, session_id: state.session } : { message };
     if (images.length) body.images = images;
@@ -165,6 +167,11 @@ async function send(message) {
     setBusy(false);
     loadSessions();
   }
+}
+
+// A person's answer to a command waiting for approval (any replica takes it).
+function answerApproval(id, decision) {
+  return api("/api/approvals/" + encodeURIComponent(id), { method: "POST", body: { decision } });
 }
 
 async function stop() {
@@ -211,8 +218,32 @@ function watchNotifications() {
   followAll((type, data) => {
     if (type === "notification" && data.notification && data.notification.ts >= since) {
       showNotification(data.notification);
+    } else if (type.startsWith("approval.") && !(type === "approval.requested" && data.created_at < since)) {
+      approvalSeen(type, data);  // older questions still waiting come from /api/approvals
     }
   });
+  showWaitingApprovals();
+}
+
+// Commands of other turns waiting for approval (the turn shown here has its own buttons).
+const approvalCards = new Map();
+
+function approvalSeen(type, data) {
+  if (type === "approval.requested") {
+    if (data.task_id !== state.task && !approvalCards.has(data.id)) {
+      approvalCards.set(data.id, showApprovalCard(data, answerApproval));
+    }
+  } else if (approvalCards.has(data.id)) {
+    approvalCards.get(data.id).remove();
+    approvalCards.delete(data.id);
+  }
+}
+
+async function showWaitingApprovals() {
+  try {
+    const { approvals } = await api("/api/approvals");
+    for (const approval of approvals) approvalSeen("approval.requested", approval);
+  } catch (_) { /* no token yet: the turn views still show their own */ }
 }
 
 // ---- cited lines ---------------------------------------------------------------------------

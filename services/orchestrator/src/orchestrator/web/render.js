@@ -84,6 +84,36 @@ export function addUserMessage(text, images = []) {
   scrollDown();
 }
 
+// A command of another turn (a schedule, another client) waiting for approval: a card with
+// its buttons until it is answered; returns the card (removed when the answer is seen).
+export function showApprovalCard(approval, answer) {
+  const box = el("div", "notification approval-card");
+  box.setAttribute("role", "status");
+  box.append(el("strong", "notification-title", "Approve a command? " + approval.id));
+  box.append(el("pre", "approval-command", "$ " + approval.command));
+  box.append(el("div", "notification-text", "in " + approval.workdir + " · " + approval.reason));
+  const buttons = el("div", "approval-buttons");
+  const state = el("span", "approval-state");
+  for (const [decision, label] of [["allow-once", "Allow once"], ["allow-always", "Always allow"], ["deny", "Deny"]]) {
+    const button = el("button", "approval-" + decision, label);
+    button.type = "button";
+    button.addEventListener("click", async () => {
+      for (const b of buttons.querySelectorAll("button")) b.disabled = true;
+      try {
+        await answer(approval.id, decision);
+        box.remove();
+      } catch (err) {
+        state.textContent = "✗ " + err.message;
+      }
+    });
+    buttons.append(button);
+  }
+  buttons.append(state);
+  box.append(buttons);
+  $("notifications").append(box);
+  return box;
+}
+
 // A notification from the notify tool: stays until dismissed.
 export function showNotification(note) {
   const box = el("div", "notification priority-" + (note.priority || "normal"));
@@ -98,12 +128,15 @@ export function showNotification(note) {
   $("notifications").append(box);
 }
 
-// One assistant turn: text blocks and tool blocks in the order they happened.
+// One assistant turn: text blocks and tool blocks in the order they happened. `answer(id,
+// decision)` sends a person's answer to a command waiting for approval.
 export class TurnView {
-  constructor() {
+  constructor(answer = null) {
     $("empty").hidden = true;
     this.root = el("div", "msg assistant");
     this.tools = new Map();
+    this.approvals = new Map();
+    this.answer = answer;
     this.textBlock = null;
     $("messages").append(this.root);
   }
@@ -160,6 +193,48 @@ export class TurnView {
     if (!tool.streamed || data.output) tool.output.textContent = data.output || "(no output)";
   }
 
+  // A command waits for a person: what it runs, where and why, with a button per answer.
+  approvalAsked(data) {
+    const box = el("div", "approval");
+    const head = el("div", "approval-head");
+    head.append(el("strong", "", "Approve this command?"), el("code", "approval-id", data.id));
+    const command = el("pre", "approval-command", "$ " + data.command);
+    const why = el("div", "note", "in " + data.workdir + " · " + data.reason);
+    const buttons = el("div", "approval-buttons");
+    const state = el("span", "approval-state");
+    for (const [decision, label] of [["allow-once", "Allow once"], ["allow-always", "Always allow"], ["deny", "Deny"]]) {
+      const button = el("button", "approval-" + decision, label);
+      button.type = "button";
+      button.addEventListener("click", () => this.sendAnswer(data.id, decision));
+      buttons.append(button);
+    }
+    buttons.append(state);
+    box.append(head, command, why, buttons);
+    this.root.append(box);
+    this.approvals.set(data.id, { box, buttons, state });
+    setStatus("waiting for your approval…");
+    scrollDown();
+  }
+
+  async sendAnswer(id, decision) {
+    const approval = this.approvals.get(id);
+    if (!approval || !this.answer) return;
+    for (const button of approval.buttons.querySelectorAll("button")) button.disabled = true;
+    try {
+      await this.answer(id, decision);
+    } catch (err) {
+      approval.state.textContent = "✗ " + err.message;
+    }
+  }
+
+  approvalSettled(id, text) {
+    const approval = this.approvals.get(id);
+    if (!approval) return;
+    for (const button of approval.buttons.querySelectorAll("button")) button.remove();
+    approval.state.textContent = text;
+    approval.box.classList.add("settled");
+  }
+
   note(text, className = "note") {
     this.root.append(el("div", className, text));
     scrollDown();
@@ -188,6 +263,9 @@ export class TurnView {
     else if (type === "task.cancelled") this.note("stopped", "error");
     else if (type === "task.interrupted") this.note("✗ interrupted: " + (data.error || ""), "error");
     else if (type === "llm.request") setStatus("thinking…");
+    else if (type === "approval.requested") this.approvalAsked(data);
+    else if (type === "approval.answered") this.approvalSettled(data.id, "answered: " + data.decision);
+    else if (type === "approval.expired") this.approvalSettled(data.id, "no answer in time: " + data.action);
   }
 }
 

@@ -1,0 +1,115 @@
+"""The check before each exec of a turn: the workspace's policy judges the command; a command
+that needs a person pauses the turn (its question is an event and a row any replica may
+answer) until an answer, or the fallback when none comes in time. A refusal is a tool error
+the model reads."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from crayfish_common.tools import ToolResult
+
+from orchestrator.approvals.desk import ApprovalDesk, Question, approval_json
+from orchestrator.approvals.policy import ExecPolicy, Verdict, fallback, judge
+from orchestrator.approvals.programs import Analysis, analyse, sandbox_workdir
+from orchestrator.turns.events import EventSink
+
+log = logging.getLogger(__name__)
+GATED_TOOLS = ("exec",)
+
+
+class ExecGate:
+    """One turn's check of its exec calls."""
+
+    def __init__(self, desk: ApprovalDesk, task_id: str, session_id: str, emit: EventSink):
+        self.desk = desk
+        self.task_id = task_id
+        self.session_id = session_id
+        self.emit = emit
+
+    async def check(self, name: str, raw_arguments: str, call_id: str) -> ToolResult | None:
+        """None when the call may run; else the result the model reads instead. When the
+        store cannot be read or written, the command does not run (closed, not open)."""
+        if name not in GATED_TOOLS:
+            return None
+        arguments = _arguments(raw_arguments)
+        if arguments is None:
+            return None  # the registry answers with the schema's complaint
+        try:
+            return await self._check(arguments, call_id)
+        except Exception as exc:  # the database away: say so, run nothing
+            log.warning("exec approval check failed: %s", exc)
+            return _refused(f"the exec policy could not be checked ({exc})")
+
+    async def _check(self, arguments: dict[str, Any], call_id: str) -> ToolResult | None:
+        policy = await self.desk.policy()
+        if policy.security == "full" and policy.ask != "always":
+            return None
+        command, workdir = arguments["command"], str(arguments.get("workdir") or "")
+        env = arguments.get("env") if isinstance(arguments.get("env"), dict) else None
+        analysis = await asyncio.to_thread(analyse, command, workdir, env=env)
+        verdict = judge(policy, analysis)
+        if verdict.action == "allow":
+            return None
+        if verdict.action == "deny":
+            return _refused(f"the exec policy refuses this command: {verdict.reason}")
+        return await self._ask(policy, analysis, verdict, command, workdir, call_id)
+
+    async def _ask(
+        self,
+        policy: ExecPolicy,
+        analysis: Analysis,
+        verdict: Verdict,
+        command: str,
+        workdir: str,
+        call_id: str,
+    ) -> ToolResult | None:
+        question = Question(
+            self.task_id,
+            self.session_id,
+            call_id,
+            command,
+            sandbox_workdir(workdir),
+            list(verdict.programs),
+            list(verdict.missing),
+            verdict.reason,
+        )
+        row = await self.desk.ask(question)
+        await self.emit("approval.requested", approval_json(row))
+        answered = await self.desk.wait(row.id)
+        if answered is None:
+            settled = fallback(await self.desk.policy(), analysis)
+            if await self.desk.expire(row.id, f"fallback-{settled.action}"):
+                await self.emit(
+                    "approval.expired", {"id": row.id, "call_id": call_id, "action": settled.action}
+                )
+                if settled.action == "allow":
+                    return None
+                return _refused(
+                    f"nobody answered approval {row.id} in time; {settled.reason}", row.id
+                )
+            answered = await self.desk.wait(row.id)  # an answer won the race
+            assert answered is not None
+        data = {"id": row.id, "call_id": call_id, "decision": answered.decision}
+        await self.emit("approval.answered", data)
+        if answered.decision == "deny":
+            return _refused(f"a person denied this command (approval {row.id})", row.id)
+        return None
+
+
+def _refused(reason: str, approval_id: str = "") -> ToolResult:
+    data: dict[str, Any] = {"approval_id": approval_id} if approval_id else {}
+    return ToolResult(False, f"Error: not run: {reason}.", data, error="not approved")
+
+
+def _arguments(raw: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw) if raw.strip() else None
+    except (ValueError, RecursionError):  # the registry names what is wrong with them
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("command"), str):
+        return None
+    return value
