@@ -11,12 +11,14 @@ import pytest
 from orchestrator.config import Settings
 
 ENV_EXAMPLE = Path(__file__).resolve().parents[3] / ".env.example"
-# Read by the `crayfish` CLI, the dev launcher or docker compose, not by the server.
-CLI_ONLY = {
+# Read by the `crayfish` CLI, the dev launcher, docker compose or another service, not by the
+# orchestrator.
+READ_BY_OTHERS = {
     "CRAYFISH_URL",
     "CRAYFISH_ORCHESTRATORS",
     "CRAYFISH_TOOL_RUNNERS",
     "CRAYFISH_POSTGRES_PASSWORD",
+    "CRAYFISH_SECRETS_FILE",  # the tool-runner's: only it reads the skills' secrets
 }
 # Documented name -> (field, a value unlike the default).
 NAMES: dict[str, tuple[str, object]] = {
@@ -101,7 +103,7 @@ NAMES: dict[str, tuple[str, object]] = {
 def documented_names() -> set[str]:
     """Variables .env.example lists (set or commented out) that the orchestrator reads."""
     listed = set(re.findall(r"^#?\s*([A-Z][A-Z0-9_]*)=", ENV_EXAMPLE.read_text(), re.M))
-    theirs = {name for name in listed if name.startswith("CRAYFISH_")} - CLI_ONLY
+    theirs = {name for name in listed if name.startswith("CRAYFISH_")} - READ_BY_OTHERS
     return theirs | (listed & set(NAMES))
 
 

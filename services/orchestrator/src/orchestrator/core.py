@@ -18,7 +18,7 @@ from orchestrator.agent.llm_probe import LlmProbe, LlmState
 from orchestrator.agent.tool_search import ToolCatalog, tool_catalog
 from orchestrator.agent.tools import SEARCH_TOOLS
 from orchestrator.approvals.desk import ApprovalDesk
-from orchestrator.approvals.policy import default_policy
+from orchestrator.approvals.policy import ExecPolicy, default_policy
 from orchestrator.clients import ServiceClients
 from orchestrator.clients.health import DependencyState
 from orchestrator.clients.memory import FileLines, NoteWritten, SearchResult, SyncReport
@@ -37,7 +37,7 @@ from orchestrator.schedules.builtins import builtins
 from orchestrator.schedules.heartbeat import Heartbeats
 from orchestrator.schedules.scheduler import Scheduler
 from orchestrator.store import Database, SessionStore, StoredEvent, legacy_import
-from orchestrator.store.approvals import ApprovalStore
+from orchestrator.store.approvals import ApprovalRow, ApprovalStore
 from orchestrator.store.notifications import NotificationStore
 from orchestrator.store.openai_turns import OpenAITurnStore
 from orchestrator.store.schedules import ScheduledTurn, ScheduleStore
@@ -254,6 +254,26 @@ class OrchestratorCore:
         """Stores new caps: every replica applies them from its next turn on."""
         await self.budgets.replace(budget)
         return await self.usage_budget()
+
+    async def exec_policy(self) -> ExecPolicy:
+        """The workspace's exec policy (the configured default until one is stored)."""
+        return await self.approvals.policy()
+
+    async def replace_exec_policy(self, body: Any) -> ExecPolicy:
+        """Replaces the exec policy; PolicyInvalid names the field at fault."""
+        return await self.approvals.replace_policy(body)
+
+    async def pending_approvals(self) -> list[ApprovalRow]:
+        """Commands of running turns waiting for a person, oldest first."""
+        return await self.approvals.pending()
+
+    async def answer_approval(self, approval_id: str, decision: str) -> ApprovalRow:
+        """Answers a waiting command from any replica (approvals/desk.py for the errors)."""
+        return await self.approvals.answer(approval_id, decision)
+
+    async def awaiting_approval(self, turn_ids: list[str]) -> set[str]:
+        """Which of these turns wait for a person's answer now."""
+        return await self.approvals.waiting(turn_ids)
 
     async def delete_session(self, session_id: str) -> None:
         """Closes the session's sandbox, then deletes its history, holding the session: a turn

@@ -56,7 +56,7 @@ class DecisionRequest(BaseModel):
 
 @router.get("/api/approvals/policy", response_model=PolicyView)
 async def get_policy(core: CoreDep) -> PolicyView:
-    return PolicyView(**(await core.approvals.policy()).as_json())
+    return PolicyView(**(await core.exec_policy()).as_json())
 
 
 # The body is read by hand so that a wrong field is a 400 naming it (the policy's own checks),
@@ -87,7 +87,7 @@ async def put_policy(request: Request, core: CoreDep) -> PolicyView:
     """Replaces the policy; a field left out takes its default. 400 names the field at fault."""
     body = await _json_body(request)
     try:
-        policy = await core.approvals.replace_policy(body)
+        policy = await core.replace_exec_policy(body)
     except PolicyInvalid as exc:
         raise ApiError(400, str(exc), "invalid_policy") from exc
     return PolicyView(**policy.as_json())
@@ -96,7 +96,7 @@ async def put_policy(request: Request, core: CoreDep) -> PolicyView:
 @router.get("/api/approvals", response_model=ApprovalList)
 async def list_approvals(core: CoreDep) -> ApprovalList:
     """Commands of running turns waiting for a person, oldest first."""
-    rows = await core.approvals.pending()
+    rows = await core.pending_approvals()
     return ApprovalList(approvals=[ApprovalView(**approval_json(r)) for r in rows])
 
 
@@ -104,7 +104,7 @@ async def list_approvals(core: CoreDep) -> ApprovalList:
 async def answer_approval(approval_id: str, body: DecisionRequest, core: CoreDep) -> ApprovalView:
     """allow-once, allow-always (adds its programs to the allowlist) or deny."""
     try:
-        row = await core.approvals.answer(approval_id, body.decision)
+        row = await core.answer_approval(approval_id, body.decision)
     except DecisionInvalid as exc:
         raise ApiError(400, str(exc), "invalid_decision") from exc
     except ApprovalUnknown as exc:

@@ -75,7 +75,7 @@ async def create_chat(body: ChatRequest, core: CoreDep, request: Request) -> Cha
 @router.get("/api/tasks/{task_id}", response_model=TaskView)
 async def get_task(task_id: str, core: CoreDep) -> TaskView:
     view = task_view(await find_task(core, task_id))
-    if view.status == "running" and await core.approvals.waiting([task_id]):
+    if view.status == "running" and await core.awaiting_approval([task_id]):
         view.status = "awaiting_approval"
     return view
 
