@@ -362,11 +362,14 @@ def test_scaled_out_behind_the_gateway_turns_run_on_several_orchestrators(
     lock = threading.Lock()
 
     def answer(body: dict[str, Any]) -> Reply:
+        # Each answer takes a moment, as a real model's does: the turns of the four sessions
+        # overlap, so an idle replica is there to take one whatever the machine's load.
         with lock:
             if body["messages"][-1]["role"] == "user":
                 turn = body["messages"][-1]["content"]
-                return Reply(tool_calls=[stack.llm.tool_call("exec", {"command": f"echo {turn}"})])
-            return Reply(text=last_tool_output(body))
+                call = stack.llm.tool_call("exec", {"command": f"echo {turn}"})
+                return Reply(tool_calls=[call], delay=0.5)
+            return Reply(text=last_tool_output(body), delay=0.5)
 
     stack.llm.reply_forever_with(answer)
     sent = [

@@ -101,10 +101,11 @@ class TurnWorker:
 
     @property
     def spread(self) -> Spread:
-        """Other replicas count while their liveness mark is recent (two marks: one that stopped
-        marking to shut down soon stops drawing turns it will not claim) and they have room:
-        turns go to the idlest (store/spread.py)."""
-        fresh = min(2 * self.timing.alive_every, self.timing.stalled_after)
+        """Other replicas count while their liveness mark is recent (three marks: one that
+        stopped marking to shut down soon stops drawing turns it will not claim, and one whose
+        mark a busy machine delayed still counts) and they have room: turns go to the idlest
+        (store/spread.py)."""
+        fresh = min(3 * self.timing.alive_every, self.timing.stalled_after)
         return Spread(fresh, self.timing.concurrency)
 
     def release(self) -> None:
