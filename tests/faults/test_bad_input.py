@@ -162,11 +162,23 @@ BAD_CALLS = [
 ]
 
 
+@pytest.fixture
+def controls_undone(api: httpx.Client) -> None:
+    """No daily cap and no exec approvals: the generated requests above may have set any (a cap
+    of 0 tokens refuses every turn with 429; a policy may deny `exec`)."""
+    budget = {"daily_tokens": None, "daily_usd": None}
+    budget |= {"background_daily_tokens": None, "background_daily_usd": None}
+    assert api.put("/api/usage/budget", json=budget).status_code == 200
+    policy = {"security": "full", "ask": "off", "ask_fallback": "deny", "allowlist": []}
+    assert api.put("/api/approvals/policy", json=policy).status_code == 200
+
+
 @pytest.mark.parametrize(
     ("tool", "arguments", "expected"),
     [case[1:] for case in BAD_CALLS],
     ids=[case[0] for case in BAD_CALLS],
 )
+@pytest.mark.usefixtures("controls_undone")
 def test_malformed_tool_calls_give_the_model_a_readable_error(
     api: httpx.Client, fake_llm: FakeLLM, tool: str, arguments: dict[str, Any] | str, expected: str
 ):

@@ -50,9 +50,9 @@ class BudgetRequest(RequestBody):
     model_config = ConfigDict(extra="forbid")
 
     daily_tokens: int | None = Field(None, ge=0, strict=True)
-    daily_usd: float | None = Field(None, ge=0)
+    daily_usd: float | None = Field(None, ge=0, strict=True)
     background_daily_tokens: int | None = Field(None, ge=0, strict=True)
-    background_daily_usd: float | None = Field(None, ge=0)
+    background_daily_usd: float | None = Field(None, ge=0, strict=True)
 
 
 class TodaySpend(BaseModel):
