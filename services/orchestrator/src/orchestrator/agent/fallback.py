@@ -1,0 +1,138 @@
+"""Which LLM failures move a request on to the next key or preset, and the error that lists each
+attempt when none served it. Moved on: a timeout, a failed connection or broken stream, a 5xx,
+a 408/409, a rate limit (429), a refused key (401/403), a quota or billing refusal (402, or
+codes such as `insufficient_quota`). Not moved on: any other 4xx (a malformed request, a content
+filter, a context too long, an unknown model), which another model would refuse alike or which
+the client must see; and never once text of the answer was shown."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+from orchestrator.agent.key_ring import KeyRing
+from orchestrator.agent.llm_error import LLMError
+from orchestrator.agent.presets import ModelPreset, Presets
+
+log = logging.getLogger(__name__)
+Reply = TypeVar("Reply")
+# One request: the preset, the index of its key, and whether anything is left to try after it.
+AskOne = Callable[[ModelPreset, int, bool], Awaitable[Reply]]
+
+# What a failure says about where to go next: "key": this key is refused or limited (cool it,
+# try the preset's next key, then the next preset); "quota": the same, for hours; "provider":
+# the provider is down or slow (the next preset); "final": nowhere (the request ends here).
+Verdict = Literal["key", "quota", "provider", "final"]
+
+QUOTA_CODES = frozenset(
+    {
+        "insufficient_quota",
+        "quota_exceeded",
+        "billing_hard_limit_reached",
+        "billing_not_active",
+        "insufficient_balance",
+        "payment_required",
+    }
+)
+
+
+def verdict(exc: LLMError, shown: int) -> Verdict:
+    """Where a failed request may go next; `shown`: characters of it the user already saw."""
+    if shown:
+        return "final"  # a second answer would be appended to the first
+    status = exc.status
+    if (exc.code or "") in QUOTA_CODES or status == 402:
+        return "quota"
+    if status is None or status in (408, 409) or status >= 500:
+        return "provider"
+    if status in (401, 403, 429):
+        return "key"
+    return "final"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One request of a reply: the preset, the key's variable, and how it failed."""
+
+    preset: str
+    key: str
+    failure: str
+
+    def __str__(self) -> str:
+        return f"{self.preset} ({self.key}): {self.failure}"
+
+
+def every_attempt_failed(attempts: list[Attempt], last: LLMError) -> LLMError:
+    """One error naming each attempt in order, with the last one's status, code and timing (what
+    the failed-turn answer is chosen by: api/failed_turns.py)."""
+    listed = "; ".join(f"{i}. {a}" for i, a in enumerate(attempts, 1))
+    error = LLMError(
+        f"no model could answer ({len(attempts)} attempts): {listed}",
+        last.status,
+        last.code,
+        last.timed_out,
+    )
+    error.attempts = attempts
+    return error
+
+
+class Fallbacks:
+    """The walk over a request's candidates (its preset, then the fallbacks) and their keys."""
+
+    def __init__(self, presets: Presets):
+        self.presets = presets
+        self.rings = {p.name: KeyRing(len(p.keys)) for p in presets.by_name.values()}
+
+    async def first_answer(
+        self, model: str, ask: AskOne[Reply]
+    ) -> tuple[Reply, ModelPreset, list[Attempt]]:
+        """The first reply of `ask` over the candidates, its preset and the failed attempts
+        before it; the LLMError of the one attempt, or one listing them all."""
+        candidates = self.presets.candidates(self.presets.chosen(model).name)
+        attempts: list[Attempt] = []
+        last: LLMError | None = None
+        for n, preset in enumerate(candidates):
+            ring = self.rings[preset.name]
+            keys = ring.available()
+            if not keys:
+                _, wait = ring.soonest()
+                attempts.append(Attempt(preset.name, "every key", f"cooling down ({wait:.0f} s)"))
+            for k, key in enumerate(keys):
+                more = k + 1 < len(keys) or n + 1 < len(candidates)
+                try:
+                    reply = await ask(preset, key, more)
+                except LLMError as exc:
+                    last = exc
+                    attempts.append(Attempt(preset.name, preset.key_label(key), str(exc)))
+                    found = verdict(exc, exc.shown)
+                    if found == "final":
+                        raise _failed(attempts, exc) from exc.__cause__
+                    if found == "provider":
+                        break
+                    cooldown = ring.failed(key, found == "quota")
+                    log.warning(
+                        "LLM key %s of preset %s cooling down %.0f s: %s",
+                        preset.key_label(key),
+                        preset.name,
+                        cooldown,
+                        exc,
+                    )
+                    continue
+                ring.succeeded(key)
+                return reply, preset, attempts
+        if last is None:  # every key of every candidate is cooling down: try the soonest
+            preset = candidates[0]
+            key, _ = self.rings[preset.name].soonest()
+            try:
+                return await ask(preset, key, False), preset, attempts
+            except LLMError as exc:
+                attempts.append(Attempt(preset.name, preset.key_label(key), str(exc)))
+                raise _failed(attempts, exc) from exc.__cause__
+        raise _failed(attempts, last) from last.__cause__
+
+
+def _failed(attempts: list[Attempt], last: LLMError) -> LLMError:
+    """The one attempt's own error, or one listing them all."""
+    return last if len(attempts) == 1 else every_attempt_failed(attempts, last)
