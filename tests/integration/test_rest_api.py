@@ -215,7 +215,8 @@ def test_openai_errors_are_openai_shaped(sdk: openai.OpenAI, api: httpx.Client):
     body = api.post("/v1/chat/completions", json={"model": "x"}).json()
     assert set(body["error"]) == {"message", "type", "code"}
     models = sdk.models.list()
-    assert [m.id for m in models.data] == ["crayfish"]
+    # The agent (its session's or the default preset), then the one preset CRAYFISH_MODEL makes.
+    assert [m.id for m in models.data] == ["crayfish", "fake-model"]
 
 
 def test_named_session_header_continues_a_conversation(stack: LocalStack, fake_llm: FakeLLM):

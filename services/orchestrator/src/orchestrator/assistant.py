@@ -116,7 +116,7 @@ class Assistant:
             )
             history, user = await self._accept(task, recall)
             history = await self.compactor.fit(
-                task.session_id, system, history, user, emit, task.usage
+                task.session_id, system, history, user, emit, task.usage, task.model
             )
         history = close_unanswered(history)
         return await self._loop(task, emit, [system_message(system), *history, user])
@@ -169,6 +169,7 @@ class Assistant:
             lambda group: self.turns.append_turn(task, group),
             task.usage,
             client=client,
+            model=task.model,
         )
 
     async def deliver(self, text: str, rounds: int, task: Task, emit: EventSink) -> str:

@@ -14,6 +14,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+
+class UnknownModel(LookupError):
+    """A model name that is no preset (the API answers 404 `model_not_found`)."""
+
+    def __init__(self, name: str, known: list[str]):
+        super().__init__(f"The model `{name}` does not exist: the presets are {', '.join(known)}")
+        self.name = name
+
+
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,63}")
 
 
@@ -106,6 +115,25 @@ class Presets:
             if name and name in self.by_name:
                 return self.by_name[name]
         return self.by_name[self.default]
+
+    def named(self, name: str) -> ModelPreset:
+        """The preset of this name; UnknownModel for none."""
+        if name not in self.by_name:
+            raise UnknownModel(name, self.names)
+        return self.by_name[name]
+
+    def client_choice(self, name: str, agent_name: str, legacy_model: str) -> str:
+        """The preset an OpenAI client's `model` names: "" for the agent's own name (no choice:
+        the session's or the default), the default for the default preset's model or the
+        legacy CRAYFISH_MODEL (what clients configured before presets send); UnknownModel
+        for any other name that is no preset."""
+        if name in self.by_name:
+            return name
+        if name == agent_name:
+            return ""
+        if name in (self.by_name[self.default].model, legacy_model):
+            return self.default
+        raise UnknownModel(name, self.names)
 
     def candidates(self, first: str) -> list[ModelPreset]:
         """`first`, then each fallback (once), in the order tried."""

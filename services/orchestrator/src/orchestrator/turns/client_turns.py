@@ -67,7 +67,7 @@ class ClientTurns:
         history = await a.turns.accept_group(task, incoming)
         if user:  # a continuation with tool results only is compacted at the next message
             history = await a.compactor.fit(
-                task.session_id, system, [*history, *answers], user, emit, task.usage
+                task.session_id, system, [*history, *answers], user, emit, task.usage, task.model
             )
         else:
             history = [*history, *answers]
