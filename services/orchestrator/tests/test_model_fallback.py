@@ -207,3 +207,26 @@ def test_key_cooldowns_double_from_a_minute_to_an_hour_and_quota_takes_hours():
     assert ring.available() == [0]
     ring.succeeded(0)
     assert ring.failed(0, quota=False) == 60  # a success starts the doubling over
+
+
+async def test_a_lone_key_that_cools_down_is_still_used(fake_llm: FakeLLM):
+    """With nowhere else to go, a cooling key is tried anyway: one preset never locks up."""
+    settings = settings_from_env(
+        {
+            "OPENAI_BASE_URL": fake_llm.base_url,
+            "OPENAI_API_KEY": "sk",
+            "CRAYFISH_MODEL": "m",
+            "CRAYFISH_LLM_RETRIES": 0,
+        }
+    )
+    llm = LLMClient(settings)
+    fake_llm.reply(error(429, "rate_limit_exceeded"))
+    fake_llm.reply_text("ok")
+    try:
+        with pytest.raises(LLMError) as caught:
+            await llm.complete([{"role": "user", "content": "hi"}])
+        reply = await llm.complete([{"role": "user", "content": "again"}])
+    finally:
+        await llm.close()
+    assert str(caught.value).startswith("LLM answered HTTP 429: scripted 429")
+    assert (reply.content, reply.preset, reply.failed) == ("ok", "m", [])

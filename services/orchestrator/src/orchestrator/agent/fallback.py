@@ -92,45 +92,56 @@ class Fallbacks:
         before it; the LLMError of the one attempt, or one listing them all."""
         candidates = self.presets.candidates(self.presets.chosen(model).name)
         attempts: list[Attempt] = []
-        last: LLMError | None = None
+        errors: list[LLMError] = []
         for n, preset in enumerate(candidates):
-            ring = self.rings[preset.name]
-            keys = ring.available()
-            if not keys:
-                _, wait = ring.soonest()
-                attempts.append(Attempt(preset.name, "every key", f"cooling down ({wait:.0f} s)"))
-            for k, key in enumerate(keys):
-                more = k + 1 < len(keys) or n + 1 < len(candidates)
-                try:
-                    reply = await ask(preset, key, more)
-                except LLMError as exc:
-                    last = exc
-                    attempts.append(Attempt(preset.name, preset.key_label(key), str(exc)))
-                    found = verdict(exc, exc.shown)
-                    if found == "final":
-                        raise _failed(attempts, exc) from exc.__cause__
-                    if found == "provider":
-                        break
-                    cooldown = ring.failed(key, found == "quota")
-                    log.warning(
-                        "LLM key %s of preset %s cooling down %.0f s: %s",
-                        preset.key_label(key),
-                        preset.name,
-                        cooldown,
-                        exc,
-                    )
-                    continue
-                ring.succeeded(key)
+            more = n + 1 < len(candidates)
+            reply = await self._keys(preset, ask, more, attempts, errors)
+            if reply is not None:
                 return reply, preset, attempts
-        if last is None:  # every key of every candidate is cooling down: try the soonest
+        if not errors:  # every key of every candidate is cooling down: the soonest, anyway
             preset = candidates[0]
-            key, _ = self.rings[preset.name].soonest()
+            ring = self.rings[preset.name]
+            key, _ = ring.soonest()
+            reply = await ask(preset, key, False)
+            ring.succeeded(key)
+            return reply, preset, []
+        raise _failed(attempts, errors[-1]) from errors[-1].__cause__
+
+    async def _keys(
+        self,
+        preset: ModelPreset,
+        ask: AskOne[Reply],
+        more: bool,
+        attempts: list[Attempt],
+        errors: list[LLMError],
+    ) -> Reply | None:
+        """The preset's reply with the first key that gets one (None: go on to the next
+        preset); raises for a failure that must not go on."""
+        ring = self.rings[preset.name]
+        keys = ring.available()
+        if not keys:
+            _, wait = ring.soonest()
+            attempts.append(Attempt(preset.name, "every key", f"cooling down ({wait:.0f} s)"))
+        for k, key in enumerate(keys):
             try:
-                return await ask(preset, key, False), preset, attempts
+                reply = await ask(preset, key, more or k + 1 < len(keys))
             except LLMError as exc:
+                errors.append(exc)
                 attempts.append(Attempt(preset.name, preset.key_label(key), str(exc)))
-                raise _failed(attempts, exc) from exc.__cause__
-        raise _failed(attempts, last) from last.__cause__
+                found = verdict(exc, exc.shown)
+                if found == "final":
+                    raise _failed(attempts, exc) from exc.__cause__
+                if found == "provider":
+                    return None
+                cooldown = ring.failed(key, found == "quota")
+                label = preset.key_label(key)
+                log.warning(
+                    "LLM key %s of %s cools down %.0f s: %s", label, preset.name, cooldown, exc
+                )
+                continue
+            ring.succeeded(key)
+            return reply
+        return None
 
 
 def _failed(attempts: list[Attempt], last: LLMError) -> LLMError:
