@@ -35,10 +35,12 @@ class TurnModels:
 
     async def ask(self, model: str, task_id: str | None = None) -> str | None:
         """The id of a task asking preset `model`, recorded before it is queued (with no
-        choice, the id given: nothing is stored)."""
+        choice, or only one preset to choose from, the id given: nothing is stored)."""
         if not model:
             return task_id
         self.named(model)
+        if len(self.presets.by_name) == 1:
+            return task_id
         task_id = task_id or uuid.uuid4().hex
         await self.choices.ask(task_id, model)
         return task_id
