@@ -230,3 +230,29 @@ async def test_a_lone_key_that_cools_down_is_still_used(fake_llm: FakeLLM):
         await llm.close()
     assert str(caught.value).startswith("LLM answered HTTP 429: scripted 429")
     assert (reply.content, reply.preset, reply.failed) == ("ok", "m", [])
+
+
+async def test_the_next_request_skips_a_provider_that_just_failed(
+    fake_llm: FakeLLM, backup: FakeLLM
+):
+    """A turn's next round (or the next turn) goes to the fallback first for a while, instead
+    of waiting out the failed provider's retries again."""
+    fake_llm.reply_forever_with(lambda body: error(503, kind="server_error"))
+    settings = settings_from_env(
+        {
+            "CRAYFISH_MODELS": presets(fake_llm.base_url, backup.base_url),
+            "CRAYFISH_MODEL_FALLBACKS": "backup",
+            "KEY_A": "sk-a",
+            "KEY_B": "sk-b",
+            "CRAYFISH_LLM_RETRIES": 1,
+            "CRAYFISH_LLM_RETRY_BASE_DELAY": 0.01,
+        }
+    )
+    llm = LLMClient(settings)
+    try:
+        first = await llm.complete([{"role": "user", "content": "round 1"}])
+        second = await llm.complete([{"role": "user", "content": "round 2"}])
+    finally:
+        await llm.close()
+    assert (first.preset, second.preset, second.failed) == ("backup", "backup", [])
+    assert (len(fake_llm.requests), len(backup.requests)) == (2, 2)  # 1 + 1 retry, then none

@@ -8,6 +8,7 @@ the client must see; and never once text of the answer was shown."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, TypeVar
@@ -20,6 +21,8 @@ log = logging.getLogger(__name__)
 Reply = TypeVar("Reply")
 # One request: the preset, the index of its key, and whether anything is left to try after it.
 AskOne = Callable[[ModelPreset, int, bool], Awaitable[Reply]]
+
+PROVIDER_COOLDOWN = 60.0  # seconds a preset whose provider failed is tried last
 
 # What a failure says about where to go next: "key": this key is refused or limited (cool it,
 # try the preset's next key, then the next preset); "quota": the same, for hours; "provider":
@@ -79,18 +82,28 @@ def every_attempt_failed(attempts: list[Attempt], last: LLMError) -> LLMError:
 
 
 class Fallbacks:
-    """The walk over a request's candidates (its preset, then the fallbacks) and their keys."""
+    """The walk over a request's candidates (its preset, then the fallbacks) and their keys. A
+    preset whose provider just failed is tried after the others for PROVIDER_COOLDOWN seconds,
+    so the next rounds of a turn do not wait out its timeouts and retries again."""
 
-    def __init__(self, presets: Presets):
+    def __init__(self, presets: Presets, clock: Callable[[], float] = time.monotonic):
         self.presets = presets
-        self.rings = {p.name: KeyRing(len(p.keys)) for p in presets.by_name.values()}
+        self.clock = clock
+        self.rings = {p.name: KeyRing(len(p.keys), clock) for p in presets.by_name.values()}
+        self.down_until: dict[str, float] = {}
+
+    def _candidates(self, model: str) -> list[ModelPreset]:
+        """The preset asked and the fallbacks, those whose provider just failed last."""
+        listed = self.presets.candidates(self.presets.chosen(model).name)
+        now = self.clock()
+        return sorted(listed, key=lambda p: self.down_until.get(p.name, 0.0) > now)
 
     async def first_answer(
         self, model: str, ask: AskOne[Reply]
     ) -> tuple[Reply, ModelPreset, list[Attempt]]:
         """The first reply of `ask` over the candidates, its preset and the failed attempts
         before it; the LLMError of the one attempt, or one listing them all."""
-        candidates = self.presets.candidates(self.presets.chosen(model).name)
+        candidates = self._candidates(model)
         attempts: list[Attempt] = []
         errors: list[LLMError] = []
         for n, preset in enumerate(candidates):
@@ -132,6 +145,8 @@ class Fallbacks:
                 if found == "final":
                     raise _failed(attempts, exc) from exc.__cause__
                 if found == "provider":
+                    if more:
+                        self.down_until[preset.name] = self.clock() + PROVIDER_COOLDOWN
                     return None
                 cooldown = ring.failed(key, found == "quota")
                 label = preset.key_label(key)
@@ -140,6 +155,7 @@ class Fallbacks:
                 )
                 continue
             ring.succeeded(key)
+            self.down_until.pop(preset.name, None)
             return reply
         return None
 

@@ -199,10 +199,10 @@ class LLMClient:
         self, endpoint: ChatEndpoint, request: dict[str, Any], call: _Call
     ) -> EventStream:
         """The stream, once the retries got a response; failures become LLMError. With
-        somewhere else to go (`call.more`), a rate limit is not waited out on this key."""
+        somewhere else to go (`call.more`), a timeout or a rate limit is not waited out here."""
         url = endpoint.url.removesuffix("/chat/completions")
         try:
-            return await endpoint.stream(request, call.retries, wait_rate_limit=not call.more)
+            return await endpoint.stream(request, call.retries, elsewhere=call.more)
         except ProviderStatus as exc:
             reason = f"LLM answered HTTP {exc.status}: {exc.message}"
             if exc.retry_after:
