@@ -49,13 +49,14 @@ class Settings(BaseSettings):
     openai_base_url: str = Field("https://api.openai.com/v1", validation_alias="OPENAI_BASE_URL")
     openai_api_key: str = Field("", validation_alias="OPENAI_API_KEY", repr=False)
     model: str = "gpt-4o-mini"
-    # Named presets (README: Models): a JSON list of {"name", "base_url", "model",
+    # Named model presets (README: Models): a JSON list of {"name", "base_url", "model",
     # "api_key_env"?, ...} or `@path` to a file holding one; empty: the three above make one.
     models: str = ""
-    # The preset turns use unless asked otherwise (default: the first), the presets tried
-    # after it when it fails (comma-separated), and the one for heartbeats and schedules.
+    # The preset turns use unless one is asked for; empty: the first.
     model_default: str = ""
+    # Presets tried, in order, after the one asked fails (comma-separated names).
     model_fallbacks: str = ""
+    # The preset of heartbeats and schedules; empty: as other turns.
     model_background: str = ""
     # Seconds to connect, for the answer to start, and between two of its chunks.
     llm_timeout: float = Field(120.0, gt=0)
