@@ -160,12 +160,13 @@ async function send(message) {
     const accepted = await api("/api/chat", { method: "POST", body });
     state.task = accepted.task_id;
     setSession(accepted.session_id);
+    await followTask(accepted.task_id, (type, data) => view.handle(type, data));
     if (chosen) {
-      state.pendingModel = null; // the new session keeps it
+      // The session exists once its first turn took the message: now it keeps the choice.
+      state.pendingModel = null;
       const change = { method: "PATCH", body: { model: chosen } };
       await api("/api/sessions/" + encodeURIComponent(accepted.session_id), change);
     }
-    await followTask(accepted.task_id, (type, data) => view.handle(type, data));
   } catch (err) {
     view.note("✗ " + err.message, "error");
   } finally {
