@@ -13,6 +13,16 @@ import pytest
 BAD = [
     ("orchestrator", "CRAYFISH_NOTIFY_WEBHOOKS", "ftp://hooks.example", "http:// or https:// URL"),
     ("orchestrator", "CRAYFISH_HTTP_PORT", "eighty", "expected a valid integer"),
+    ("orchestrator", "CRAYFISH_MODELS", "[{", "expected a JSON list of presets"),
+    ("orchestrator", "CRAYFISH_MODELS", '[{"name": "a", "model": "m"}]', "[0] base_url: Field"),
+    ("orchestrator", "CRAYFISH_MODELS", "@/nonexistent/models.json", "cannot read the file"),
+    (
+        "orchestrator",
+        "CRAYFISH_MODELS",
+        '[{"name": "a", "base_url": "http://x", "model": "m", "api_key_env": "NO_SUCH_KEY"}]',
+        "NO_SUCH_KEY, which is unset",
+    ),
+    ("orchestrator", "CRAYFISH_MODEL_FALLBACKS", "nope", "no preset named 'nope'"),
     ("tool_runner", "TOOL_RUNNER_SKILL_ROOTS", "/skills", "expected JSON"),
     ("tool_runner", "TOOL_RUNNER_PORT", "x", "expected a valid integer"),
     ("memory", "MEMORY_PORT", "x", "expected a valid integer"),

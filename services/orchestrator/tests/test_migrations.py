@@ -43,7 +43,8 @@ async def test_a_database_upgraded_release_by_release_has_the_functions_file_bod
             with monkeypatch.context() as old_build:
                 old_build.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:count])
                 old_build.setattr(migrations, "FUNCTIONS", lambda: "")
-                assert await migrations.migrate(conn) == [count]
+                # Versions may skip numbers (reserved for steps merged later).
+                assert await migrations.migrate(conn) == [migrations.MIGRATIONS[count - 1].version]
         before = await bodies(conn)
         assert any(before[name][0] != body for name, body in said.items())  # the file changes some
         assert await migrations.migrate(conn) == []  # no step left: the file is applied

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Literal
 
 from crayfish_common.url_guard import AllowList
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from orchestrator.agent.presets import ModelPreset, Presets, load_presets
 from orchestrator.api.trusted_hosts import parse_trusted
 from orchestrator.tool_service_config import (
     ToolServiceAddress,
@@ -47,6 +49,15 @@ class Settings(BaseSettings):
     openai_base_url: str = Field("https://api.openai.com/v1", validation_alias="OPENAI_BASE_URL")
     openai_api_key: str = Field("", validation_alias="OPENAI_API_KEY", repr=False)
     model: str = "gpt-4o-mini"
+    # Named model presets (README: Models): a JSON list of {"name", "base_url", "model",
+    # "api_key_env"?, ...} or `@path` to a file holding one; empty: the three above make one.
+    models: str = ""
+    # The preset turns use unless one is asked for; empty: the first.
+    model_default: str = ""
+    # Presets tried, in order, after the one asked fails (comma-separated names).
+    model_fallbacks: str = ""
+    # The preset of heartbeats and schedules; empty: as other turns.
+    model_background: str = ""
     # Seconds to connect, for the answer to start, and between two of its chunks.
     llm_timeout: float = Field(120.0, gt=0)
     # Retries (the openai SDK's) of a request that failed before its answer began; as many
@@ -176,6 +187,8 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     log_json: bool = False
 
+    _presets: Presets | None = PrivateAttr(None)
+
     @field_validator("transcripts_dir", mode="before")
     @classmethod
     def _unset_when_empty(cls, value: object) -> object:
@@ -238,6 +251,32 @@ class Settings(BaseSettings):
         if self.worker_stalled_after <= self.worker_heartbeat:
             raise ValueError("CRAYFISH_WORKER_STALLED_AFTER must exceed CRAYFISH_WORKER_HEARTBEAT")
         return self
+
+    @model_validator(mode="after")
+    def _load_presets(self) -> Settings:
+        legacy = ModelPreset(
+            name=self.model,
+            base_url=self.openai_base_url,
+            model=self.model,
+            keys=(self.openai_api_key,) if self.openai_api_key else (),
+            key_names=("OPENAI_API_KEY",) if self.openai_api_key else (),
+            context_window=self.context_tokens,
+        )
+        self._presets = load_presets(
+            self.models,
+            self.model_default,
+            self.model_fallbacks,
+            self.model_background,
+            legacy,
+            os.environ,
+        )
+        return self
+
+    @property
+    def presets(self) -> Presets:
+        """The model presets (CRAYFISH_MODELS, or the one of OPENAI_*/CRAYFISH_MODEL)."""
+        assert self._presets is not None  # set by the validator
+        return self._presets
 
     @property
     def custom_tool_services(self) -> list[ToolServiceAddress]:

@@ -48,8 +48,9 @@ class Compactor:
         self.store = store
         self.context_tokens = context_tokens
 
-    def budget(self, system: str) -> int:
-        return int(self.context_tokens * BUDGET_SHARE) - estimate_text(system)
+    def budget(self, system: str, model: str = "") -> int:
+        window = self.llm.presets.chosen(model).context_window or self.context_tokens
+        return int(window * BUDGET_SHARE) - estimate_text(system)
 
     async def fit(
         self,
@@ -59,9 +60,11 @@ class Compactor:
         incoming: dict[str, Any],
         emit: EventSink,
         usage: dict[str, int],
+        model: str = "",
     ) -> list[dict[str, Any]]:
-        """History to send with `incoming`: as is, pruned, or compacted (and persisted)."""
-        budget = self.budget(system)
+        """History to send with `incoming`: as is, pruned, or compacted (and persisted), by
+        the context window of preset `model` (its own, else CRAYFISH_CONTEXT_TOKENS)."""
+        budget = self.budget(system, model)
         if estimate_tokens([*history, incoming]) <= budget:
             return history
         pruned, count = prune_tool_results(history, KEEP_TURNS)
@@ -74,8 +77,8 @@ class Compactor:
         if cut <= 0:
             return pruned
         old = history[:cut]
-        await self._flush_memory(session_id, system, pruned[:cut], emit, usage)
-        summary = await self._summarise(old, usage)
+        await self._flush_memory(session_id, system, pruned[:cut], emit, usage, model)
+        summary = await self._summarise(old, usage, model)
         await self.store.append_compaction(session_id, summary, cut)
         compacted = await self.store.load(session_id)
         # The current user message was persisted before this ran; it is sent separately.
@@ -94,6 +97,7 @@ class Compactor:
         old: list[dict[str, Any]],
         emit: EventSink,
         usage: dict[str, int],
+        model: str,
     ) -> None:
         """A silent turn in which the model may save durable facts before they are summarised."""
         if not FLUSH_TOOLS & set(self.loop.registry.tools):
@@ -108,16 +112,18 @@ class Compactor:
 
         await emit("memory.flush", {"messages": len(old)})
         try:
-            await self.loop.run(messages, session_id, quiet, _discard, usage, FLUSH_TOOLS)
+            await self.loop.run(
+                messages, session_id, quiet, _discard, usage, FLUSH_TOOLS, model=model
+            )
         except Exception as exc:  # a failed flush must not lose the user's turn
             log.warning("memory flush failed: %s", exc)
 
-    async def _summarise(self, old: list[dict[str, Any]], usage: dict[str, int]) -> str:
+    async def _summarise(self, old: list[dict[str, Any]], usage: dict[str, int], model: str) -> str:
         request = [
             {"role": "system", "content": SUMMARY_PROMPT},
             {"role": "user", "content": transcript(old)},
         ]
-        reply = await self.llm.complete(request)
+        reply = await self.llm.complete(request, model=model)
         add_usage(usage, reply)
         return reply.content.strip() or "(the earlier conversation had nothing worth keeping)"
 

@@ -87,15 +87,16 @@ class AgentLoop:
         usage: dict[str, int],
         only: set[str] | None = None,
         client: ClientRequest | None = None,
+        model: str = "",
     ) -> TurnOutcome:
         """Runs rounds until a final answer, or a call of a `client` tool; `only` restricts
-        the tools offered and run."""
+        the tools offered and run; `model`: the preset asked (default: the default one)."""
         guard = RepeatGuard(exact_limit=self.limits.repeat_limit)
         tools = TurnTools(self.registry, only)  # grows when tool_search finds tools
         client = client or ClientRequest()
         reasked = False
         for round_no in range(1, self.limits.max_rounds + 1):
-            reply, streamed = await self._ask(messages, round_no, emit, usage, tools, client)
+            reply, streamed = await self._ask(messages, round_no, emit, usage, tools, client, model)
             calls, content, note = reply.tool_calls, reply.content, ""
             if not calls:
                 known = set(tools) | client.tool_names
@@ -161,9 +162,11 @@ class AgentLoop:
         usage: dict[str, int],
         tools: Mapping[str, OfferedTool],
         client: ClientRequest,
+        model: str,
     ) -> tuple[LLMReply, str]:
         """The reply, and the text already streamed to the user as deltas."""
-        await emit("llm.request", {"round": round_no, "messages": len(messages)})
+        asked = self.llm.presets.chosen(model).name
+        await emit("llm.request", {"round": round_no, "messages": len(messages), "model": asked})
         sniffer = CallSniffer(SILENT_REPLIES)
 
         async def on_delta(text: str) -> None:
@@ -175,12 +178,14 @@ class AgentLoop:
         with span(tracer, "llm", {"crayfish.round": round_no}) as llm_span:
             if self.limits.tool_mode == "text":
                 text_protocol = to_text_protocol(messages)
-                reply = await self.llm.complete(text_protocol, None, on_delta, "", client.params)
+                reply = await self.llm.complete(
+                    text_protocol, None, on_delta, "", client.params, model
+                )
             else:
                 offered = [t.as_openai() for t in tools.values()] + client.tools
                 choice = client.tool_choice or self._first_choice(round_no, tools)
                 reply = await self.llm.complete(
-                    messages, offered or None, on_delta, choice, client.params
+                    messages, offered or None, on_delta, choice, client.params, model
                 )
             llm_span.set_attributes(
                 {
@@ -188,6 +193,7 @@ class AgentLoop:
                     "gen_ai.usage.output_tokens": reply.completion_tokens,
                     "crayfish.cached_tokens": reply.cached_tokens,
                     "crayfish.tool_calls": len(reply.tool_calls),
+                    "gen_ai.request.model": reply.preset,
                 }
             )
         add_usage(usage, reply)
@@ -195,6 +201,8 @@ class AgentLoop:
             "llm.response",
             {
                 "round": round_no,
+                "model": reply.preset,
+                "fallbacks": reply.failed,
                 "finish_reason": reply.finish_reason,
                 "tool_calls": [c.name for c in reply.tool_calls],
                 "prompt_tokens": reply.prompt_tokens,

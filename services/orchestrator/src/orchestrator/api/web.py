@@ -18,6 +18,7 @@ ASSETS = {
     "render.js": "text/javascript; charset=utf-8",
     "markdown.js": "text/javascript; charset=utf-8",
     "menu.js": "text/javascript; charset=utf-8",
+    "model_command.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
     "favicon.svg": "image/svg+xml",
 }

@@ -122,7 +122,7 @@ class Assistant:
             )
             history, user = await self._accept(turn, recall)
             history = await self.compactor.fit(
-                turn.session_id, system, history, user, emit, turn.usage
+                turn.session_id, system, history, user, emit, turn.usage, turn.model
             )
         history = close_unanswered(history)
         return await self._loop(turn, emit, [system_message(system), *history, user])
@@ -175,6 +175,7 @@ class Assistant:
             lambda group: self.turns.append_turn(turn, group),
             turn.usage,
             client=client,
+            model=turn.model,
         )
 
     async def deliver(self, text: str, rounds: int, turn: Turn, emit: EventSink) -> str:

@@ -52,6 +52,7 @@ MIGRATIONS = [
     ),
     Migration(8, "notifications, and webhooks' cursors", sql_file("0008_notifications.sql")),
     Migration(9, "OpenAI-compatible turns and conversations", sql_file("0009_openai_turns.sql")),
+    Migration(12, "model presets of sessions and turns", sql_file("0012_models.sql")),
 ]
 
 # The current definition of every function, re-applied with CREATE OR REPLACE after the steps.

@@ -69,6 +69,8 @@ class Turn:
     failure: dict[str, Any] | None = None
     # the turn's answer, written with its outcome (TurnStore.append_turn); never a column
     held_answer: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    # the model preset the turn asks (chosen when it starts, agent/presets.py); never a column
+    model: str = ""
 
     @property
     def done(self) -> bool:
