@@ -7,7 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from orchestrator.config import ModelPrice
+from orchestrator.agent.presets import ModelPrice
 
 # Kinds of requests: a turn's own kind (chat, schedule, heartbeat, openai, subagent), or
 # "compaction" for the requests that flush and summarise a session's history.
