@@ -7,13 +7,12 @@ from __future__ import annotations
 import logging
 import uuid
 
+from orchestrator.agent.llm_record import BACKGROUND_KINDS
 from orchestrator.agent.presets import ModelPreset, Presets
 from orchestrator.store.model_choices import ModelChoices
 from orchestrator.store.turns import Turn
 
 log = logging.getLogger(__name__)
-
-BACKGROUND_KINDS = ("heartbeat", "schedule")  # the turns CRAYFISH_MODEL_BACKGROUND serves
 
 
 class TurnModels:
