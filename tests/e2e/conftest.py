@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,10 +47,15 @@ def fake_llm() -> Iterator[FakeLLM]:
 
 @pytest.fixture(scope="module")
 def stack(fake_llm: FakeLLM) -> Iterator[LocalStack]:
+    presets = [  # two presets on the one fake provider, told apart by their model names
+        {"name": "main", "base_url": fake_llm.base_url, "model": "main-model"},
+        {"name": "small", "base_url": fake_llm.base_url, "model": "small-model"},
+    ]
     env = {
         "CRAYFISH_AUTO_RECALL": "false",
         "CRAYFISH_API_TOKEN": TOKEN,
         "CRAYFISH_LLM_VISION": "on",
+        "CRAYFISH_MODELS": json.dumps(presets),
     }
     with running_stack(fake_llm.base_url, {"MEMORY.md": MEMORY_MD}, env) as stack:
         yield stack

@@ -92,6 +92,30 @@ def test_sessions_are_listed_and_reopened(page: Any, stack: LocalStack, fake_llm
     expect(page.locator(".msg.assistant .text").last).to_have_text("4 messages of context")
 
 
+def test_model_lists_the_presets_and_chooses_the_sessions(
+    page: Any, stack: LocalStack, fake_llm: FakeLLM
+):
+    fake_llm.reply_forever_with(lambda body: Reply(text=f"served by {body['model']}"))
+    page.goto(stack.url)
+    page.fill("#input", "/model")
+    page.press("#input", "Enter")
+    notes = page.locator(".msg.assistant .note")
+    expect(notes).to_have_text(["○ main: main-model (default)", "○ small: small-model"])
+    page.fill("#input", "/model small")
+    page.press("#input", "Enter")
+    expect(notes.last).to_have_text("model: small")
+    page.fill("#input", "hello")
+    page.press("#input", "Enter")
+    expect(page.locator(".msg.assistant .text").last).to_have_text("served by small-model")
+    page.fill("#input", "/model")
+    page.press("#input", "Enter")
+    expect(notes.last).to_have_text("● small: small-model")
+    page.fill("#input", "again")
+    page.press("#input", "Enter")
+    expect(page.locator(".msg.assistant .text").last).to_have_text("served by small-model")
+    fake_llm.reply_forever_with(None)
+
+
 def test_stop_cancels_a_running_turn(page: Any, stack: LocalStack, fake_llm: FakeLLM):
     fake_llm.reply_tool_calls(("exec", {"command": "sleep 30"}))
     fake_llm.reply_text("should never be asked for")

@@ -399,7 +399,7 @@ def test_a_message_from_the_page_while_a_client_call_is_open_keeps_the_history_v
 
 
 def test_a_parameter_no_provider_could_be_sent_is_refused_here(api: httpx.Client):
-    body = {"model": "c", "messages": [{"role": "user", "content": "x"}], "seed": 2**70}
+    body = {"model": "crayfish", "messages": [{"role": "user", "content": "x"}], "seed": 2**70}
     answer = api.post("/v1/chat/completions", json=body)
     assert answer.status_code == 400
     assert "Integer exceeds 64-bit range" in answer.json()["error"]["message"]
@@ -441,7 +441,7 @@ def test_a_conversation_with_tool_calls_from_elsewhere_starts_a_valid_session(
         {"role": "assistant", "content": "Sunny."},
         {"role": "user", "content": "And now?"},
     ]
-    body = {"model": "c", "messages": messages, "tools": [WEATHER]}
+    body = {"model": "crayfish", "messages": messages, "tools": [WEATHER]}
     answer = api.post("/v1/chat/completions", json=body)
     assert answer.status_code == 200, answer.text
     sent = fake_llm.last_request["messages"]

@@ -234,7 +234,8 @@ def test_openai_errors_are_openai_shaped(sdk: openai.OpenAI, api: httpx.Client):
     body = api.post("/v1/chat/completions", json={"model": "x"}).json()
     assert set(body["error"]) == {"message", "type", "code"}
     models = sdk.models.list()
-    assert [m.id for m in models.data] == ["crayfish"]
+    # The agent (its session's or the default preset), then the one preset CRAYFISH_MODEL makes.
+    assert [m.id for m in models.data] == ["crayfish", "fake-model"]
 
 
 def test_named_session_header_continues_a_conversation(stack: LocalStack, fake_llm: FakeLLM):
@@ -257,7 +258,7 @@ def test_a_client_that_disconnects_does_not_lose_the_answer(api: httpx.Client, f
     with api.stream(
         "POST",
         "/v1/chat/completions",
-        json={"model": "c", "messages": [{"role": "user", "content": "x"}], "stream": True},
+        json={"model": "crayfish", "messages": [{"role": "user", "content": "x"}], "stream": True},
     ) as response:
         task_id = response.headers["x-crayfish-task"]
     # the client hung up before the answer; the task finishes anyway and keeps its result
@@ -269,7 +270,7 @@ def test_many_concurrent_streams_all_finish_and_leave_nothing_running(
     stack: LocalStack, fake_llm: FakeLLM
 ):
     fake_llm.reply_forever_text("concurrent answer", delay=0.3)
-    body = {"model": "c", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    body = {"model": "crayfish", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
 
     async def one(client: httpx.AsyncClient) -> str:
         text = []

@@ -72,7 +72,15 @@ def _empty_script(llm: FakeLLM) -> Iterator[None]:
 @pytest.fixture(scope="module")
 def stack(llm: FakeLLM) -> Iterator[LocalStack]:
     files = {"MEMORY.md": MEMORY_MD, "skills/weather-report/SKILL.md": SKILL_MD}
-    env = {"CRAYFISH_AUTO_RECALL": "false", "CRAYFISH_LLM_VISION": "on"}
+    presets = [  # two presets on the one fake provider, told apart by their model names
+        {"name": "main", "base_url": llm.base_url, "model": "main-model"},
+        {"name": "small", "base_url": llm.base_url, "model": "small-model"},
+    ]
+    env = {
+        "CRAYFISH_AUTO_RECALL": "false",
+        "CRAYFISH_LLM_VISION": "on",
+        "CRAYFISH_MODELS": json.dumps(presets),
+    }
     with running_stack(llm.base_url, files, env) as stack:
         yield stack
 
@@ -142,6 +150,19 @@ def test_chat_streams_answers_and_keeps_one_session(stack: LocalStack, llm: Fake
     assert "6 messages; " in done.stdout and "from-chat" in done.stdout
     assert "⚙ exec echo from-chat" in done.stderr and "✓ exec" in done.stderr
     assert "(session " in done.stderr
+
+
+def test_chat_model_lists_and_chooses_the_sessions_model(stack: LocalStack, llm: FakeLLM):
+    llm.reply_forever_with(lambda body: Reply(text=f"served by {body['model']}"))
+    script = "/model\n/model nope\n/model small\nhello\nagain\n/model\n/model default\nlast\n"
+    done = crayfish(stack.url, "chat", stdin=script)
+    assert done.returncode == 0, done.stderr
+    assert "* main: main-model (default)" not in done.stderr  # nothing chosen yet
+    assert "  main: main-model (default)\n  small: small-model\n" in done.stderr
+    assert "no model preset named 'nope'" in done.stderr
+    assert "* small: small-model" in done.stderr  # the session's, after its first message
+    answers = [line for line in done.stdout.splitlines() if line.startswith("served by")]
+    assert answers == ["served by small-model"] * 2 + ["served by main-model"]
 
 
 def test_ctrl_c_cancels_the_running_turn(stack: LocalStack, llm: FakeLLM):

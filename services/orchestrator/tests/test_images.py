@@ -132,7 +132,7 @@ def test_a_model_without_vision_refuses_images_with_400(tmp_path: Path, fake_llm
         parts = [{"type": "image_url", "image_url": {"url": data_url(PNG)}}]
         v1 = client.post(
             "/v1/chat/completions",
-            json={"model": "x", "messages": [{"role": "user", "content": parts}]},
+            json={"model": "crayfish", "messages": [{"role": "user", "content": parts}]},
         )
         assert v1.status_code == 400 and "not set up to see" in v1.json()["error"]["message"]
     assert fake_llm.requests == []

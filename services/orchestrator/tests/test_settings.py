@@ -25,6 +25,14 @@ NAMES: dict[str, tuple[str, object]] = {
     "OPENAI_BASE_URL": ("openai_base_url", "http://llm.test/v1"),
     "OPENAI_API_KEY": ("openai_api_key", "sk-from-env"),
     "CRAYFISH_MODEL": ("model", "env-model"),
+    "CRAYFISH_MODELS": (
+        "models",
+        '[{"name": "fast", "base_url": "http://llm.test/v1", "model": "m"}]',
+    ),
+    # Each names a preset: alone, the one OPENAI_*/CRAYFISH_MODEL make (named after its model).
+    "CRAYFISH_MODEL_DEFAULT": ("model_default", "gpt-4o-mini"),
+    "CRAYFISH_MODEL_FALLBACKS": ("model_fallbacks", "gpt-4o-mini"),
+    "CRAYFISH_MODEL_BACKGROUND": ("model_background", "gpt-4o-mini"),
     "CRAYFISH_LLM_TIMEOUT": ("llm_timeout", 7.5),
     "CRAYFISH_LLM_RETRIES": ("llm_retries", 9),
     "CRAYFISH_LLM_RETRY_BASE_DELAY": ("llm_retry_base_delay", 0.25),

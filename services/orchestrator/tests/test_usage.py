@@ -151,7 +151,7 @@ def test_rest_usage_budget_and_the_429(tmp_path: Path, fake_llm: FakeLLM) -> Non
         assert refused.headers["X-Crayfish-Budget-Cap"] == "daily_tokens"
         v1 = client.post(
             "/v1/chat/completions",
-            json={"model": "x", "messages": [{"role": "user", "content": "hi"}]},
+            json={"model": "crayfish", "messages": [{"role": "user", "content": "hi"}]},
         )
         assert v1.status_code == 429 and v1.json()["error"]["code"] == "budget_exceeded"
         (tmp_path / "workspace" / "HEARTBEAT.md").write_text("- Check the backups\n")

@@ -78,13 +78,19 @@ class CrayfishClient:
         return f"cannot reach the orchestrator at {self.base_url} ({reason or type(exc).__name__})"
 
     def chat(
-        self, message: str, session_id: str | None = None, images: list[str] | None = None
+        self,
+        message: str,
+        session_id: str | None = None,
+        images: list[str] | None = None,
+        model: str | None = None,
     ) -> dict[str, Any]:
         body: dict[str, Any] = {"message": message}
         if session_id:
             body["session_id"] = session_id
         if images:
             body["images"] = images
+        if model:
+            body["model"] = model
         result: dict[str, Any] = self.request("POST", "/api/chat", json=body)
         return result
 
@@ -137,6 +143,17 @@ class CrayfishClient:
 
     def session(self, session_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self.request("GET", f"/api/sessions/{session_id}")
+        return result
+
+    def models(self) -> list[dict[str, Any]]:
+        """The model presets (GET /v1/models without the agent's own entry)."""
+        listed = self.request("GET", "/v1/models")["data"]
+        return [m for m in listed if "crayfish" in m]
+
+    def set_session_model(self, session_id: str, model: str | None) -> dict[str, Any]:
+        result: dict[str, Any] = self.request(
+            "PATCH", f"/api/sessions/{session_id}", json={"model": model}
+        )
         return result
 
     def delete_session(self, session_id: str) -> None:

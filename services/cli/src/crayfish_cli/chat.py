@@ -6,12 +6,16 @@ import json
 import sys
 from typing import TextIO
 
-from crayfish_cli.api import CrayfishClient
+from crayfish_cli.api import CrayfishClient, RequestFailed
 from crayfish_cli.approvals import chat_question
+from crayfish_cli.model_command import ModelChoice
 from crayfish_cli.render import Style, TurnPrinter, use_colour
 from crayfish_cli.turn import Turn, TurnResult
 
-CHAT_HELP = "Type a message. /new starts a new session, /session shows its id, Ctrl-D quits."
+CHAT_HELP = (
+    "Type a message. /new starts a new session, /session shows its id, /model lists or "
+    "chooses the model, Ctrl-D quits."
+)
 
 
 def ask(
@@ -51,6 +55,7 @@ def chat(client: CrayfishClient, session_id: str | None, *, verbose: bool) -> in
     except ImportError:
         pass
     sys.stderr.write(style.dim(f"Crayfish at {client.base_url}. {CHAT_HELP}") + "\n")
+    choice = ModelChoice()
     while True:
         try:
             line = input(style.bold("you› ") if sys.stdin.isatty() else "")
@@ -72,10 +77,19 @@ def chat(client: CrayfishClient, session_id: str | None, *, verbose: bool) -> in
         if message == "/session":
             sys.stderr.write(f"{session_id or '(new; created by the next message)'}\n")
             continue
+        if message == "/model" or message.startswith("/model "):
+            try:
+                choice.command(client, session_id, message[len("/model") :].strip(), sys.stderr)
+            except RequestFailed as exc:
+                sys.stderr.write(style.red(f"✗ {exc}") + "\n")
+            continue
         printer = TurnPrinter(sys.stdout, sys.stderr, live=True, quiet=False, verbose=verbose)
-        outcome = Turn(client, printer, chat_question(client)).run(message, session_id)
+        outcome = Turn(client, printer, chat_question(client)).run(
+            message, session_id, model=choice.pending
+        )
         if session_id is None:
             sys.stderr.write(style.dim(f"(session {outcome.session_id})") + "\n")
+            choice.first_message_sent(client, outcome.session_id)
         session_id = outcome.session_id
         if not outcome.ok:
             report_failure(outcome, sys.stderr)

@@ -40,9 +40,13 @@ class Turn:
         self.terminal: dict[str, Any] | None = None
 
     def run(
-        self, message: str, session_id: str | None, images: list[str] | None = None
+        self,
+        message: str,
+        session_id: str | None,
+        images: list[str] | None = None,
+        model: str | None = None,
     ) -> TurnResult:
-        accepted = self.client.chat(message, session_id, images)
+        accepted = self.client.chat(message, session_id, images, model)
         task_id, session = accepted["task_id"], accepted["session_id"]
         try:
             self._follow(task_id)

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from crayfish_common.url_guard import AllowList
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, Field, PrivateAttr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from orchestrator.agent.presets import ModelPreset, ModelPrice, Presets, load_presets
 from orchestrator.api.trusted_hosts import parse_trusted
 from orchestrator.approvals.policy import default_policy
 from orchestrator.tool_service_config import (
@@ -39,17 +41,6 @@ class WebhookTarget(BaseModel):
         return f"WebhookTarget(preset={self.preset!r})"
 
 
-class ModelPrice(BaseModel):
-    """A model's price in USD per million tokens: prompt (`input`), completion (`output`), and
-    prompt tokens read from the provider's cache (`cached`; the input price if not given)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
-    cached: float | None = Field(None, ge=0)
-
-
 class Settings(BaseSettings):
     """Every orchestrator setting, from CRAYFISH_<FIELD NAME> (the few names without the prefix
     are aliases); `.env.example` lists them all."""
@@ -63,6 +54,15 @@ class Settings(BaseSettings):
     openai_api_key: str = Field("", validation_alias="OPENAI_API_KEY", repr=False)
     # The model's name at that endpoint.
     model: str = "gpt-4o-mini"
+    # Named model presets (README: Models): a JSON list of {"name", "base_url", "model",
+    # "api_key_env"?, ...} or `@path` to a file holding one; empty: the three above make one.
+    models: str = ""
+    # The preset turns use unless one is asked for; empty: the first.
+    model_default: str = ""
+    # Presets tried, in order, after the one asked fails (comma-separated names).
+    model_fallbacks: str = ""
+    # The preset of heartbeats and schedules; empty: as other turns.
+    model_background: str = ""
     # Seconds to connect, for the answer to start, and between two of its chunks.
     llm_timeout: float = Field(120.0, gt=0)
     # Retries (the openai SDK's) of a request that failed before its answer began; as many
@@ -83,8 +83,9 @@ class Settings(BaseSettings):
     # "native": OpenAI function calling. "text": no `tools` sent; calls are written as
     # <tool_call> text and results come back as user messages (servers without tool support).
     llm_tool_mode: Literal["native", "text"] = "native"
-    # The model's price table, JSON {"input", "output", "cached"?} in USD per million tokens:
-    # each LLM request's price is recorded with it (GET /api/usage). Unset: no prices.
+    # The price table of CRAYFISH_MODEL, JSON {"input", "output", "cached"?} in USD per million
+    # tokens: each LLM request's price is recorded with it (GET /api/usage). Unset: no prices.
+    # With CRAYFISH_MODELS, each preset carries its own "price" and this stays unset.
     model_price: Annotated[ModelPrice | None, NoDecode] = None
 
     # --- REST API ---
@@ -252,6 +253,8 @@ class Settings(BaseSettings):
     # One JSON object per log line (for containers) instead of text.
     log_json: bool = False
 
+    _presets: Presets | None = PrivateAttr(None)
+
     @field_validator("transcripts_dir", mode="before")
     @classmethod
     def _unset_when_empty(cls, value: object) -> object:
@@ -347,6 +350,38 @@ class Settings(BaseSettings):
                 "CRAYFISH_WORKER_STALLED_AFTER must exceed CRAYFISH_WORKER_ALIVE_EVERY"
             )
         return self
+
+    @model_validator(mode="after")
+    def _load_presets(self) -> Settings:
+        legacy = ModelPreset(
+            name=self.model,
+            base_url=self.openai_base_url,
+            model=self.model,
+            keys=(self.openai_api_key,) if self.openai_api_key else (),
+            key_names=("OPENAI_API_KEY",) if self.openai_api_key else (),
+            context_window=self.context_tokens,
+            price=self.model_price,
+        )
+        if self.models.strip() and self.model_price is not None:
+            raise ValueError(
+                "CRAYFISH_MODEL_PRICE prices the one model of CRAYFISH_MODEL; with "
+                'CRAYFISH_MODELS, give each preset its own "price" instead'
+            )
+        self._presets = load_presets(
+            self.models,
+            self.model_default,
+            self.model_fallbacks,
+            self.model_background,
+            legacy,
+            os.environ,
+        )
+        return self
+
+    @property
+    def presets(self) -> Presets:
+        """The model presets (CRAYFISH_MODELS, or the one of OPENAI_*/CRAYFISH_MODEL)."""
+        assert self._presets is not None  # set by the validator
+        return self._presets
 
     @property
     def custom_tool_services(self) -> list[ToolServiceAddress]:

@@ -15,8 +15,10 @@ from typing import Any
 from orchestrator.agent.client_request import ClientAnswer, ClientRequest
 from orchestrator.agent.llm import LLMClient
 from orchestrator.agent.llm_probe import LlmProbe, LlmState
+from orchestrator.agent.presets import ModelPreset
 from orchestrator.agent.tool_search import ToolCatalog, tool_catalog
 from orchestrator.agent.tools import SEARCH_TOOLS
+from orchestrator.agent.turn_models import TurnModels
 from orchestrator.approvals.desk import ApprovalDesk
 from orchestrator.approvals.policy import ExecPolicy, default_policy
 from orchestrator.clients import ServiceClients
@@ -38,6 +40,7 @@ from orchestrator.schedules.heartbeat import Heartbeats
 from orchestrator.schedules.scheduler import Scheduler
 from orchestrator.store import Database, SessionStore, StoredEvent, legacy_import
 from orchestrator.store.approvals import ApprovalRow, ApprovalStore
+from orchestrator.store.model_choices import ModelChoices
 from orchestrator.store.notifications import NotificationStore
 from orchestrator.store.openai_turns import OpenAITurnStore
 from orchestrator.store.schedules import ScheduledTurn, ScheduleStore
@@ -70,7 +73,11 @@ class OrchestratorCore:
         self.usage = UsageStore(self.db)
         self.budgets = BudgetGuard(self.usage, settings.timezone, self._budget_alert)
         self.llm = LLMClient(settings, self.usage.record, self.budgets.admit)
-        self.llm_probe = LlmProbe(settings.openai_base_url, settings.openai_api_key, settings.model)
+        default = settings.presets.chosen()
+        self.llm_probe = LlmProbe(default.base_url, next(iter(default.keys), ""), default.model)
+        self.models = TurnModels(
+            settings.presets, ModelChoices(self.db), settings.agent_name, settings.model
+        )
         self.transcripts = TranscriptMirror(settings.transcripts_dir)
         self.store = SessionStore(self.db, self.transcripts)
         timing = WorkerTiming(
@@ -149,12 +156,15 @@ class OrchestratorCore:
         message: str,
         kind: str = "chat",
         images: list[dict[str, Any]] | None = None,
+        model: str = "",
     ) -> Turn:
         """Acknowledges a message durably: once this returns, its turn will run (on some
-        replica) after the session's earlier ones. BudgetExceeded past a daily cap."""
+        replica) after the session's earlier ones; `model`: the preset it asks (checked).
+        BudgetExceeded past a daily cap."""
         check_session_id(session_id)
         await self.budgets.check(kind)
-        return await self.turns.create(session_id, message, kind, images=images)
+        task_id = await self.models.ask(model)
+        return await self.turns.create(session_id, message, kind, task_id, images=images)
 
     async def submit_once(
         self,
@@ -164,11 +174,13 @@ class OrchestratorCore:
         images: list[dict[str, Any]] | None = None,
         kind: str = "chat",
         task_id: str | None = None,
+        model: str = "",
     ) -> Turn | Earlier:
         """`submit` of a turn a client may ask for again: the new turn, or the earlier request
         this one repeats (store/turn_requests.py), whose turn is left alone."""
         check_session_id(session_id)
         await self.budgets.check(kind)
+        task_id = await self.models.ask(model, task_id)
         return await self.turns.create_once(request, session_id, message, images, kind, task_id)
 
     async def submit_client_turn(
@@ -178,13 +190,33 @@ class OrchestratorCore:
         message: str,
         images: list[dict[str, Any]],
         asked: ClientRequest,
+        model: str = "",
     ) -> Turn | Earlier:
         """`submit_once` for a /v1 request: what the client asked of the turn is stored first,
         so the replica that runs it finds it."""
         await self.budgets.check(OPENAI_KIND)
         task_id = uuid.uuid4().hex
         await self.openai_turns.put_request(task_id, asked.as_json())
-        return await self.submit_once(request, session_id, message, images, OPENAI_KIND, task_id)
+        return await self.submit_once(
+            request, session_id, message, images, OPENAI_KIND, task_id, model
+        )
+
+    def model_named(self, name: str) -> ModelPreset:
+        """The preset of this name; UnknownModel (404 model_not_found) for none."""
+        return self.models.named(name)
+
+    def client_model(self, name: str) -> str:
+        """The preset an OpenAI client's `model` asks ("": none in particular); UnknownModel
+        for a name that is no preset, the agent's name or the default's own model."""
+        return self.models.client_choice(name)
+
+    async def set_session_model(self, session_id: str, model: str | None) -> bool:
+        """The preset the session's turns use (None: the default); UnknownModel for a name
+        that is no preset; False when there is no such session."""
+        return await self.models.set_session(session_id, model)
+
+    async def session_model(self, session_id: str) -> str | None:
+        return await self.models.of_session(session_id)
 
     def check_request_images(self, count: int) -> None:
         """ImageRejected (400) when one request carries more images than it may, all its
@@ -447,6 +479,7 @@ class OrchestratorCore:
     async def _run_turn(self, turn: Turn, emit: EventSink) -> str:
         # Checked again here: a turn queued before a cap was passed, and background turns.
         await self.budgets.check(turn.kind)
+        turn.model = await self.models.of_turn(turn)
         if turn.kind == "heartbeat":
             return await self.assistant.run_heartbeat(turn, emit)
         if turn.kind == "schedule":

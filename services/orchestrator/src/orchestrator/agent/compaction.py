@@ -49,8 +49,9 @@ class Compactor:
         self.store = store
         self.context_tokens = context_tokens
 
-    def budget(self, system: str) -> int:
-        return int(self.context_tokens * BUDGET_SHARE) - estimate_text(system)
+    def budget(self, system: str, model: str = "") -> int:
+        window = self.llm.presets.chosen(model).context_window or self.context_tokens
+        return int(window * BUDGET_SHARE) - estimate_text(system)
 
     async def fit(
         self,
@@ -61,10 +62,12 @@ class Compactor:
         emit: EventSink,
         usage: dict[str, int],
         task_id: str = "",
+        model: str = "",
     ) -> list[dict[str, Any]]:
-        """History to send with `incoming`: as is, pruned, or compacted (and persisted); the
+        """History to send with `incoming`: as is, pruned, or compacted (and persisted), by
+        the context window of preset `model` (its own, else CRAYFISH_CONTEXT_TOKENS); the
         requests this makes are recorded as `task_id`'s compaction."""
-        budget = self.budget(system)
+        budget = self.budget(system, model)
         if estimate_tokens([*history, incoming]) <= budget:
             return history
         pruned, count = prune_tool_results(history, KEEP_TURNS)
@@ -78,8 +81,8 @@ class Compactor:
             return pruned
         old = history[:cut]
         origin = RequestOrigin(session_id, task_id, COMPACTION)
-        await self._flush_memory(origin, system, pruned[:cut], emit, usage)
-        summary = await self._summarise(old, usage, origin)
+        await self._flush_memory(origin, system, pruned[:cut], emit, usage, model)
+        summary = await self._summarise(old, usage, origin, model)
         await self.store.append_compaction(session_id, summary, cut)
         compacted = await self.store.load(session_id)
         # The current user message was persisted before this ran; it is sent separately.
@@ -98,6 +101,7 @@ class Compactor:
         old: list[dict[str, Any]],
         emit: EventSink,
         usage: dict[str, int],
+        model: str,
     ) -> None:
         """A silent turn in which the model may save durable facts before they are summarised."""
         if not FLUSH_TOOLS & set(self.loop.registry.tools):
@@ -113,19 +117,26 @@ class Compactor:
         await emit("memory.flush", {"messages": len(old)})
         try:
             await self.loop.run(
-                messages, origin.session_id, quiet, _discard, usage, FLUSH_TOOLS, origin=origin
+                messages,
+                origin.session_id,
+                quiet,
+                _discard,
+                usage,
+                FLUSH_TOOLS,
+                origin=origin,
+                model=model,
             )
         except Exception as exc:  # a failed flush must not lose the user's turn
             log.warning("memory flush failed: %s", exc)
 
     async def _summarise(
-        self, old: list[dict[str, Any]], usage: dict[str, int], origin: RequestOrigin
+        self, old: list[dict[str, Any]], usage: dict[str, int], origin: RequestOrigin, model: str
     ) -> str:
         request = [
             {"role": "system", "content": SUMMARY_PROMPT},
             {"role": "user", "content": transcript(old)},
         ]
-        reply = await self.llm.complete(request, origin=origin)
+        reply = await self.llm.complete(request, origin=origin, model=model)
         add_usage(usage, reply)
         return reply.content.strip() or "(the earlier conversation had nothing worth keeping)"
 

@@ -1,5 +1,5 @@
 """LLM access: streamed replies (chat_http.py), restarts of a stream broken before any text,
-a whole-reply deadline, usage."""
+a whole-reply deadline, usage, the preset that served each reply."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from orchestrator.agent.chat_http import (
     ProviderUnreachable,
     StreamBroke,
 )
+from orchestrator.agent.fallback import Fallbacks
+from orchestrator.agent.llm_error import LLMError
 from orchestrator.agent.llm_record import (
     Gate,
     LLMRequestRecord,
@@ -25,30 +27,14 @@ from orchestrator.agent.llm_record import (
     RequestOrigin,
     price_of,
 )
+from orchestrator.agent.presets import ModelPreset
 from orchestrator.agent.think import ThinkFilter, strip_think
 from orchestrator.config import Settings
 
 log = logging.getLogger(__name__)
+__all__ = ["LLMClient", "LLMError", "LLMReply", "ToolCall", "add_usage"]
 
 DeltaCallback = Callable[[str], Awaitable[None]]
-
-
-class LLMError(Exception):
-    """The provider failed in a way retries did not fix; the message is safe to show. `status`
-    and `code` are the provider's when it answered with an error status; `timed_out` when it
-    did not answer (or finish) in time."""
-
-    def __init__(
-        self,
-        message: str,
-        status: int | None = None,
-        code: str | None = None,
-        timed_out: bool = False,
-    ):
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.timed_out = timed_out
 
 
 @dataclass
@@ -68,6 +54,8 @@ class LLMReply:
     completion_tokens: int = 0
     cached_tokens: int = 0  # of prompt_tokens, read from the provider's prompt cache
     model: str = ""  # the model that answered, as the provider names it
+    preset: str = ""  # the model preset that served it (agent/presets.py)
+    failed: list[str] = field(default_factory=list)  # the attempts that failed before it
 
 
 @dataclass
@@ -85,6 +73,7 @@ class _Call:
     """One `complete` call: how much text reached the user, and the attempts so far."""
 
     on_delta: DeltaCallback | None
+    more: bool = False  # another key or preset is left to try after this one
     shown: int = 0
     retries: list[float] = field(default_factory=list)
     restarts: int = 0
@@ -103,26 +92,35 @@ class _Call:
 
 
 class LLMClient:
-    """One provider, one model; `complete` streams when given a delta callback, and hands
-    each request's record (tokens, latency, price, error) to `recorder`."""
+    """The model presets (agent/presets.py); `complete` asks the turn's preset, then its
+    fallbacks and other keys (agent/fallback.py), streams when given a delta callback, and
+    hands each request's record (preset, tokens, latency, price, error) to `recorder`."""
 
     def __init__(
         self, settings: Settings, recorder: Recorder | None = None, gate: Gate | None = None
     ):
         self.settings = settings
-        self.model = settings.model
+        self.presets = settings.presets
+        self.fallbacks = Fallbacks(self.presets)
         self.recorder = recorder
         self.gate = gate
-        self.endpoint = ChatEndpoint(
-            settings.openai_base_url,
-            settings.openai_api_key or "not-needed",
-            settings.llm_timeout,
-            settings.llm_retries,
-            settings.llm_retry_base_delay,
-        )
+        self._endpoints: dict[tuple[str, int], ChatEndpoint] = {}
 
     async def close(self) -> None:
-        await self.endpoint.close()
+        for endpoint in self._endpoints.values():
+            await endpoint.close()
+
+    def _endpoint(self, preset: ModelPreset, key: int) -> ChatEndpoint:
+        made = self._endpoints.get((preset.name, key))
+        if made is None:
+            made = self._endpoints[(preset.name, key)] = ChatEndpoint(
+                preset.base_url,
+                preset.keys[key] if key < len(preset.keys) else "not-needed",
+                self.settings.llm_timeout,
+                self.settings.llm_retries,
+                self.settings.llm_retry_base_delay,
+            )
+        return made
 
     async def complete(
         self,
@@ -132,27 +130,58 @@ class LLMClient:
         tool_choice: str | dict[str, Any] = "",
         params: dict[str, Any] | None = None,
         origin: RequestOrigin | None = None,
+        model: str = "",
     ) -> LLMReply:
-        """The whole reply; text goes to on_delta as it streams and is never sent twice.
-        `params` (a client's temperature, stop, response_format...) go into the request as
-        given: what the provider refuses is its to say. Recorded as `origin` asked it,
-        answered or failed. The gate may refuse it first (a budget used up mid-turn)."""
+        """The whole reply from preset `model` (default: the default one) or a fallback; text
+        goes to on_delta as it streams and is never sent twice. `params` (a client's
+        temperature, stop, response_format...) go into the request as given: what the provider
+        refuses is its to say. Each request to a preset, a failed one before a fallback too,
+        is recorded as `origin` asked it; the gate may refuse any of them first (a budget
+        used up mid-turn)."""
+        asked = origin or RequestOrigin()
+
+        async def ask(preset: ModelPreset, key: int, more: bool) -> LLMReply:
+            request = {
+                **preset.params(),
+                **(params or {}),
+                **_request(preset.model, messages, tools, tool_choice),
+            }
+            return await self._recorded(asked, preset, key, request, _Call(on_delta, more=more))
+
+        reply, preset, failed = await self.fallbacks.first_answer(model, ask)
+        reply.preset, reply.failed = preset.name, [str(a) for a in failed]
+        return reply
+
+    async def _recorded(
+        self,
+        origin: RequestOrigin,
+        preset: ModelPreset,
+        key: int,
+        request: dict[str, Any],
+        call: _Call,
+    ) -> LLMReply:
+        """`_ask`, admitted by the gate first, and recorded whether it answered or failed."""
         if self.gate is not None:
-            await self.gate(origin or RequestOrigin())
+            await self.gate(origin)
         started = time.perf_counter()
         try:
-            reply = await self._complete(messages, tools, on_delta, tool_choice, params)
+            reply = await self._ask(preset, key, request, call)
         except Exception as exc:
-            await self._record(origin, started, None, str(exc) or type(exc).__name__)
+            await self._record(origin, preset, started, None, str(exc) or type(exc).__name__)
             raise
-        await self._record(origin, started, reply, "")
+        await self._record(origin, preset, started, reply, "")
         return reply
 
     async def _record(
-        self, origin: RequestOrigin | None, started: float, reply: LLMReply | None, error: str
+        self,
+        origin: RequestOrigin,
+        preset: ModelPreset,
+        started: float,
+        reply: LLMReply | None,
+        error: str,
     ) -> None:
-        """Hands the request's record to the recorder; a failure to keep it costs the turn
-        nothing (it is logged)."""
+        """Hands the request's record to the recorder, priced at the preset's price; a failure
+        to keep it costs the turn nothing (it is logged)."""
         if self.recorder is None:
             return
         prompt, completion, cached = (
@@ -161,14 +190,14 @@ class LLMClient:
             else (0, 0, 0)
         )
         record = LLMRequestRecord(
-            origin=origin or RequestOrigin(),
-            preset=self.model,
-            model=(reply.model if reply else "") or self.model,
+            origin=origin,
+            preset=preset.name,
+            model=(reply.model if reply else "") or preset.model,
             prompt_tokens=prompt,
             completion_tokens=completion,
             cached_tokens=cached,
             latency_ms=round((time.perf_counter() - started) * 1000, 1),
-            price=price_of(self.settings.model_price, prompt, completion, cached),
+            price=price_of(preset.price, prompt, completion, cached),
             error=error,
         )
         try:
@@ -176,34 +205,35 @@ class LLMClient:
         except Exception:
             log.exception("recording an LLM request failed")
 
-    async def _complete(
-        self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
-        on_delta: DeltaCallback | None,
-        tool_choice: str | dict[str, Any],
-        params: dict[str, Any] | None,
+    async def _ask(
+        self, preset: ModelPreset, key: int, request: dict[str, Any], call: _Call
     ) -> LLMReply:
-        call = _Call(on_delta)
+        """One preset and key, within CRAYFISH_LLM_DEADLINE; the LLMError knows what was shown."""
         deadline = self.settings.llm_deadline
         try:
             async with asyncio.timeout(deadline) as timer:
-                request = {**(params or {}), **_request(self.model, messages, tools, tool_choice)}
-                return await self._attempts(request, call)
+                return await self._attempts(self._endpoint(preset, key), request, call)
         except TimeoutError as exc:
             if not timer.expired():
                 raise
             reason = f"the LLM reply did not finish within {deadline:g} s (CRAYFISH_LLM_DEADLINE)"
             if call.shown:
                 reason += f", {call.shown} characters in"
-            raise LLMError(reason + _partial(call.shown), timed_out=True) from exc
+            error = LLMError(reason + _partial(call.shown), timed_out=True)
+            error.shown = call.shown
+            raise error from exc
+        except LLMError as exc:
+            exc.shown = call.shown
+            raise
 
-    async def _attempts(self, request: dict[str, Any], call: _Call) -> LLMReply:
+    async def _attempts(
+        self, endpoint: ChatEndpoint, request: dict[str, Any], call: _Call
+    ) -> LLMReply:
         """Restarts a stream that broke before any text reached the user, at most
         CRAYFISH_LLM_RETRIES times (each new request has its retries again)."""
         while True:
             try:
-                return await self._stream(request, call)
+                return await self._stream(endpoint, request, call)
             except StreamBroke as exc:
                 if call.shown:
                     reason = f"the LLM stream broke after {call.shown} characters ({exc})"
@@ -215,8 +245,10 @@ class LLMClient:
                 log.warning("LLM stream broke before any text (%s); restarting it", exc)
                 await asyncio.sleep(self.settings.llm_retry_base_delay * 2 ** (call.restarts - 1))
 
-    async def _stream(self, request: dict[str, Any], call: _Call) -> LLMReply:
-        stream = await self._open(request, call)
+    async def _stream(
+        self, endpoint: ChatEndpoint, request: dict[str, Any], call: _Call
+    ) -> LLMReply:
+        stream = await self._open(endpoint, request, call)
         state = _StreamState()
         think = ThinkFilter()
         try:
@@ -236,11 +268,14 @@ class LLMClient:
         await call.show(think.flush())
         return _reply_from(state)
 
-    async def _open(self, request: dict[str, Any], call: _Call) -> EventStream:
-        """The stream, once the retries got a response; failures become LLMError."""
-        url = self.settings.openai_base_url
+    async def _open(
+        self, endpoint: ChatEndpoint, request: dict[str, Any], call: _Call
+    ) -> EventStream:
+        """The stream, once the retries got a response; failures become LLMError. With
+        somewhere else to go (`call.more`), a timeout or a rate limit is not waited out here."""
+        url = endpoint.url.removesuffix("/chat/completions")
         try:
-            return await self.endpoint.stream(request, call.retries)
+            return await endpoint.stream(request, call.retries, elsewhere=call.more)
         except ProviderStatus as exc:
             reason = f"LLM answered HTTP {exc.status}: {exc.message}"
             if exc.retry_after:

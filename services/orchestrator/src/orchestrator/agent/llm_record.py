@@ -7,11 +7,12 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from orchestrator.config import ModelPrice
+from orchestrator.agent.presets import ModelPrice
 
 # Kinds of requests: a turn's own kind (chat, schedule, heartbeat, openai, subagent), or
 # "compaction" for the requests that flush and summarise a session's history.
 COMPACTION = "compaction"
+# The background kinds: their own budget caps, and CRAYFISH_MODEL_BACKGROUND's preset.
 BACKGROUND_KINDS = frozenset({"heartbeat", "schedule"})
 
 

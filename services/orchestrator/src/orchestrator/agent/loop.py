@@ -90,10 +90,11 @@ class AgentLoop:
         client: ClientRequest | None = None,
         origin: RequestOrigin | None = None,
         gate: CallGate | None = None,
+        model: str = "",
     ) -> TurnOutcome:
         """Runs rounds until a final answer, or a call of a `client` tool; `only` restricts
         the tools offered and run; each LLM request is recorded as `origin` asked it; `gate` is
-        asked before each call runs."""
+        asked before each call runs; `model`: the preset asked (default: the default one)."""
         origin = origin or RequestOrigin(session_id)
         guard = RepeatGuard(exact_limit=self.limits.repeat_limit)
         tools = TurnTools(self.registry, only, gate)  # grows when tool_search finds tools
@@ -101,7 +102,7 @@ class AgentLoop:
         reasked = False
         for round_no in range(1, self.limits.max_rounds + 1):
             reply, streamed = await self._ask(
-                messages, round_no, emit, usage, tools, client, origin
+                messages, round_no, emit, usage, tools, client, origin, model
             )
             calls, content, note = reply.tool_calls, reply.content, ""
             if not calls:
@@ -169,9 +170,11 @@ class AgentLoop:
         tools: Mapping[str, OfferedTool],
         client: ClientRequest,
         origin: RequestOrigin,
+        model: str,
     ) -> tuple[LLMReply, str]:
         """The reply, and the text already streamed to the user as deltas."""
-        await emit("llm.request", {"round": round_no, "messages": len(messages)})
+        asked = self.llm.presets.chosen(model).name
+        await emit("llm.request", {"round": round_no, "messages": len(messages), "model": asked})
         sniffer = CallSniffer(SILENT_REPLIES)
 
         async def on_delta(text: str) -> None:
@@ -184,13 +187,13 @@ class AgentLoop:
             if self.limits.tool_mode == "text":
                 text_protocol = to_text_protocol(messages)
                 reply = await self.llm.complete(
-                    text_protocol, None, on_delta, "", client.params, origin
+                    text_protocol, None, on_delta, "", client.params, origin, model
                 )
             else:
                 offered = [t.as_openai() for t in tools.values()] + client.tools
                 choice = client.tool_choice or self._first_choice(round_no, tools)
                 reply = await self.llm.complete(
-                    messages, offered or None, on_delta, choice, client.params, origin
+                    messages, offered or None, on_delta, choice, client.params, origin, model
                 )
             llm_span.set_attributes(
                 {
@@ -198,6 +201,7 @@ class AgentLoop:
                     "gen_ai.usage.output_tokens": reply.completion_tokens,
                     "crayfish.cached_tokens": reply.cached_tokens,
                     "crayfish.tool_calls": len(reply.tool_calls),
+                    "gen_ai.request.model": reply.preset,
                 }
             )
         add_usage(usage, reply)
@@ -205,6 +209,8 @@ class AgentLoop:
             "llm.response",
             {
                 "round": round_no,
+                "model": reply.preset,
+                "fallbacks": reply.failed,
                 "finish_reason": reply.finish_reason,
                 "tool_calls": [c.name for c in reply.tool_calls],
                 "prompt_tokens": reply.prompt_tokens,

@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from orchestrator.agent.presets import UnknownModel
 from orchestrator.clients import (
     AlreadyExists,
     DeadlineExceeded,
@@ -81,6 +82,18 @@ def error_response(status: int, message: str, code: str | None = None) -> JSONRe
     return JSONResponse(error_body(status, message, code), status_code=status)
 
 
+def model_not_found(exc: UnknownModel) -> dict[str, object]:
+    """OpenAI's answer to a model it does not have (404), with the presets there are."""
+    return {
+        "error": {
+            "message": str(exc),
+            "type": "invalid_request_error",
+            "param": "model",
+            "code": "model_not_found",
+        }
+    }
+
+
 def service_failure(exc: ServiceError) -> ApiError:
     """The HTTP error for a failed service call, with the service's reason."""
     status = HTTP_FOR_SERVICE_ERROR.get(type(exc), 502)
@@ -95,6 +108,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
         return error_response(exc.status, exc.message, exc.code)
+
+    @app.exception_handler(UnknownModel)
+    async def _unknown_model(_: Request, exc: UnknownModel) -> JSONResponse:
+        return JSONResponse(model_not_found(exc), status_code=404)
 
     @app.exception_handler(ServiceError)
     async def _service_error(_: Request, exc: ServiceError) -> JSONResponse:

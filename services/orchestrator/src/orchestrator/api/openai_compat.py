@@ -124,12 +124,22 @@ def _kept(message: dict[str, Any]) -> bool:
 
 @router.get("/v1/models")
 async def list_models(core: CoreDep) -> dict[str, Any]:
-    """The agents on offer (one per orchestrator)."""
-    name = core.settings.agent_name
-    return {
-        "object": "list",
-        "data": [{"id": name, "object": "model", "created": 0, "owned_by": "crayfish"}],
-    }
+    """The agent (its session's or the default model preset), then each model preset."""
+    presets = core.settings.presets
+    agent = {"id": core.settings.agent_name, "object": "model", "created": 0}
+    listed = [{**agent, "owned_by": "crayfish"}]
+    for preset in presets.by_name.values():
+        about = {
+            "model": preset.model,
+            "default": preset.name == presets.default,
+            "fallback": preset.name in presets.fallbacks,
+            "background": preset.name == presets.background,
+        }
+        listed.append(
+            {"id": preset.name, "object": "model", "created": 0, "owned_by": "crayfish"}
+            | {"crayfish": about}
+        )
+    return {"object": "list", "data": listed}
 
 
 async def _start_turn(
@@ -140,6 +150,7 @@ async def _start_turn(
 ) -> tuple[Turn, TurnPlan, bool]:
     """The turn, where it goes, and whether it is an earlier attempt's (this request
     repeats it: api/retries.py)."""
+    model = core.client_model(body.model)  # 404 model_not_found for a name that is no preset
     messages = [m.model_dump() for m in body.messages]
     check_order(messages)
     request = client_request(body, messages, await core.own_tool_names())
@@ -166,7 +177,7 @@ async def _start_turn(
         if users and not message and images:
             message = "(image)"
         submitted = await core.submit_client_turn(
-            turn_request, plan.session_id, message, images, request
+            turn_request, plan.session_id, message, images, request, model
         )
         fresh = plan.session_id if seed else None
         turn, replay = await settled(core, turn_request, submitted, fresh)

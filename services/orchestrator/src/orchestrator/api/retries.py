@@ -84,9 +84,10 @@ async def submit_once(
     session_id: str,
     message: str,
     images: list[dict[str, object]],
+    model: str = "",
 ) -> tuple[Turn, bool]:
     """Submits a chat turn once (see `settled`)."""
-    submitted = await core.submit_once(request, session_id, message, images=images)
+    submitted = await core.submit_once(request, session_id, message, images=images, model=model)
     return await settled(core, request, submitted)
 
 

@@ -50,6 +50,9 @@ class ChatRequest(RequestBody):
         default_factory=list,
         description="Images as data: URLs (data:image/png;base64,...): PNG, JPEG, GIF or WebP.",
     )
+    model: str | None = Field(
+        None, description="The model preset for this turn (GET /v1/models); 404 if unknown."
+    )
 
 
 class ChatAccepted(BaseModel):

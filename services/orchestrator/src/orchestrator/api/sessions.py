@@ -1,4 +1,4 @@
-"""Session routes: list, read history, delete."""
+"""Session routes: list, read history, choose the model, delete."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ import logging
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from orchestrator.agent.turn_context import content_without_turn_context
 from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
+from orchestrator.api.schemas import RequestBody
 from orchestrator.clients import ServiceError
 from orchestrator.core import OrchestratorCore, SessionBusy
 from orchestrator.store import InvalidSessionId
@@ -33,6 +34,18 @@ class SessionList(BaseModel):
 class SessionHistory(BaseModel):
     id: str
     messages: list[dict[str, Any]]
+    model: str | None = None  # the session's model preset; None: the default
+
+
+class SessionChange(RequestBody):
+    model: str | None = Field(
+        description="The model preset for the session's turns (GET /v1/models); null: the default"
+    )
+
+
+class SessionModel(BaseModel):
+    id: str
+    model: str | None
 
 
 async def _existing(core: OrchestratorCore, session_id: str) -> str:
@@ -60,7 +73,18 @@ async def read_session(session_id: str, core: CoreDep) -> SessionHistory:
     them (without the turn context Crayfish added for the model)."""
     await _existing(core, session_id)
     messages = [_as_written(m) for m in await core.session_history(session_id)]
-    return SessionHistory(id=session_id, messages=messages)
+    model = await core.session_model(session_id)
+    return SessionHistory(id=session_id, messages=messages, model=model)
+
+
+@router.patch("/api/sessions/{session_id}", response_model=SessionModel)
+async def change_session(session_id: str, body: SessionChange, core: CoreDep) -> SessionModel:
+    """Sets the model preset of the session's next turns (404 `model_not_found` for a name
+    that is no preset, `session_not_found` for a session that has no message yet)."""
+    await _existing(core, session_id)
+    if not await core.set_session_model(session_id, body.model):
+        raise ApiError(404, f"no session with id {session_id!r}", "session_not_found")
+    return SessionModel(id=session_id, model=body.model)
 
 
 def _as_written(message: dict[str, Any]) -> dict[str, Any]:

@@ -57,14 +57,17 @@ async def create_chat(body: ChatRequest, core: CoreDep, request: Request) -> Cha
     if once is not None and (earlier := await earlier_task(core, once)) is not None:
         return ChatAccepted(task_id=earlier.id, session_id=earlier.session_id)
     session_id = body.session_id or uuid.uuid4().hex
+    if body.model:
+        core.model_named(body.model)  # 404 model_not_found before any image is stored
     try:
         check_session_id(session_id)
         core.check_request_images(len(body.images))
         images = await core.take_images(body.images)
+        model = body.model or ""
         if once is None:
-            turn = await core.submit(session_id, body.message, images=images)
+            turn = await core.submit(session_id, body.message, images=images, model=model)
         else:
-            turn, _ = await submit_once(core, once, session_id, body.message, images)
+            turn, _ = await submit_once(core, once, session_id, body.message, images, model)
     except InvalidSessionId as exc:
         raise ApiError(400, str(exc), "invalid_session_id") from exc
     except ImageRejected as exc:

@@ -138,7 +138,7 @@ class Assistant:
             if keep_turns is not None:
                 history = last_turns(history, keep_turns)
             history = await self.compactor.fit(
-                turn.session_id, system, history, user, emit, turn.usage, turn.id
+                turn.session_id, system, history, user, emit, turn.usage, turn.id, turn.model
             )
         history = close_unanswered(history)
         return await self._loop(turn, emit, [system_message(system), *history, user])
@@ -194,6 +194,7 @@ class Assistant:
             client=client,
             origin=origin_of(turn),
             gate=self._gate(turn, emit),
+            model=turn.model,
         )
 
     def _gate(self, turn: Turn, emit: EventSink) -> CallGate | None:

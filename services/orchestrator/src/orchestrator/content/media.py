@@ -91,15 +91,21 @@ def sniff(data: bytes) -> str | None:
 
 
 def vision_enabled(settings: Settings) -> bool:
+    """Whether the default preset sees images: CRAYFISH_LLM_VISION, else its `vision`, else
+    its model's name."""
     if settings.llm_vision != "auto":
         return settings.llm_vision == "on"
-    name = settings.model.lower().rsplit("/", 1)[-1]
+    preset = settings.presets.chosen()
+    if preset.vision is not None:
+        return preset.vision
+    name = preset.model.lower().rsplit("/", 1)[-1]
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in VISION_MODELS)
 
 
 def vision_refusal(settings: Settings) -> str:
+    model = settings.presets.chosen().model
     return (
-        f"this message has images, but the model {settings.model!r} is not set up to see "
+        f"this message has images, but the model {model!r} is not set up to see "
         "them: set CRAYFISH_LLM_VISION=on if it takes image input (or use a vision model); "
         "the message was not sent"
     )

@@ -54,6 +54,7 @@ MIGRATIONS = [
     Migration(9, "OpenAI-compatible turns and conversations", sql_file("0009_openai_turns.sql")),
     Migration(10, "built-in schedules in scheduled_turns", sql_file("0010_builtin_schedules.sql")),
     Migration(11, "LLM requests, usage budgets and alerts", sql_file("0011_usage.sql")),
+    Migration(12, "model presets of sessions and turns", sql_file("0012_models.sql")),
     Migration(13, "exec policies and approvals", sql_file("0013_approvals.sql")),
 ]
 

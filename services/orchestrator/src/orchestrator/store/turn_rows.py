@@ -60,6 +60,8 @@ class Turn:
     # the turn's answer, held back by TurnStore.append_turn to be written in the statement that
     # records the outcome; never a column
     held_answer: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    # the model preset the turn asks (chosen when it starts, agent/presets.py); never a column
+    model: str = ""
 
     @property
     def done(self) -> bool:

@@ -67,7 +67,14 @@ class ClientTurns:
         history = await a.turns.accept_group(turn, incoming)
         if user:  # a continuation with tool results only is compacted at the next message
             history = await a.compactor.fit(
-                turn.session_id, system, [*history, *answers], user, emit, turn.usage, turn.id
+                turn.session_id,
+                system,
+                [*history, *answers],
+                user,
+                emit,
+                turn.usage,
+                turn.id,
+                turn.model,
             )
         else:
             history = [*history, *answers]

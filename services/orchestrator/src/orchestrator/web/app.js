@@ -2,12 +2,13 @@
 
 import { HttpError, TOKEN_KEY, api, followAll, followTask } from "/static/api.js";
 import { closeMenu, menuIsOpen, openMenu, wireMenu } from "/static/menu.js";
+import { modelCommand } from "/static/model_command.js";
 import { wireUsage } from "/static/usage.js";
 import {
   $, TurnView, addUserMessage, el, setStatus, showApprovalCard, showBanner, showNotification,
 } from "/static/render.js";
 
-const state = { session: null, task: null, busy: false, image: null };
+const state = { session: null, task: null, busy: false, image: null, pendingModel: null };
 const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 
 // Shows an error; a missing or wrong token opens the token field.
@@ -128,6 +129,7 @@ async function deleteSession(id) {
 
 function newSession() {
   if (state.busy) return;
+  state.pendingModel = null;
   clearMessages();
   setSession(null);
   $("input").focus();
@@ -156,10 +158,18 @@ async function send(message) {
   try {
     const body = state.session ? { message, session_id: state.session } : { message };
     if (images.length) body.images = images;
+    const chosen = state.session ? null : state.pendingModel;
+    if (chosen) body.model = chosen;
     const accepted = await api("/api/chat", { method: "POST", body });
     state.task = accepted.task_id;
     setSession(accepted.session_id);
     await followTask(accepted.task_id, (type, data) => view.handle(type, data));
+    if (chosen) {
+      // The session exists once its first turn took the message: now it keeps the choice.
+      state.pendingModel = null;
+      const change = { method: "PATCH", body: { model: chosen } };
+      await api("/api/sessions/" + encodeURIComponent(accepted.session_id), change);
+    }
   } catch (err) {
     view.note("✗ " + err.message, "error");
   } finally {
@@ -277,6 +287,10 @@ function wire() {
     const message = $("input").value.trim() || (state.image ? "(image)" : "");
     if (!message || state.busy) return;
     $("input").value = "";
+    if (message === "/model" || message.startsWith("/model ")) {
+      modelCommand(message.slice("/model".length).trim(), state);
+      return;
+    }
     send(message);
   });
   $("input").addEventListener("keydown", (event) => {
