@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from orchestrator.approvals.policy import ExecPolicy, policy_from_json
@@ -156,20 +156,7 @@ class ApprovalDesk:
 
 
 def approval_json(row: ApprovalRow) -> dict[str, Any]:
-    """A question as REST and events show it."""
-    return {
-        "id": row.id,
-        "task_id": row.task_id,
-        "session_id": row.session_id,
-        "call_id": row.call_id,
-        "command": row.command,
-        "workdir": row.workdir,
-        "programs": row.programs,
-        "missing": row.missing,
-        "reason": row.reason,
-        "status": row.status,
-        "decision": row.decision,
-        "created_at": row.created_at,
-        "expires_at": row.expires_at,
-        "decided_at": row.decided_at,
-    }
+    """A question as REST and events show it: the row without its task's status."""
+    shown = asdict(row)
+    del shown["task_status"]
+    return shown
