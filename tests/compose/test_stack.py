@@ -362,18 +362,19 @@ def test_scaled_out_behind_the_gateway_turns_run_on_several_orchestrators(
     lock = threading.Lock()
 
     def answer(body: dict[str, Any]) -> Reply:
-        # Each answer takes a moment, as a real model's does: the turns of the four sessions
-        # overlap, so an idle replica is there to take one whatever the machine's load.
+        # Each answer takes a second, as a real model's may: the first turns of the six sessions
+        # all run at once, and a replica takes only its even part of them (store/spread.py),
+        # so the third one gets its part even if it wakes last on a loaded machine.
         with lock:
             if body["messages"][-1]["role"] == "user":
                 turn = body["messages"][-1]["content"]
                 call = stack.llm.tool_call("exec", {"command": f"echo {turn}"})
-                return Reply(tool_calls=[call], delay=0.5)
-            return Reply(text=last_tool_output(body), delay=0.5)
+                return Reply(tool_calls=[call], delay=1.0)
+            return Reply(text=last_tool_output(body), delay=1.0)
 
     stack.llm.reply_forever_with(answer)
     sent = [
-        api.post("/api/chat", json={"message": f"scaled-{k}", "session_id": f"scaled-{k % 4}"})
+        api.post("/api/chat", json={"message": f"scaled-{k}", "session_id": f"scaled-{k % 6}"})
         for k in range(12)
     ]
     assert all(r.status_code == 202 for r in sent), [r.text for r in sent]
