@@ -211,6 +211,8 @@ def test_schedules_add_list_and_remove(stack: LocalStack):
         "0 9 * * 1-5",
         "--timezone",
         "Europe/Paris",
+        "--model",
+        "small",
         "check",
         "the",
         "backups",
@@ -219,7 +221,12 @@ def test_schedules_add_list_and_remove(stack: LocalStack):
     schedule_id = added.stdout.split()[0]
     listed = crayfish(stack.url, "schedules", "list")
     assert schedule_id in listed.stdout and "cron 0 9 * * 1-5 (Europe/Paris)" in listed.stdout
-    assert "check the backups" in listed.stdout
+    assert "check the backups" in listed.stdout and "model small" in listed.stdout
+    as_json = json.loads(crayfish(stack.url, "schedules", "list", "--json").stdout)
+    assert [s["model"] for s in as_json if s["id"] == schedule_id] == ["small"]
+    unknown = crayfish(stack.url, "schedules", "add", "--every", "3600", "--model", "nope", "x")
+    assert unknown.returncode == 2 and "404" in unknown.stderr
+    assert "`nope` does not exist" in unknown.stderr
     past = crayfish(stack.url, "schedules", "add", "--at", "2001-01-01T00:00:00Z", "late")
     assert past.returncode == 2 and "422" in past.stderr and "in the past" in past.stderr
     assert crayfish(stack.url, "schedules", "rm", schedule_id).returncode == 0

@@ -245,7 +245,9 @@ async def test_closing_mid_firing_finishes_it_queued_and_recorded(core_factory, 
     await core.scheduler.close()  # only the slow scheduler below fires
     entered = asyncio.Event()
 
-    async def slow_submit(session_id: str, message: str, kind: str, task_id: str) -> object:
+    async def slow_submit(
+        session_id: str, message: str, kind: str, task_id: str, model: str | None
+    ) -> object:
         entered.set()
         await asyncio.sleep(0.3)  # closing arrives while the turn is being queued
         return await core.turns.create(session_id, message, kind, task_id)

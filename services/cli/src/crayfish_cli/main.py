@@ -91,6 +91,9 @@ def add_schedule_commands(parser: argparse.ArgumentParser) -> None:
     when.add_argument("--cron", help="a five-field cron expression, e.g. '0 9 * * 1-5'")
     add.add_argument("--timezone", help="IANA time zone of --cron (default: the server's)")
     add.add_argument("--session", help="run in this session (default: its own)")
+    add.add_argument(
+        "--model", metavar="PRESET", help="the model preset its turns run on (default: background)"
+    )
     remove = actions.add_parser("rm", help="remove a schedule")
     remove.add_argument("id")
 
@@ -194,6 +197,7 @@ def run_schedules(args: argparse.Namespace, client: CrayfishClient) -> int:
         cron=args.cron,
         timezone=args.timezone,
         session_id=args.session,
+        model=args.model,
     )
 
 

@@ -24,7 +24,9 @@ def list_schedules(client: CrayfishClient, as_json: bool) -> int:
         if item.get("broken"):
             print(f"{item['id']}  BROKEN  {item['broken']}  (crayfish schedules rm {item['id']})")
             continue
-        print(f"{item['id']}  next {item['next_run']}  {rhythm(item):<24}  {item['session_id']}")
+        model = f"  model {item['model']}" if item.get("model") else ""
+        where = f"{item['session_id']}{model}"
+        print(f"{item['id']}  next {item['next_run']}  {rhythm(item):<24}  {where}")
         print(f"    {shorten(str(item['message']), 72)}")
     return 0
 
@@ -46,6 +48,7 @@ def add_schedule(
     cron: str | None,
     timezone: str | None,
     session_id: str | None,
+    model: str | None = None,
 ) -> int:
     body: dict[str, Any] = {"message": message}
     for key, value in (
@@ -54,6 +57,7 @@ def add_schedule(
         ("cron", cron),
         ("timezone", timezone),
         ("session_id", session_id),
+        ("model", model),
     ):
         if value is not None:
             body[key] = value

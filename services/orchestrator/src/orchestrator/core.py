@@ -233,8 +233,9 @@ class OrchestratorCore:
         return await self.assistant.media.take_in(urls)
 
     async def _submit_scheduled(
-        self, session_id: str, message: str, kind: str, task_id: str
+        self, session_id: str, message: str, kind: str, task_id: str, model: str | None
     ) -> Turn:
+        await self.models.ask_kept(model, task_id)  # before it is queued, as `submit`'s
         return await self.turns.create(session_id, message, kind, task_id)
 
     def _turn_here(self, session_id: str) -> str | None:
@@ -397,10 +398,18 @@ class OrchestratorCore:
         every: float | None = None,
         cron: str | None = None,
         timezone: str | None = None,
+        model: str | None = None,
     ) -> ScheduledTurn:
-        """A new schedule (exactly one of `at`, `every`, `cron`); ScheduleInvalid when not."""
+        """A new schedule (exactly one of `at`, `every`, `cron`); ScheduleInvalid when not,
+        UnknownModel (404 model_not_found) when `model` is no preset."""
         return await self.scheduler.add(
-            message, session_id=session_id, at=at, every=every, cron=cron, timezone=timezone
+            message,
+            session_id=session_id,
+            at=at,
+            every=every,
+            cron=cron,
+            timezone=timezone,
+            model=model,
         )
 
     async def list_schedules(self) -> list[ScheduledTurn]:

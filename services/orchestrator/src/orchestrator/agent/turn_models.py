@@ -1,6 +1,7 @@
-"""Which model preset a turn asks: the one its request named, for a heartbeat or a schedule the
-background one (CRAYFISH_MODEL_BACKGROUND), the session's (PATCH /api/sessions/{id}), else the
-default. Names are checked against the presets before anything is stored."""
+"""Which model preset a turn asks: the one its request (or its schedule) named, for a heartbeat
+or a schedule the background one (CRAYFISH_MODEL_BACKGROUND), the session's (PATCH
+/api/sessions/{id}), else the default. Names are checked against the presets before anything is
+stored."""
 
 from __future__ import annotations
 
@@ -43,6 +44,20 @@ class TurnModels:
         task_id = task_id or uuid.uuid4().hex
         await self.choices.ask(task_id, model)
         return task_id
+
+    async def ask_kept(self, model: str | None, task_id: str) -> None:
+        """`ask` for a choice stored earlier (a schedule's): a name removed from the presets
+        since is logged and left out, and the turn takes the next choice (background,
+        session, default) rather than failing."""
+        if model and model not in self.presets:
+            log.warning(
+                "turn %s: its schedule's model %r is no preset any more (CRAYFISH_MODELS);"
+                " it runs on the background or default model",
+                task_id,
+                model,
+            )
+            return
+        await self.ask(model or "", task_id)
 
     async def set_session(self, session_id: str, model: str | None) -> bool:
         """The session's preset from its next turn on (None: the default again); False when

@@ -31,6 +31,13 @@ class ScheduleRequest(RequestBody):
         max_length=64,
         description="IANA time zone of `cron` (default CRAYFISH_TIMEZONE, else UTC).",
     )
+    model: str | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        description="The model preset its turns run on (default: CRAYFISH_MODEL_BACKGROUND, "
+        "else the session's, else the default); 404 `model_not_found` for no such preset.",
+    )
 
 
 class ScheduleView(BaseModel):
@@ -49,6 +56,7 @@ class ScheduleView(BaseModel):
         0, description="Firings skipped because the previous turn was still queued or running."
     )
     created_by: str = Field(description="`api`, or `model` (its schedule_add tool).")
+    model: str | None = Field(None, description="The model preset its turns ask, if any.")
     broken: str | None = Field(
         None,
         description="Set when the stored schedule cannot be kept (why); delete it by its id.",
@@ -71,6 +79,7 @@ async def create_schedule(body: ScheduleRequest, core: CoreDep) -> dict[str, Any
             every=body.every,
             cron=body.cron,
             timezone=body.timezone,
+            model=body.model,
         )
     except ScheduleInvalid as exc:
         raise ApiError(422, str(exc), "invalid_schedule") from exc

@@ -11,6 +11,7 @@ from typing import Any
 
 from crayfish_common.tools import CallContext, Tool, ToolError, ToolResult, ToolSet, object_schema
 
+from orchestrator.agent.presets import UnknownModel
 from orchestrator.clients.tool_service import OutputSink, ToolSpec
 from orchestrator.notify.notify import Notifier, NotifyLimit
 from orchestrator.notify.webhooks import PRIORITIES, Notification
@@ -40,6 +41,7 @@ def describe_schedule(entry: ScheduledTurn) -> dict[str, Any]:
             "runs": entry.runs,
             "skipped": entry.skipped,
             "created_by": "model" if entry.created_in else "api",
+            "model": entry.model,
             "broken": f"cannot be kept as stored ({exc}); remove it and add it again",
         }
 
@@ -60,6 +62,7 @@ def _described(entry: ScheduledTurn) -> dict[str, Any]:
         "runs": entry.runs,
         "skipped": entry.skipped,
         "created_by": "model" if entry.created_in else "api",
+        "model": entry.model,
         "broken": None,
     }
 
@@ -78,6 +81,11 @@ class ScheduleAdd(Tool):
             "every": {"type": "number", "description": "Seconds between firings."},
             "cron": {"type": "string", "description": "e.g. `0 9 * * 1-5`"},
             "timezone": {"type": "string", "description": "IANA name for cron, e.g. UTC"},
+            "model": {
+                "type": "string",
+                "description": "A model preset for its turns (e.g. a cheaper one); default: "
+                "the background model.",
+            },
             "own_session": {
                 "type": "boolean",
                 "description": "Run in a separate session (for frequent checks) instead of "
@@ -99,6 +107,7 @@ class ScheduleAdd(Tool):
             cron=args.get("cron"),
             timezone=args.get("timezone"),
             created_in=call.session_id,
+            model=args.get("model") or None,
         )
         shown = describe_schedule(entry)
         return ToolResult(True, f"Scheduled {entry.id}; next run {shown['next_run']}.", shown)
@@ -125,7 +134,8 @@ def _listed(shown: dict[str, Any]) -> str:
     if shown["broken"]:
         return f"{head}, BROKEN: {shown['broken']} (schedule_remove it)"
     rhythm = shown["cron"] or (f"{shown['every']} s" if shown["every"] else "once")
-    return f"{head}, next {shown['next_run']} ({rhythm})"
+    model = f", model {shown['model']}" if shown["model"] else ""
+    return f"{head}, next {shown['next_run']} ({rhythm}{model})"
 
 
 class ScheduleRemove(Tool):
@@ -182,7 +192,7 @@ class OwnTools:
                 ScheduleRemove(scheduler),
                 Notify(notifier),
             ],
-            expected=(ScheduleInvalid, ScheduleLimit, NotifyLimit),
+            expected=(ScheduleInvalid, ScheduleLimit, UnknownModel, NotifyLimit),
         )
 
     async def list_tools(self) -> list[ToolSpec]:

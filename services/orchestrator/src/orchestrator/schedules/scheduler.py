@@ -39,8 +39,9 @@ log = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 20_000
 CLOSE_GRACE = 5.0  # seconds a closing scheduler lets a firing under way finish
-# submit(session id, message, kind, task id): queues a turn (a no-op if the id exists).
-Submit = Callable[[str, str, str, str], Awaitable[object]]
+# submit(session id, message, kind, task id, model): queues a turn (a no-op if the id exists)
+# asking the schedule's model preset (None: no choice of its own).
+Submit = Callable[[str, str, str, str, str | None], Awaitable[object]]
 
 
 class ScheduleLimit(Exception):
@@ -76,8 +77,13 @@ class Scheduler:
         cron: str | None = None,
         timezone: str | None = None,
         created_in: str | None = None,
+        model: str | None = None,
     ) -> ScheduledTurn:
-        """A new schedule; ScheduleInvalid (bad input) or ScheduleLimit (the model's bound)."""
+        """A new schedule whose turns ask preset `model` (None: the background model);
+        ScheduleInvalid (bad input), UnknownModel (no such preset) or ScheduleLimit (the
+        model's bound)."""
+        if model is not None:
+            self.settings.presets.named(model)
         if not message.strip():
             raise ScheduleInvalid("`message` is empty")
         if len(message) > MAX_MESSAGE_CHARS:
@@ -99,7 +105,14 @@ class Scheduler:
         except InvalidSessionId as exc:
             raise ScheduleInvalid(str(exc)) from exc
         entry = ScheduledTurn(
-            schedule_id, target, message, timing, first_run(timing, now), created_in, now
+            schedule_id,
+            target,
+            message,
+            timing,
+            first_run(timing, now),
+            created_in,
+            now,
+            model=model,
         )
         refused = await self.store.add(
             entry, self.settings.schedules_per_session, self.settings.schedules_max_model
@@ -150,7 +163,8 @@ class Scheduler:
             try:
                 if await self._skipped(entry, now):
                     continue
-                await self.submit(entry.session_id, scheduled_message(entry), "schedule", task_id)
+                message = scheduled_message(entry)
+                await self.submit(entry.session_id, message, "schedule", task_id, entry.model)
                 following = next_run(entry.timing, entry.next_run, now)
                 if await self.store.advance(entry, following, task_id, now):
                     fired.append(task_id)

@@ -15,7 +15,7 @@ from orchestrator.store.sessions import pg_text
 
 COLUMNS = (
     "id, session_id, message, kind, at_time, every_seconds, cron, timezone, created_in,"
-    " next_run, last_run, last_task_id, runs, created_at, skipped, builtin"
+    " next_run, last_run, last_task_id, runs, created_at, skipped, builtin, model"
 )
 
 
@@ -35,6 +35,7 @@ class ScheduledTurn:
     runs: int = 0
     skipped: int = 0
     builtin: bool = False  # the orchestrator's own (named by `id`), not a user's or the model's
+    model: str | None = None  # the preset its turns ask (None: the background model's turn)
 
 
 class ScheduleStore:
@@ -72,7 +73,7 @@ class ScheduleStore:
                     return "model"
             await conn.execute(
                 f"INSERT INTO scheduled_turns ({COLUMNS}) VALUES"
-                " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, NULL, NULL, 0, %s, 0, false)",
+                " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, NULL, NULL, 0, %s, 0, false, %s)",
                 (
                     entry.id,
                     entry.session_id,
@@ -85,6 +86,7 @@ class ScheduleStore:
                     entry.created_in,
                     entry.next_run,
                     entry.created_at,
+                    entry.model,
                 ),
             )
         return None
@@ -135,8 +137,8 @@ class ScheduleStore:
         stored time when `every` got shorter."""
         async with self.db.connection() as conn:
             await conn.execute(
-                f"INSERT INTO scheduled_turns ({COLUMNS}) VALUES (%(name)s, '', '', 'every',"
-                " NULL, %(every)s, NULL, NULL, NULL, %(first)s, NULL, NULL, 0, %(now)s, 0, true)"
+                f"INSERT INTO scheduled_turns ({COLUMNS}) VALUES (%(name)s, '', '', 'every', NULL,"
+                " %(every)s, NULL, NULL, NULL, %(first)s, NULL, NULL, 0, %(now)s, 0, true, NULL)"
                 " ON CONFLICT (id) DO UPDATE SET every_seconds = %(every)s,"
                 " next_run = CASE WHEN scheduled_turns.next_run < %(now)s THEN %(first)s"
                 " ELSE least(scheduled_turns.next_run, %(now)s + %(every)s) END"
@@ -209,4 +211,5 @@ def _entry(row: dict[str, Any]) -> ScheduledTurn:
         runs=int(row["runs"]),
         skipped=int(row["skipped"]),
         builtin=bool(row["builtin"]),
+        model=row["model"],
     )
