@@ -389,10 +389,13 @@ def test_scaled_out_behind_the_gateway_turns_run_on_several_orchestrators(
     with psycopg.connect(url, connect_timeout=10) as conn:
         runners = conn.execute("SELECT DISTINCT runner FROM tasks WHERE id = ANY(%s)", (ids,))
         ran_on = {row[0] for row in runners.fetchall()}
+        marks = conn.execute(
+            "SELECT name, round((crayfish_now() - seen_at)::numeric, 1) FROM runners"
+        ).fetchall()
     figure(f"12 turns through the gateway ran on {len(ran_on)} of 3 orchestrator replicas")
     # Whichever replica accepted them (one keep-alive connection may reach only one), the
     # turns spread over the idle ones (store/spread.py): every replica ran some.
-    assert len(ran_on) == 3, ran_on
+    assert len(ran_on) == 3, (ran_on, "liveness marks (name, seconds old):", marks)
 
 
 def test_the_postgres_image_carries_pgvector_for_the_memory_backend(stack: Stack):
