@@ -90,7 +90,8 @@ def _private_text(path: Path, where: str) -> str:
             raise KeyFileError(f"{where}: not a regular file")
         if info.st_mode & 0o077:
             mode = stat.S_IMODE(info.st_mode)
-            raise KeyFileError(f"{where}: mode {mode:04o}; it must be 0600 or 0400 (chmod 600 {path})")
+            must = f"it must be 0600 or 0400 (chmod 600 {path})"
+            raise KeyFileError(f"{where}: mode {mode:04o}; {must}")
         if info.st_size > MAX_FILE_BYTES:
             raise KeyFileError(f"{where}: larger than {MAX_FILE_BYTES} bytes")
         with open(path, "rb") as handle:

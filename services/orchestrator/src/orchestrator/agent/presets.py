@@ -1,7 +1,7 @@
 """Model presets: CRAYFISH_MODELS (a JSON list, or `@path` to a file holding one), the default,
 the fallbacks and the model of background turns. Keys are named by variable, looked up in the keys
-file and then the environment (model_keys.py re-reads the file); without CRAYFISH_MODELS, OPENAI_BASE_URL/OPENAI_API_KEY/CRAYFISH_MODEL make the one
-preset."""
+file and then the environment (model_keys.py re-reads the file); without CRAYFISH_MODELS,
+OPENAI_BASE_URL/OPENAI_API_KEY/CRAYFISH_MODEL make the one preset."""
 
 from __future__ import annotations
 
