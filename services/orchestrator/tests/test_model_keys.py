@@ -202,3 +202,19 @@ def test_without_a_file_keys_come_from_the_environment_as_before():
     settings = settings_from_env({"OPENAI_API_KEY": "sk-env-only", "CRAYFISH_MODEL_KEYS_FILE": ""})
     assert settings.model_keys_file is None
     assert settings.presets.chosen().keys == ("sk-env-only",)
+
+
+async def test_the_llm_probe_sees_a_key_added_to_the_file(core_factory: Any, tmp_path: Path):
+    """/readyz's `llm` entry: OpenAI without a key is "not configured" until the file has one
+    (only `configured` is read here: a probe would go to api.openai.com)."""
+    keys = tmp_path / "keys.env"
+    write_keys(keys, "# no key yet\n")
+    core = await core_factory(
+        OPENAI_BASE_URL="https://api.openai.com/v1",
+        OPENAI_API_KEY="",
+        CRAYFISH_MODEL_KEYS_FILE=str(keys),
+    )
+    assert not core.llm_probe.configured
+    write_keys(keys, "OPENAI_API_KEY=sk-added-later\n")
+    await after_next_look()
+    assert core.llm_probe.configured
