@@ -182,7 +182,7 @@ async def test_the_single_preset_takes_openai_api_key_from_the_file(
     [
         ("KEY_A=sk-secret-value\n", 0o644, "mode 0644; it must be 0600 or 0400"),
         ("KEY_A=sk-secret-value\nKEY_A=sk-secret-value\n", 0o600, "line 2: KEY_A is set twice"),
-        ("sk-secret-value\n", 0o600, "line 1: expected NAME=value"),
+        ("# a key pasted alone:\nsk_secret_value\n", 0o600, "line 2: expected NAME=value"),
         ("KEY_A=\n", 0o600, "KEY_A has an empty value"),
     ],
 )
@@ -195,7 +195,19 @@ def test_an_unusable_file_stops_start_up_naming_the_fault(
         settings_from_env({"CRAYFISH_MODEL_KEYS_FILE": keys})
     message = str(caught.value)
     assert f"CRAYFISH_MODEL_KEYS_FILE ({keys})" in message and fault in message, message
-    assert "sk-secret" not in message
+    assert "secret" not in message
+
+
+def test_a_file_in_the_workspace_is_refused(tmp_path: Path):
+    """Sandboxed commands read the workspace: a keys file there would hand them the keys."""
+    (tmp_path / "workspace").mkdir()
+    keys = tmp_path / "workspace" / "keys.env"
+    write_keys(keys, "KEY_A=sk-secret-value\n")
+    with pytest.raises(ValueError) as caught:
+        settings_from_env(
+            {"CRAYFISH_WORKSPACE": tmp_path / "workspace", "CRAYFISH_MODEL_KEYS_FILE": keys}
+        )
+    assert "inside the workspace, where commands can read it" in str(caught.value)
 
 
 def test_without_a_file_keys_come_from_the_environment_as_before():

@@ -360,7 +360,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _load_presets(self) -> Settings:
-        found, state = ModelKeys.first_read(self.model_keys_file)
+        found, state = ModelKeys.first_read(self.model_keys_file, self.workspace)
         openai_key = found.get("OPENAI_API_KEY") or self.openai_api_key
         legacy = ModelPreset(
             name=self.model,
@@ -389,7 +389,9 @@ class Settings(BaseSettings):
         )
         named = {n for p in self._presets.by_name.values() for n in p.api_key_env}
         kept = {n: environ[n] for n in named if environ.get(n)}  # not the whole environment
-        self._model_keys = ModelKeys(self._presets, self.model_keys_file, kept, state)
+        self._model_keys = ModelKeys(
+            self._presets, self.model_keys_file, self.workspace, kept, state
+        )
         return self
 
     @property

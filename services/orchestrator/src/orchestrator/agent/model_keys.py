@@ -10,8 +10,9 @@ Format, one key a line (blank lines and `#` comments skipped, `export ` allowed,
     OPENAI_API_KEY=sk-...
     GROQ_KEY_1=gsk_...
 
-The file must be a regular file only its owner can read (mode 0600 or 0400); every fault is a
-KeyFileError naming the file and, for a line, its number, never a value."""
+The file must be a regular file only its owner can read (mode 0600 or 0400), outside the
+workspace (which sandboxed commands read and write); every fault is a KeyFileError naming the
+file and, for a line, its number, never a value (nor any part of a broken line)."""
 
 from __future__ import annotations
 
@@ -46,9 +47,12 @@ def file_state(path: Path) -> tuple[int, ...] | None:
     return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
-def read_key_file(path: Path) -> dict[str, str]:
+def read_key_file(path: Path, workspace: Path) -> dict[str, str]:
     """The keys of the file at path by name; KeyFileError naming the fault."""
     where = f"{VARIABLE} ({path})"
+    inside = workspace.resolve()
+    if any(p == inside or p.is_relative_to(inside) for p in (path.absolute(), path.resolve())):
+        raise KeyFileError(f"{where}: it is inside the workspace, where commands can read it")
     keys: dict[str, str] = {}
     for number, line in enumerate(_private_text(path, where).splitlines(), start=1):
         stripped = line.strip()
@@ -66,10 +70,8 @@ def read_key_file(path: Path) -> dict[str, str]:
 
 def _parse(line: str) -> tuple[str, str]:
     found = LINE.fullmatch(line)
-    if found is None:
-        # Only the leading word: the rest of a broken line may be the key itself.
-        head = re.match(r"[A-Za-z0-9_]*", line)[0][:40]  # type: ignore[index]
-        raise KeyFileError(f"expected NAME=value (the line starts {head!r})")
+    if found is None:  # nothing of the line is shown: it may be a key pasted alone
+        raise KeyFileError("expected NAME=value")
     name, raw = found["name"], found["value"].strip()
     if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
         raw = raw[1:-1]
@@ -113,11 +115,13 @@ class ModelKeys:
         self,
         presets: Presets,
         path: Path | None,
+        workspace: Path,
         environ: Mapping[str, str],
         state: tuple[int, ...] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.path = path
+        self.workspace = workspace
         self.clock = clock
         self._environ = dict(environ)  # only the variables the presets name
         self._template = presets
@@ -126,13 +130,15 @@ class ModelKeys:
         self._checked = clock()
 
     @staticmethod
-    def first_read(path: Path | None) -> tuple[dict[str, str], tuple[int, ...] | None]:
+    def first_read(
+        path: Path | None, workspace: Path
+    ) -> tuple[dict[str, str], tuple[int, ...] | None]:
         """The file's keys at start, and its state before reading (so an edit meanwhile is
         seen); KeyFileError for a file that cannot be used."""
         if path is None:
             return {}, None
         state = file_state(path)
-        return read_key_file(path), state
+        return read_key_file(path, workspace), state
 
     def current(self) -> Presets:
         """The presets with their keys as the file says now (the last good version of it)."""
@@ -144,7 +150,9 @@ class ModelKeys:
             return self._presets
         self._state = state  # a broken version is logged once, not once a second
         try:
-            presets = rekeyed(self._template, {**self._environ, **read_key_file(self.path)})
+            presets = rekeyed(
+                self._template, {**self._environ, **read_key_file(self.path, self.workspace)}
+            )
         except ValueError as exc:
             log.warning("%s; the keys read before stay in use", exc)
             return self._presets
