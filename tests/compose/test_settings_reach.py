@@ -52,6 +52,8 @@ COMPOSE_OWN: dict[str, tuple[Path | None, tuple[str, ...]]] = {
     "DOCKER_GID": (DOCKER_SANDBOX, ("tool-runner",)),
     # The host file, mounted read-only into the tool-runner (which reads the mount's path).
     "CRAYFISH_SECRETS_FILE": (None, ("tool-runner",)),
+    # The same for the orchestrator's provider keys.
+    "CRAYFISH_MODEL_KEYS_FILE": (None, ("orchestrator",)),
     "DOCKER_SOCKET": (DOCKER_SANDBOX, ("tool-runner",)),
     "E2E_HTTP_PORT": (TEST, ("gateway",)),
     "E2E_ORCHESTRATOR_PORT": (TEST, ("orchestrator", "gateway")),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -82,4 +83,16 @@ def test_a_secret_setting_is_not_repeated_in_its_error():
     """A Slack or Discord webhook URL is a secret: the line names the variable, not its value."""
     done = start("orchestrator", {"CRAYFISH_NOTIFY_WEBHOOKS": '[{"url": "ftp://s3cret"}]'})
     assert done.returncode == 2 and "CRAYFISH_NOTIFY_WEBHOOKS" in done.stderr, done.stderr
+    assert "s3cret" not in done.stderr
+
+
+def test_a_model_keys_file_others_can_read_stops_start_up(tmp_path: Path):
+    """CRAYFISH_MODEL_KEYS_FILE holds provider keys: mode 0644 is refused, and no key is shown."""
+    keys = tmp_path / "keys.env"
+    keys.write_text("OPENAI_API_KEY=sk-s3cret-key\n")
+    keys.chmod(0o644)
+    done = start("orchestrator", {"CRAYFISH_MODEL_KEYS_FILE": str(keys)})
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "CRAYFISH_MODEL_KEYS_FILE (" in lines[0] and "mode 0644" in lines[0], lines[0]
     assert "s3cret" not in done.stderr

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,8 @@ READ_BY_OTHERS = {
     "CRAYFISH_POSTGRES_PASSWORD",
     "CRAYFISH_SECRETS_FILE",  # the tool-runner's: only it reads the skills' secrets
 }
+# An empty keys file (mkstemp makes it 0600, as CRAYFISH_MODEL_KEYS_FILE requires).
+KEYS_FILE = Path(tempfile.mkstemp(suffix=".env", prefix="crayfish-keys-")[1])
 # Documented name -> (field, a value unlike the default).
 NAMES: dict[str, tuple[str, object]] = {
     "OPENAI_BASE_URL": ("openai_base_url", "http://llm.test/v1"),
@@ -33,6 +37,7 @@ NAMES: dict[str, tuple[str, object]] = {
     "CRAYFISH_MODEL_DEFAULT": ("model_default", "gpt-4o-mini"),
     "CRAYFISH_MODEL_FALLBACKS": ("model_fallbacks", "gpt-4o-mini"),
     "CRAYFISH_MODEL_BACKGROUND": ("model_background", "gpt-4o-mini"),
+    "CRAYFISH_MODEL_KEYS_FILE": ("model_keys_file", KEYS_FILE),
     "CRAYFISH_LLM_TIMEOUT": ("llm_timeout", 7.5),
     "CRAYFISH_LLM_RETRIES": ("llm_retries", 9),
     "CRAYFISH_LLM_RETRY_BASE_DELAY": ("llm_retry_base_delay", 0.25),
@@ -120,6 +125,12 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith(("CRAYFISH_", "OPENAI_")) or name in NAMES:
             monkeypatch.delenv(name)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_keys_file() -> Iterator[None]:
+    yield
+    KEYS_FILE.unlink(missing_ok=True)
 
 
 def test_every_documented_name_has_a_field_and_every_field_a_documented_name() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import ChainMap
 from pathlib import Path
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -13,6 +14,7 @@ from crayfish_common.url_guard import AllowList
 from pydantic import AliasChoices, BaseModel, Field, PrivateAttr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from orchestrator.agent.model_keys import ModelKeys
 from orchestrator.agent.presets import ModelPreset, ModelPrice, Presets, load_presets
 from orchestrator.api.trusted_hosts import parse_trusted
 from orchestrator.approvals.policy import default_policy
@@ -63,6 +65,10 @@ class Settings(BaseSettings):
     model_fallbacks: str = ""
     # The preset of heartbeats and schedules; empty: as other turns.
     model_background: str = ""
+    # A file of keys, dotenv lines `NAME=value` with mode 0600 or 0400, where the variables a
+    # preset's api_key_env names (and OPENAI_API_KEY) are looked up before the environment;
+    # re-read when it changes, so a new or rotated key serves the next request (README: Models).
+    model_keys_file: Path | None = None
     # Seconds to connect, for the answer to start, and between two of its chunks.
     llm_timeout: float = Field(120.0, gt=0)
     # Retries (the openai SDK's) of a request that failed before its answer began; as many
@@ -254,8 +260,9 @@ class Settings(BaseSettings):
     log_json: bool = False
 
     _presets: Presets | None = PrivateAttr(None)
+    _model_keys: ModelKeys | None = PrivateAttr(None)
 
-    @field_validator("transcripts_dir", mode="before")
+    @field_validator("transcripts_dir", "model_keys_file", mode="before")
     @classmethod
     def _unset_when_empty(cls, value: object) -> object:
         return None if value == "" else value
@@ -353,12 +360,16 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _load_presets(self) -> Settings:
+        found, state = ModelKeys.first_read(self.model_keys_file, self.workspace)
+        openai_key = found.get("OPENAI_API_KEY") or self.openai_api_key
         legacy = ModelPreset(
             name=self.model,
             base_url=self.openai_base_url,
             model=self.model,
-            keys=(self.openai_api_key,) if self.openai_api_key else (),
-            key_names=("OPENAI_API_KEY",) if self.openai_api_key else (),
+            keys=(openai_key,) if openai_key else (),
+            key_names=("OPENAI_API_KEY",) if openai_key else (),
+            api_key_env=("OPENAI_API_KEY",),
+            key_required=False,
             context_window=self.context_tokens,
             price=self.model_price,
         )
@@ -367,13 +378,19 @@ class Settings(BaseSettings):
                 "CRAYFISH_MODEL_PRICE prices the one model of CRAYFISH_MODEL; with "
                 'CRAYFISH_MODELS, give each preset its own "price" instead'
             )
+        environ = {**os.environ, "OPENAI_API_KEY": self.openai_api_key}
         self._presets = load_presets(
             self.models,
             self.model_default,
             self.model_fallbacks,
             self.model_background,
             legacy,
-            os.environ,
+            ChainMap(found, environ),
+        )
+        named = {n for p in self._presets.by_name.values() for n in p.api_key_env}
+        kept = {n: environ[n] for n in named if environ.get(n)}  # not the whole environment
+        self._model_keys = ModelKeys(
+            self._presets, self.model_keys_file, self.workspace, kept, state
         )
         return self
 
@@ -382,6 +399,12 @@ class Settings(BaseSettings):
         """The model presets (CRAYFISH_MODELS, or the one of OPENAI_*/CRAYFISH_MODEL)."""
         assert self._presets is not None  # set by the validator
         return self._presets
+
+    @property
+    def model_keys(self) -> ModelKeys:
+        """The presets with the keys in use now (CRAYFISH_MODEL_KEYS_FILE re-read)."""
+        assert self._model_keys is not None  # set by the validator
+        return self._model_keys
 
     @property
     def custom_tool_services(self) -> list[ToolServiceAddress]:

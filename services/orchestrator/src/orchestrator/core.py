@@ -74,7 +74,7 @@ class OrchestratorCore:
         self.budgets = BudgetGuard(self.usage, settings.timezone, self._budget_alert)
         self.llm = LLMClient(settings, self.usage.record, self.budgets.admit)
         default = settings.presets.chosen()
-        self.llm_probe = LlmProbe(default.base_url, next(iter(default.keys), ""), default.model)
+        self.llm_probe = LlmProbe(default.base_url, self._default_key, default.model)
         self.models = TurnModels(
             settings.presets, ModelChoices(self.db), settings.agent_name, settings.model
         )
@@ -508,6 +508,10 @@ class OrchestratorCore:
             await self.trigger_heartbeat()
         except BudgetExceeded as exc:  # the user was notified when the cap was passed
             log.warning("heartbeat skipped: %s", exc)
+
+    def _default_key(self) -> str:
+        """The default preset's first key now (CRAYFISH_MODEL_KEYS_FILE may have changed it)."""
+        return next(iter(self.settings.model_keys.current().chosen().keys), "")
 
     async def close(self) -> None:
         if self._llm_line is not None:

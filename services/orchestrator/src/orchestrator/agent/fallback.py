@@ -92,6 +92,17 @@ class Fallbacks:
         self.rings = {p.name: KeyRing(len(p.keys), clock) for p in presets.by_name.values()}
         self.down_until: dict[str, float] = {}
 
+    def use(self, presets: Presets) -> None:
+        """New keys (the keys file changed): a changed key's cooldown starts over."""
+        for preset in presets.by_name.values():
+            before = self.presets[preset.name]
+            if (before.key_names, before.keys) != (preset.key_names, preset.keys):
+                self.rings[preset.name] = self.rings[preset.name].rekeyed(
+                    list(zip(before.key_names, before.keys, strict=True)),
+                    list(zip(preset.key_names, preset.keys, strict=True)),
+                )
+        self.presets = presets
+
     def _candidates(self, model: str) -> list[ModelPreset]:
         """The preset asked and the fallbacks, those whose provider just failed last."""
         listed = self.presets.candidates(self.presets.chosen(model).name)

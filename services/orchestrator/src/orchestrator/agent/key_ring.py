@@ -52,6 +52,17 @@ class KeyRing:
         state.ready_at = self.clock() + cooldown
         return cooldown
 
+    def rekeyed(self, before: list[object], after: list[object]) -> KeyRing:
+        """A ring for the keys `after` (identified as in `before`): a key kept keeps its state
+        and stays in use; a new or changed key starts fresh."""
+        ring = KeyRing(len(after), self.clock)
+        for index, key in enumerate(after):
+            if key in before:
+                ring.states[index] = self.states[before.index(key)]
+        current = before[self.current] if self.current < len(before) else None
+        ring.current = after.index(current) if current in after else 0
+        return ring
+
     def succeeded(self, index: int) -> None:
         self.states[index] = _KeyState()
         self.current = index

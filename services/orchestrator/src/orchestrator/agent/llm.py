@@ -100,22 +100,26 @@ class LLMClient:
         self, settings: Settings, recorder: Recorder | None = None, gate: Gate | None = None
     ):
         self.settings = settings
-        self.presets = settings.presets
+        self.keys = settings.model_keys
+        self.presets = self.keys.current()
         self.fallbacks = Fallbacks(self.presets)
         self.recorder = recorder
         self.gate = gate
-        self._endpoints: dict[tuple[str, int], ChatEndpoint] = {}
+        # By preset and key: an endpoint of a key no longer in use stays until close (a request
+        # may still be under way with it).
+        self._endpoints: dict[tuple[str, str], ChatEndpoint] = {}
 
     async def close(self) -> None:
         for endpoint in self._endpoints.values():
             await endpoint.close()
 
     def _endpoint(self, preset: ModelPreset, key: int) -> ChatEndpoint:
-        made = self._endpoints.get((preset.name, key))
+        api_key = preset.keys[key] if key < len(preset.keys) else "not-needed"
+        made = self._endpoints.get((preset.name, api_key))
         if made is None:
-            made = self._endpoints[(preset.name, key)] = ChatEndpoint(
+            made = self._endpoints[(preset.name, api_key)] = ChatEndpoint(
                 preset.base_url,
-                preset.keys[key] if key < len(preset.keys) else "not-needed",
+                api_key,
                 self.settings.llm_timeout,
                 self.settings.llm_retries,
                 self.settings.llm_retry_base_delay,
@@ -139,6 +143,7 @@ class LLMClient:
         is recorded as `origin` asked it; the gate may refuse any of them first (a budget
         used up mid-turn)."""
         asked = origin or RequestOrigin()
+        self._use_current_keys()
 
         async def ask(preset: ModelPreset, key: int, more: bool) -> LLMReply:
             request = {
@@ -151,6 +156,13 @@ class LLMClient:
         reply, preset, failed = await self.fallbacks.first_answer(model, ask)
         reply.preset, reply.failed = preset.name, [str(a) for a in failed]
         return reply
+
+    def _use_current_keys(self) -> None:
+        """The keys as CRAYFISH_MODEL_KEYS_FILE says now (one stat a second at most)."""
+        presets = self.keys.current()
+        if presets is not self.presets:
+            self.fallbacks.use(presets)
+            self.presets = presets
 
     async def _recorded(
         self,

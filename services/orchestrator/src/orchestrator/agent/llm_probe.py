@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -57,12 +58,16 @@ class LlmState:
 
 
 class LlmProbe:
-    def __init__(self, base_url: str, api_key: str, model: str):
+    def __init__(self, base_url: str, api_key: Callable[[], str], model: str):
         self.base_url = base_url.rstrip("/")
-        self.api_key = api_key
+        self.current_key = api_key  # the keys file may change it while the process runs
         self.model = model
         self._last: tuple[float, LlmState] | None = None
         self._probing: asyncio.Task[LlmState] | None = None
+
+    @property
+    def api_key(self) -> str:
+        return self.current_key()
 
     @property
     def configured(self) -> bool:

@@ -1,14 +1,14 @@
 """Model presets: CRAYFISH_MODELS (a JSON list, or `@path` to a file holding one), the default,
-the fallbacks and the model of background turns. Keys are named by environment variable and read
-once here; without CRAYFISH_MODELS, OPENAI_BASE_URL/OPENAI_API_KEY/CRAYFISH_MODEL make the one
-preset."""
+the fallbacks and the model of background turns. Keys are named by variable, looked up in the keys
+file and then the environment (model_keys.py re-reads the file); without CRAYFISH_MODELS,
+OPENAI_BASE_URL/OPENAI_API_KEY/CRAYFISH_MODEL make the one preset."""
 
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +76,17 @@ class PresetEntry(BaseModel):
 
 @dataclass(frozen=True)
 class ModelPreset:
-    """A model at a provider, with its keys (read from the variables `key_names`)."""
+    """A model at a provider, with its keys (read from the variables `key_names`: those of
+    `api_key_env` that hold one)."""
 
     name: str
     base_url: str
     model: str
     keys: tuple[str, ...] = field(default=(), repr=False)
     key_names: tuple[str, ...] = ()
+    api_key_env: tuple[str, ...] = ()
+    # False for the one preset of OPENAI_*: a local server needs no key.
+    key_required: bool = True
     context_window: int | None = None
     max_tokens: int | None = None
     temperature: float | None = None
@@ -218,12 +222,27 @@ def _preset(entry: PresetEntry, environ: Mapping[str, str]) -> ModelPreset:
         model=entry.model,
         keys=tuple(environ[n] for n in names),
         key_names=tuple(names),
+        api_key_env=tuple(names),
         context_window=entry.context_window,
         max_tokens=entry.max_tokens,
         temperature=entry.temperature,
         vision=entry.vision,
         price=entry.price,
     )
+
+
+def rekeyed(presets: Presets, found: Mapping[str, str]) -> Presets:
+    """The presets with the keys `found` under their `api_key_env` names (those missing left
+    out); ValueError when a preset that needs a key would have none left."""
+    by_name = {}
+    for preset in presets.by_name.values():
+        names = tuple(n for n in preset.api_key_env if found.get(n))
+        if preset.api_key_env and preset.key_required and not names:
+            listed = ", ".join(preset.api_key_env)
+            raise ValueError(f"preset {preset.name!r} would have no key left ({listed})")
+        keys = tuple(found[n] for n in names)
+        by_name[preset.name] = replace(preset, keys=keys, key_names=names)
+    return replace(presets, by_name=by_name)
 
 
 def _known(by_name: Mapping[str, ModelPreset], variable: str, names: list[str]) -> None:
