@@ -132,3 +132,29 @@ async def test_the_migration_keeps_the_builtins_rhythm(core_factory, monkeypatch
         gone = await (await conn.execute("SELECT to_regclass('schedules') AS t")).fetchone()
     assert gone is not None and gone["t"] is None
     assert await core.scheduler.entries() == []
+
+
+async def test_old_usage_records_are_pruned_with_the_events(core_factory, fake_llm: FakeLLM):
+    fake_llm.reply_forever_text("hello")
+    days = 0.3 / 86400  # a record is old after 0.3 s
+    core: OrchestratorCore = await core_factory(CRAYFISH_USAGE_RETENTION_DAYS=days)
+    turn = await core.submit("chat", "hi")
+    assert (await core.turns.wait(turn.id, 30)).status == "completed"
+
+    async def records() -> int:
+        async with core.db.connection() as conn:
+            cursor = await conn.execute("SELECT count(*) AS n FROM llm_requests")
+            row = await cursor.fetchone()
+        assert row is not None
+        return int(row["n"])
+
+    assert await records() == 1
+    await asyncio.sleep(0.5)
+    runs = (await builtin_rows(core))["events-retention"]["runs"]
+    await make_due(core, "events-retention")
+    await core.scheduler.fire_due()
+    for _ in range(200):  # the pruning runs in a task of its own
+        if (await builtin_rows(core))["events-retention"]["runs"] > runs and not await records():
+            break
+        await asyncio.sleep(0.05)
+    assert await records() == 0

@@ -64,6 +64,7 @@ NAMES: dict[str, tuple[str, object]] = {
     "CRAYFISH_WORKER_HEARTBEAT": ("worker_alive_every", 0.5),  # its old name
     "CRAYFISH_WORKER_STALLED_AFTER": ("worker_stalled_after", 4.0),
     "CRAYFISH_EVENTS_RETENTION_HOURS": ("events_retention_hours", 24.0),
+    "CRAYFISH_USAGE_RETENTION_DAYS": ("usage_retention_days", 30.0),
     "CRAYFISH_AGENT_NAME": ("agent_name", "shrimp"),
     "CRAYFISH_MAX_ROUNDS": ("max_rounds", 4),
     "CRAYFISH_REPEAT_LIMIT": ("repeat_limit", 5),

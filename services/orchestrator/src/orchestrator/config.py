@@ -145,6 +145,9 @@ class Settings(BaseSettings):
     # Hours a finished task keeps its events (each keeps its last, terminal one for good);
     # 0 keeps them all. One replica prunes per hour.
     events_retention_hours: float = Field(168.0, ge=0)
+    # Days the records of LLM requests are kept (GET /api/usage, budgets) and a request's choice
+    # of model; 0 keeps them all. Pruned with the events.
+    usage_retention_days: float = Field(400.0, ge=0)
 
     # --- Services ---
     # The tool-runner's gRPC address (host:port).

@@ -114,7 +114,14 @@ class OrchestratorCore:
             ),
             self._turn_here,
         )
-        own = builtins(settings, self._scheduled_heartbeat, self.turns.events, self.turns.requests)
+        own = builtins(
+            settings,
+            self._scheduled_heartbeat,
+            self.turns.events,
+            self.turns.requests,
+            self.usage,
+            self.models.choices,
+        )
         self.scheduler = Scheduler(ScheduleStore(self.db), self._submit_scheduled, settings, own)
         self.usage_timezone = settings.timezone or "UTC"  # the days of reports and budgets
         self.approvals = ApprovalDesk(

@@ -1,9 +1,11 @@
 """The orchestrator's own schedules, fired by the one scheduler with the users' ones (each due
-time once across replicas): the heartbeat turn and the pruning of old events and requests.
+time once across replicas): the heartbeat turn and the pruning of old events, requests and
+usage records.
 
 They are rows of `scheduled_turns` marked `builtin` that the REST API and the model's tools
 neither list nor count: their timing comes from settings (CRAYFISH_HEARTBEAT_INTERVAL,
-CRAYFISH_EVENTS_RETENTION_HOURS), so there is nothing a user could change or remove there.
+CRAYFISH_EVENTS_RETENTION_HOURS, CRAYFISH_USAGE_RETENTION_DAYS), so there is nothing a user
+could change or remove there.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from dataclasses import dataclass
 
 from orchestrator.config import Settings
 from orchestrator.store.events import EventStore
+from orchestrator.store.model_choices import ModelChoices
 from orchestrator.store.turn_requests import KEPT_FOR as REQUESTS_KEPT_FOR
 from orchestrator.store.turn_requests import TurnRequests
+from orchestrator.store.usage import UsageStore
 
 log = logging.getLogger(__name__)
 
@@ -41,18 +45,24 @@ def builtins(
     heartbeat: Callable[[], Awaitable[object]],
     events: EventStore,
     requests: TurnRequests,
+    usage: UsageStore,
+    choices: ModelChoices,
 ) -> list[Builtin]:
     """The built-in schedules this replica's settings turn on."""
     found = []
     if settings.heartbeat_interval > 0:
         every = settings.heartbeat_interval
         found.append(Builtin(HEARTBEAT, every, every, heartbeat))
-    if settings.events_retention_hours > 0:
-        keep = settings.events_retention_hours * 3600
+    keep = settings.events_retention_hours * 3600
+    keep_usage = settings.usage_retention_days * 86400
 
-        async def prune() -> None:
+    async def prune() -> None:
+        if keep > 0:
             await prune_old(events, requests, keep)
+        if keep_usage > 0:
+            await prune_usage(usage, choices, keep_usage)
 
+    if keep > 0 or keep_usage > 0:
         found.append(Builtin(RETENTION, RETENTION_EVERY, 0.0, prune))
     return found
 
@@ -64,3 +74,12 @@ async def prune_old(events: EventStore, requests: TurnRequests, keep: float) -> 
     if removed:
         log.info("pruned %d events of tasks older than the retention", removed)
     await requests.prune(time.time() - REQUESTS_KEPT_FOR)
+
+
+async def prune_usage(usage: UsageStore, choices: ModelChoices, keep: float) -> None:
+    """Deletes the records of LLM requests and the turns' choices of model older than `keep`
+    seconds."""
+    removed = await usage.prune(time.time() - keep)
+    if removed:
+        log.info("pruned %d records of LLM requests older than the retention", removed)
+    await choices.prune(time.time() - keep)

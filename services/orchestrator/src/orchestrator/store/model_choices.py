@@ -15,6 +15,11 @@ class ModelChoices:
     def __init__(self, db: Database):
         self.db = db
 
+    async def prune(self, before: float) -> None:
+        """Forgets the models turns asked for before `before` (long run by then)."""
+        async with self.db.connection() as conn:
+            await conn.execute("DELETE FROM turn_models WHERE created_at < %s", (before,))
+
     async def ask(self, task_id: str, model: str) -> None:
         """Written before the task is queued: whichever replica runs it reads it."""
         async with self.db.connection() as conn:

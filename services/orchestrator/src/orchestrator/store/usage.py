@@ -63,6 +63,13 @@ class UsageStore:
     def __init__(self, db: Database):
         self.db = db
 
+    async def prune(self, before: float) -> int:
+        """Deletes the records of LLM requests (and the alerts) older than `before`."""
+        async with self.db.connection() as conn:
+            cursor = await conn.execute("DELETE FROM llm_requests WHERE at < %s", (before,))
+            await conn.execute("DELETE FROM usage_alerts WHERE at < %s", (before,))
+            return cursor.rowcount
+
     async def record(self, record: LLMRequestRecord) -> None:
         origin = record.origin
         async with self.db.connection() as conn:
