@@ -64,7 +64,7 @@ class SessionBusy(RuntimeError):
 
 
 class OrchestratorCore:
-    """Clients, LLM, sessions and tasks; routes reach it through `app.state.core`."""
+    """Clients, LLM, sessions and turns; routes reach it through `app.state.core`."""
 
     def __init__(self, settings: Settings, metrics: Metrics | None = None):
         self.settings = settings
