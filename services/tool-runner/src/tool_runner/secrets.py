@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from crayfish_common.private_file import PrivateFileError, read_private_text
 
 from tool_runner.sandbox.base import sandbox_env
 
@@ -161,29 +162,16 @@ def _read_private_file(path: Path, workspace: Path, where: str) -> str:
     try:
         hops = link_hops(path)
         resolved = hops[-1]
-        info = resolved.stat()
     except OSError as exc:
         raise SecretsError(f"{where}: cannot read it ({exc.strerror})") from None
     # A link anywhere on the way that lies in the workspace could be re-pointed by a command.
     inside = workspace.resolve()
     if any(hop == inside or hop.is_relative_to(inside) for hop in hops):
         raise SecretsError(f"{where}: it is inside the workspace, where commands can read it")
-    if not stat.S_ISREG(info.st_mode):
-        raise SecretsError(f"{where}: not a regular file")
-    if info.st_mode & 0o077:
-        mode = stat.S_IMODE(info.st_mode)
-        raise SecretsError(f"{where}: mode {mode:04o}; it must be 0600 (chmod 600 {path})")
-    if info.st_size > MAX_FILE_BYTES:
-        raise SecretsError(f"{where}: larger than {MAX_FILE_BYTES} bytes")
     try:
-        with open(resolved, "rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise SecretsError(f"{where}: cannot read it ({exc.strerror})") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise SecretsError(f"{where}: not UTF-8 text") from None
+        return read_private_text(resolved, MAX_FILE_BYTES)
+    except PrivateFileError as exc:
+        raise SecretsError(f"{where}: {exc}") from None
 
 
 def link_hops(path: Path, most: int = 40) -> list[Path]:

@@ -19,10 +19,11 @@ from __future__ import annotations
 import logging
 import os
 import re
-import stat
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+
+from crayfish_common.private_file import PrivateFileError, read_private_text
 
 from orchestrator.agent.presets import ModelPreset, Presets, rekeyed
 
@@ -87,23 +88,9 @@ def _parse(line: str) -> tuple[str, str]:
 def _private_text(path: Path, where: str) -> str:
     """The file's text, if it is a regular file that only its owner can read."""
     try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            raise KeyFileError(f"{where}: not a regular file")
-        if info.st_mode & 0o077:
-            mode = stat.S_IMODE(info.st_mode)
-            must = f"it must be 0600 or 0400 (chmod 600 {path})"
-            raise KeyFileError(f"{where}: mode {mode:04o}; {must}")
-        if info.st_size > MAX_FILE_BYTES:
-            raise KeyFileError(f"{where}: larger than {MAX_FILE_BYTES} bytes")
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise KeyFileError(f"{where}: cannot read it ({exc.strerror})") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise KeyFileError(f"{where}: not UTF-8 text") from None
+        return read_private_text(path, MAX_FILE_BYTES)
+    except PrivateFileError as exc:
+        raise KeyFileError(f"{where}: {exc}") from None
 
 
 class ModelKeys:
