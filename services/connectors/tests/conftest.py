@@ -120,6 +120,10 @@ def make_settings(tmp_path: Path) -> Callable[..., ConnectorsSettings]:
             "mcp_backoff_min": 0.2,
             "mcp_backoff_max": 1.0,
             "web_fetch_allow": "",
+            # No web_search unless a test configures it (the environment may name a provider).
+            "web_search_provider": "",
+            "web_search_url": "",
+            "web_search_api_key": "",
         }
         values.update(overrides)
         return ConnectorsSettings(**values)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 import grpc
 from crayfish.common.v1 import tools_pb2, tools_pb2_grpc
@@ -13,8 +14,15 @@ from crayfish_common.tools import CallContext, ToolResult, ToolSet
 TOOL_SERVICE_NAME = "crayfish.common.v1.ToolService"
 
 
-def list_tools_response(tools: ToolSet) -> tools_pb2.ListToolsResponse:
+def list_tools_response(
+    tools: ToolSet, not_offered: Mapping[str, str] | None = None
+) -> tools_pb2.ListToolsResponse:
+    """The offered tools, and those held back with the reason (`not_offered`)."""
     return tools_pb2.ListToolsResponse(
+        not_offered=[
+            tools_pb2.NotOfferedTool(name=name, reason=reason)
+            for name, reason in (not_offered or {}).items()
+        ],
         tools=[
             tools_pb2.ToolSpec(
                 name=tool.name,
@@ -22,7 +30,7 @@ def list_tools_response(tools: ToolSet) -> tools_pb2.ListToolsResponse:
                 parameters_json=json.dumps(tool.parameters),
             )
             for tool in tools
-        ]
+        ],
     )
 
 
@@ -49,8 +57,12 @@ class ToolServicerMixin:
         """The service's tools (may wait for start-up, or abort with UNAVAILABLE)."""
         raise NotImplementedError
 
+    def not_offered(self) -> Mapping[str, str]:
+        """Tools the service has but does not offer now, by name, with the reason."""
+        return {}
+
     async def ListTools(self, request, context):  # type: ignore[no-untyped-def]
-        return list_tools_response(await self.tool_set(context))
+        return list_tools_response(await self.tool_set(context), self.not_offered())
 
     async def RunTool(self, request, context):  # type: ignore[no-untyped-def]
         tools = await self.tool_set(context)

@@ -55,6 +55,34 @@ class ConnectorsSettings(ServiceSettings):
     web_fetch_max_redirects: int = 5
     # The User-Agent header web_fetch sends.
     web_fetch_user_agent: str = "Crayfish-web_fetch/0.1 (+https://github.com/crayfish)"
+    # web_search's provider: searxng, brave, tavily or one registered in the entry-point group
+    # crayfish.search_providers; empty: searxng when web_search_url is set, else no web_search.
+    web_search_provider: str = Field(
+        default="",
+        validation_alias=AliasChoices(
+            "CONNECTORS_WEB_SEARCH_PROVIDER", "CRAYFISH_WEB_SEARCH_PROVIDER"
+        ),
+    )
+    # The provider's address (SearXNG: the instance; brave/tavily: their API unless set). The
+    # operator's choice, so reached directly, also on a private address.
+    web_search_url: str = Field(
+        default="",
+        validation_alias=AliasChoices("CONNECTORS_WEB_SEARCH_URL", "CRAYFISH_WEB_SEARCH_URL"),
+    )
+    # The provider's API key (brave, tavily).
+    web_search_api_key: str = Field(
+        default="",
+        repr=False,
+        validation_alias=AliasChoices(
+            "CONNECTORS_WEB_SEARCH_API_KEY", "CRAYFISH_WEB_SEARCH_API_KEY"
+        ),
+    )
+    # Results per web_search call at most.
+    web_search_max_results: int = Field(default=10, ge=1, le=20)
+    # Seconds per web_search call, the provider's answer included.
+    web_search_timeout: float = Field(default=10.0, gt=0)
+    # Seconds a query's results are reused (0: every call asks the provider).
+    web_search_cache_seconds: float = Field(default=300.0, ge=0)
 
     @field_validator("mcp_config", mode="before")
     @classmethod

@@ -1,4 +1,4 @@
-"""The connectors domain façade: MCP bridge and web fetcher, built from settings."""
+"""The connectors domain façade: MCP bridge, web fetcher and web search, built from settings."""
 
 from __future__ import annotations
 
@@ -12,6 +12,10 @@ from connectors.config import ConnectorsSettings
 from connectors.mcp_bridge import McpBridge, ServerStatus
 from connectors.mcp_config import ConfigError, McpConfig, McpServerConfig, load_config
 from connectors.mcp_connection import Limits
+from connectors.search.base import ProviderContext, ProviderUnusable
+from connectors.search.http import ProviderHttp
+from connectors.search.registry import make_provider, provider_name
+from connectors.search.tool import SearchLimits, WebSearch
 from connectors.tools import WebFetch
 from connectors.transports import workspace_problem
 
@@ -66,6 +70,24 @@ def build_fetcher(settings: ConnectorsSettings) -> WebFetcher:
     return WebFetcher(limits, allow)
 
 
+def build_web_search(settings: ConnectorsSettings, http: ProviderHttp) -> WebSearch | str:
+    """The web_search tool, or why it is not offered (logged: the operator wants to know)."""
+    name = provider_name(settings.web_search_provider, settings.web_search_url)
+    context = ProviderContext(settings.web_search_url.strip(), settings.web_search_api_key, http)
+    try:
+        provider = make_provider(name, context)
+    except ProviderUnusable as exc:
+        (log.info if name is None else log.error)("web_search not offered: %s", exc)
+        return str(exc)
+    limits = SearchLimits(
+        max_results=settings.web_search_max_results,
+        timeout=settings.web_search_timeout,
+        cache_seconds=settings.web_search_cache_seconds,
+    )
+    log.info("web_search offered through %s", provider.label)
+    return WebSearch(provider, limits)
+
+
 class ConnectorsCore:
     """Owns the MCP connections; `tool_set()` is current whenever a server's tools change."""
 
@@ -83,6 +105,11 @@ class ConnectorsCore:
         )
         self.bridge = McpBridge(config, limits, settings.mcp_max_description_chars)
         self.web_fetch = WebFetch(build_fetcher(settings), settings.web_fetch_max_chars)
+        self.search_http = ProviderHttp(settings.web_search_timeout)
+        search = build_web_search(settings, self.search_http)
+        self.web_search = search if isinstance(search, WebSearch) else None
+        # Tools held back, with the reason (ListTools reports them; /api/tools shows them).
+        self.not_offered = {WebSearch.name: search} if isinstance(search, str) else {}
         self._tool_set: tuple[list[Tool], ToolSet] | None = None
 
     async def start(self) -> None:
@@ -91,9 +118,11 @@ class ConnectorsCore:
 
     async def stop(self) -> None:
         await self.bridge.stop()
+        await self.search_http.close()
 
     def tool_set(self) -> ToolSet:
-        tools: list[Tool] = [self.web_fetch, *self.bridge.tools()]
+        search: list[Tool] = [self.web_search] if self.web_search else []
+        tools: list[Tool] = [self.web_fetch, *search, *self.bridge.tools()]
         if self._tool_set is None or self._tool_set[0] != tools:
             self._tool_set = (tools, ToolSet(tools))
         return self._tool_set[1]

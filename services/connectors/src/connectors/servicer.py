@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import grpc
 from crayfish.connectors.v1 import connectors_pb2, connectors_pb2_grpc
 from crayfish_common.tool_service import ToolServicerMixin
@@ -20,6 +22,9 @@ class ConnectorsServicer(ToolServicerMixin, connectors_pb2_grpc.ConnectorsServic
 
     async def tool_set(self, context: grpc.aio.ServicerContext) -> ToolSet:
         return self.core.tool_set()  # rebuilt when an MCP server's tools or state change
+
+    def not_offered(self) -> Mapping[str, str]:
+        return self.core.not_offered  # web_search without a usable provider
 
     async def ListServers(self, request, context):
         return connectors_pb2.ListServersResponse(

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x63rayfish/common/v1/tools.proto\x12\x12\x63rayfish.common.v1\"F\n\x08ToolSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x17\n\x0fparameters_json\x18\x03 \x01(\t\"\x12\n\x10ListToolsRequest\"@\n\x11ListToolsResponse\x12+\n\x05tools\x18\x01 \x03(\x0b\x32\x1c.crayfish.common.v1.ToolSpec\"[\n\x0eRunToolRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\x04 \x01(\t\"\x8c\x01\n\x0fRunToolResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0e\n\x06output\x18\x02 \x01(\t\x12\x13\n\x0bresult_json\x18\x03 \x01(\t\x12\r\n\x05\x65rror\x18\x04 \x01(\t\x12\x11\n\texit_code\x18\x05 \x01(\x05\x12\x13\n\x0b\x64uration_ms\x18\x06 \x01(\x01\x12\x11\n\ttruncated\x18\x07 \x01(\x08\x32\xbb\x01\n\x0bToolService\x12X\n\tListTools\x12$.crayfish.common.v1.ListToolsRequest\x1a%.crayfish.common.v1.ListToolsResponse\x12R\n\x07RunTool\x12\".crayfish.common.v1.RunToolRequest\x1a#.crayfish.common.v1.RunToolResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x63rayfish/common/v1/tools.proto\x12\x12\x63rayfish.common.v1\"F\n\x08ToolSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x17\n\x0fparameters_json\x18\x03 \x01(\t\"\x12\n\x10ListToolsRequest\".\n\x0eNotOfferedTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"y\n\x11ListToolsResponse\x12+\n\x05tools\x18\x01 \x03(\x0b\x32\x1c.crayfish.common.v1.ToolSpec\x12\x37\n\x0bnot_offered\x18\x02 \x03(\x0b\x32\".crayfish.common.v1.NotOfferedTool\"[\n\x0eRunToolRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\x04 \x01(\t\"\x8c\x01\n\x0fRunToolResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0e\n\x06output\x18\x02 \x01(\t\x12\x13\n\x0bresult_json\x18\x03 \x01(\t\x12\r\n\x05\x65rror\x18\x04 \x01(\t\x12\x11\n\texit_code\x18\x05 \x01(\x05\x12\x13\n\x0b\x64uration_ms\x18\x06 \x01(\x01\x12\x11\n\ttruncated\x18\x07 \x01(\x08\x32\xbb\x01\n\x0bToolService\x12X\n\tListTools\x12$.crayfish.common.v1.ListToolsRequest\x1a%.crayfish.common.v1.ListToolsResponse\x12R\n\x07RunTool\x12\".crayfish.common.v1.RunToolRequest\x1a#.crayfish.common.v1.RunToolResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,12 +35,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TOOLSPEC']._serialized_end=124
   _globals['_LISTTOOLSREQUEST']._serialized_start=126
   _globals['_LISTTOOLSREQUEST']._serialized_end=144
-  _globals['_LISTTOOLSRESPONSE']._serialized_start=146
-  _globals['_LISTTOOLSRESPONSE']._serialized_end=210
-  _globals['_RUNTOOLREQUEST']._serialized_start=212
-  _globals['_RUNTOOLREQUEST']._serialized_end=303
-  _globals['_RUNTOOLRESPONSE']._serialized_start=306
-  _globals['_RUNTOOLRESPONSE']._serialized_end=446
-  _globals['_TOOLSERVICE']._serialized_start=449
-  _globals['_TOOLSERVICE']._serialized_end=636
+  _globals['_NOTOFFEREDTOOL']._serialized_start=146
+  _globals['_NOTOFFEREDTOOL']._serialized_end=192
+  _globals['_LISTTOOLSRESPONSE']._serialized_start=194
+  _globals['_LISTTOOLSRESPONSE']._serialized_end=315
+  _globals['_RUNTOOLREQUEST']._serialized_start=317
+  _globals['_RUNTOOLREQUEST']._serialized_end=408
+  _globals['_RUNTOOLRESPONSE']._serialized_start=411
+  _globals['_RUNTOOLRESPONSE']._serialized_end=551
+  _globals['_TOOLSERVICE']._serialized_start=554
+  _globals['_TOOLSERVICE']._serialized_end=741
 # @@protoc_insertion_point(module_scope)

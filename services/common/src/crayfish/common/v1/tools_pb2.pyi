@@ -20,11 +20,21 @@ class ListToolsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class NotOfferedTool(_message.Message):
+    __slots__ = ("name", "reason")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    reason: str
+    def __init__(self, name: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class ListToolsResponse(_message.Message):
-    __slots__ = ("tools",)
+    __slots__ = ("tools", "not_offered")
     TOOLS_FIELD_NUMBER: _ClassVar[int]
+    NOT_OFFERED_FIELD_NUMBER: _ClassVar[int]
     tools: _containers.RepeatedCompositeFieldContainer[ToolSpec]
-    def __init__(self, tools: _Optional[_Iterable[_Union[ToolSpec, _Mapping]]] = ...) -> None: ...
+    not_offered: _containers.RepeatedCompositeFieldContainer[NotOfferedTool]
+    def __init__(self, tools: _Optional[_Iterable[_Union[ToolSpec, _Mapping]]] = ..., not_offered: _Optional[_Iterable[_Union[NotOfferedTool, _Mapping]]] = ...) -> None: ...
 
 class RunToolRequest(_message.Message):
     __slots__ = ("name", "arguments_json", "session_id", "call_id")
