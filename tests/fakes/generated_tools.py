@@ -96,10 +96,13 @@ def generated_tool_set(specs: list[tuple[str, str, dict[str, Any]]], origin: str
 
 @asynccontextmanager
 async def generated_tool_service(
-    specs: list[tuple[str, str, dict[str, Any]]], origin: str = ""
+    specs: list[tuple[str, str, dict[str, Any]]],
+    origin: str = "",
+    not_offered: dict[str, str] | None = None,
 ) -> AsyncIterator[str]:
-    """Serves the tools on a free loopback port in this event loop; yields its address."""
-    servicer = ToolSetServicer(generated_tool_set(specs, origin))
+    """Serves the tools on a free loopback port in this event loop; yields its address.
+    `not_offered` names tools the service holds back, with the reason ListTools gives."""
+    servicer = ToolSetServicer(generated_tool_set(specs, origin), not_offered)
     service = GrpcService([TOOL_SERVICE_NAME], [servicer.register])
     port = await service.start("127.0.0.1:0")
     try:

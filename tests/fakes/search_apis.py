@@ -47,7 +47,10 @@ class FakeSearchApis:
     in search.formats does; `brave_per_second` the rate Brave allows; `fail(status, times)`,
     `delay` script outages."""
 
-    def __init__(self, brave_token: str = "brave-test-token", tavily_key: str = "tvly-test"):
+    def __init__(
+        self, brave_token: str = "brave-test-token", tavily_key: str = "tvly-test", port: int = 0
+    ):
+        self.port = port
         self.brave_token = brave_token
         self.tavily_key = tavily_key
         self.json_format = True
@@ -90,7 +93,7 @@ class FakeSearchApis:
             def do_POST(self) -> None:
                 fake._handle(self, "POST")
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
         self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}"
         threading.Thread(target=self._server.serve_forever, daemon=True).start()

@@ -102,6 +102,9 @@ def test_api_tools_lists_every_tool_with_its_service(api: httpx.Client, stack: L
     assert services["db_query"] == "db"
     assert services["exec"] == "tool-runner" and services["memory_search"] == "memory"
     assert body["unavailable"] == {} and body["searching"] is False
+    # No search provider in this stack: web_search is held back, and the reason is shown.
+    assert "web_search" not in services
+    assert body["not_offered"]["web_search"].startswith("web_search is not configured")
     db_query = next(t for t in body["tools"] if t["name"] == "db_query")
     assert db_query["description"].startswith("Run one read-only SQL SELECT")
     cli = subprocess.run(

@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 import pytest
-from orchestrator.agent.tool_search import SEARCH, TurnTools, rank_tools
+from orchestrator.agent.tool_search import SEARCH, TurnTools, rank_tools, tool_catalog
 from orchestrator.agent.tools import OfferedTool, ToolRegistry
 from orchestrator.clients import ServiceClients
 from orchestrator.clients.tool_service import TOOL_SERVICE_GRPC_SERVICE, ToolServiceClient
@@ -272,3 +272,15 @@ async def test_connectors_are_a_dependency_only_when_their_address_is_set(tmp_pa
             assert names[:3] == ["tool-runner", "memory", "skills"]
             assert names[3:] == expected
             assert all(s.ok for s in states if s.name == "connectors")
+
+
+async def test_a_tool_a_service_holds_back_is_listed_with_why_and_a_call_is_told_so():
+    reason = "web_search is not configured: set CRAYFISH_WEB_SEARCH_URL"
+    async with generated_tool_service(tool_specs(1), not_offered={"web_search": reason}) as gen:
+        registry = ToolRegistry([client("gen", gen)], tool_timeout=5)
+        await registry.refresh(force=True)
+        assert list(registry.tools) == ["github_list"]
+        assert tool_catalog(registry).not_offered == {"web_search": reason}
+        result = await registry.run("web_search", '{"query": "crayfish"}', "s1", "c1")
+        assert not result.ok
+        assert result.output == f"Error: `web_search` is not offered: {reason}."

@@ -73,11 +73,15 @@ class ToolServicerMixin:
 class ToolSetServicer(ToolServicerMixin, tools_pb2_grpc.ToolServiceServicer):
     """`crayfish.common.v1.ToolService` for a fixed ToolSet: a whole tool service in one line."""
 
-    def __init__(self, tools: ToolSet):
+    def __init__(self, tools: ToolSet, not_offered: Mapping[str, str] | None = None):
         self.tools = tools
+        self.held_back = dict(not_offered or {})
 
     async def tool_set(self, context: grpc.aio.ServicerContext) -> ToolSet:
         return self.tools
+
+    def not_offered(self) -> Mapping[str, str]:
+        return self.held_back
 
     def register(self, server: grpc.aio.Server) -> None:
         """A registrar for `crayfish_common.grpc_server.serve` / `GrpcService`."""

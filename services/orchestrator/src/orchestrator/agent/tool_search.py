@@ -12,7 +12,7 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from crayfish_common.tools import ToolResult
@@ -77,6 +77,7 @@ class ToolCatalog:
     unavailable: dict[str, str]
     searching: bool
     refused: list[RefusedTool]
+    not_offered: dict[str, str] = field(default_factory=dict)
 
 
 def tool_catalog(registry: ToolRegistry) -> ToolCatalog:
@@ -84,7 +85,11 @@ def tool_catalog(registry: ToolRegistry) -> ToolCatalog:
     first = [(t, False) for t in initial_offer(registry)]
     found = [(t, True) for t in registry.tools.values() if registry.deferred(t)]
     return ToolCatalog(
-        [*first, *found], dict(registry.unavailable), registry.searching, list(registry.refused)
+        [*first, *found],
+        dict(registry.unavailable),
+        registry.searching,
+        list(registry.refused),
+        dict(registry.not_offered),
     )
 
 

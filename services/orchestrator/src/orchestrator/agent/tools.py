@@ -83,6 +83,7 @@ class ToolRegistry:
         self.tools: dict[str, OfferedTool] = {}
         self.unavailable: dict[str, str] = {}
         self.refused: list[RefusedTool] = []
+        self.not_offered: dict[str, str] = {}  # tool name -> why its service holds it back
         self.owners = ToolOwners(s.name for s in services)
         self._fetched_at = 0.0
         self._shared_fetch = SingleFlight(self._fetch)
@@ -100,12 +101,16 @@ class ToolRegistry:
         tools: dict[str, OfferedTool] = {}
         unavailable: dict[str, str] = {}
         refused: list[RefusedTool] = []
+        not_offered: dict[str, str] = {}
         listed = await asyncio.gather(*(_listing(s) for s in self.services))
         for service, specs in zip(self.services, listed, strict=True):
             if isinstance(specs, ServiceError):
                 unavailable[service.name] = f"{specs.status}: {specs.reason}"
                 log.warning("no tools from %s: %s", service.name, unavailable[service.name])
                 continue
+            # The orchestrator's own tools (cast in) hold nothing back and have no such field.
+            for name, reason in getattr(service, "not_offered", {}).items():
+                not_offered.setdefault(name, reason)
             for spec in specs:
                 refusal = self.owners.claim(spec.name, service.name)
                 if refusal is not None:
@@ -115,6 +120,7 @@ class ToolRegistry:
                         spec.name, spec.description, spec.parameters, service
                     )
         self.tools, self.unavailable, self.refused = tools, unavailable, refused
+        self.not_offered = {n: r for n, r in not_offered.items() if n not in tools}
         self._fetched_at = time.monotonic()
         return tools
 
@@ -145,6 +151,10 @@ class ToolRegistry:
                     False,
                     f"Error: `{name}` is a tool of the {owner} service, which is unavailable "
                     f"now ({self.unavailable[owner]}); try it again later.",
+                )
+            if name in self.not_offered:
+                return ToolResult(
+                    False, f"Error: `{name}` is not offered: {self.not_offered[name].rstrip('.')}."
                 )
             known = ", ".join(sorted(self.tools)) or "none"
             down = "".join(f" The {s} service is unavailable now." for s in self.unavailable)

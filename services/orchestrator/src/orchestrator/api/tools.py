@@ -40,6 +40,11 @@ class ToolsView(BaseModel):
         description="Tools a service offers under a name that belongs to another service: never"
         " offered, even while the owner is down.",
     )
+    not_offered: dict[str, str] = Field(
+        default_factory=dict,
+        description="Tools a service has but does not offer now, and why (e.g. web_search"
+        " while no search provider is configured).",
+    )
 
 
 @router.get("/api/tools", response_model=ToolsView)
@@ -62,4 +67,5 @@ async def list_tools(core: CoreDep) -> ToolsView:
         refused=[
             RefusedToolView(name=r.name, service=r.service, owner=r.owner) for r in catalog.refused
         ],
+        not_offered=catalog.not_offered,
     )

@@ -54,6 +54,8 @@ class ToolServiceClient:
         self.rpc_timeout = rpc_timeout
         self.health_service = grpc_service if health_service is None else health_service
         self.channel = aio_channel(address)
+        # Tools the service has but held back at its last listing, with the reason.
+        self.not_offered: dict[str, str] = {}
         self._list_tools = self.channel.unary_unary(
             f"/{grpc_service}/ListTools",
             request_serializer=tools_pb2.ListToolsRequest.SerializeToString,
@@ -68,6 +70,7 @@ class ToolServiceClient:
     async def list_tools(self) -> list[ToolSpec]:
         with raising_typed_errors(self.name):
             reply = await self._list_tools(tools_pb2.ListToolsRequest(), timeout=self.rpc_timeout)
+        self.not_offered = {held.name: held.reason for held in reply.not_offered}
         return [
             ToolSpec(spec.name, spec.description, _schema(spec.parameters_json))
             for spec in reply.tools
