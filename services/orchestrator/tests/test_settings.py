@@ -21,6 +21,10 @@ READ_BY_OTHERS = {
     "CRAYFISH_TOOL_RUNNERS",
     "CRAYFISH_POSTGRES_PASSWORD",
     "CRAYFISH_SECRETS_FILE",  # the tool-runner's: only it reads the skills' secrets
+    # The connectors service's (web_search).
+    "CRAYFISH_WEB_SEARCH_PROVIDER",
+    "CRAYFISH_WEB_SEARCH_URL",
+    "CRAYFISH_WEB_SEARCH_API_KEY",
 }
 # An empty keys file (mkstemp makes it 0600, as CRAYFISH_MODEL_KEYS_FILE requires).
 KEYS_FILE = Path(tempfile.mkstemp(suffix=".env", prefix="crayfish-keys-")[1])

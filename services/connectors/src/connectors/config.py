@@ -56,7 +56,7 @@ class ConnectorsSettings(ServiceSettings):
     # The User-Agent header web_fetch sends.
     web_fetch_user_agent: str = "Crayfish-web_fetch/0.1 (+https://github.com/crayfish)"
     # web_search's provider: searxng, brave, tavily or one registered in the entry-point group
-    # crayfish.search_providers; empty: searxng when web_search_url is set, else no web_search.
+    # crayfish.search_providers; empty: searxng when CRAYFISH_WEB_SEARCH_URL is set, else none.
     web_search_provider: str = Field(
         default="",
         validation_alias=AliasChoices(
