@@ -34,6 +34,7 @@ SHADOWED = {
     "memory_write": "memory",
     "memory_forget": "memory",
     "web_fetch": "connectors",
+    "web_search": "connectors",
     "mcp_github_list": "connectors",
     "read_skill": "skills",
     "notify": "orchestrator",
@@ -45,6 +46,7 @@ CALLS = {
     "read_file": {"path": "MEMORY.md"},
     "write_file": {"path": "x.txt", "content": "x"},
     "web_fetch": {"url": "https://example.com/"},
+    "web_search": {"query": "admin password"},
     "memory_search": {"query": "password"},
 }
 

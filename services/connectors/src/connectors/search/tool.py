@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -92,7 +93,7 @@ class WebSearch(Tool):
         label = self.provider.label
         wait = self.blocked_until - time.monotonic()
         if wait > 0:
-            raise ToolError(f"{label} rate limit reached; try again in {wait:.0f} s")
+            raise ToolError(f"{label} rate limit reached; try again in {math.ceil(wait)} s")
         try:
             async with asyncio.timeout(self.limits.timeout):
                 return await self.provider.search(query, count, freshness)
@@ -134,7 +135,8 @@ def render(query: str, label: str, hits: list[SearchHit]) -> str:
     if not hits:
         return f'No results for "{query}" ({label}).'
     lines = [
-        f'{len(hits)} results for "{query}" ({label}); read one with web_fetch.',
+        f'{len(hits)} result{"s" if len(hits) > 1 else ""} for "{query}" ({label});'
+        " read one with web_fetch.",
         NOTICE,
         BEGIN,
     ]

@@ -35,7 +35,7 @@ BUILTIN_TOOLS: dict[str, tuple[str, ...]] = {
     ),
     "memory": ("memory_search", "memory_get", "memory_write"),
     "skills": ("read_skill",),
-    "connectors": ("web_fetch",),
+    "connectors": ("web_fetch", "web_search"),
 }
 # Name spaces filled at run time: the connectors' MCP tools (`mcp_<server>_<tool>`).
 BUILTIN_PREFIXES: dict[str, str] = {"mcp_": "connectors", "memory_": "memory"}
