@@ -108,7 +108,7 @@ def test_api_tools_lists_every_tool_with_its_service(api: httpx.Client, stack: L
     db_query = next(t for t in body["tools"] if t["name"] == "db_query")
     assert db_query["description"].startswith("Run one read-only SQL SELECT")
     cli = subprocess.run(
-        [str(Path(sys.executable).parent / "crayfish"), "tools"],
+        [sys.executable, "-m", "crayfish_cli", "tools"],
         env={**os.environ, "CRAYFISH_URL": stack.url, "NO_COLOR": "1"},
         capture_output=True,
         text=True,
@@ -116,6 +116,7 @@ def test_api_tools_lists_every_tool_with_its_service(api: httpx.Client, stack: L
     )
     assert cli.returncode == 0, cli.stderr
     assert any(line.startswith("db_query [db]  Run one") for line in cli.stdout.splitlines())
+    assert "web_search: not offered (web_search is not configured" in cli.stderr
 
 
 def test_readyz_lists_the_custom_service(api: httpx.Client):

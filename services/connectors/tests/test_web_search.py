@@ -107,6 +107,13 @@ async def test_a_failure_is_not_cached(apis, make_settings) -> None:
     assert back.ok and urls(back) == ["https://example.org/habitat"]
 
 
+async def test_an_answer_that_is_not_json_is_a_readable_error(apis, make_settings) -> None:
+    core = ConnectorsCore(make_settings(web_search_url=apis.base_url))
+    apis.fail(200)  # an HTML page with 200, as a proxy's login page would be
+    result = await search(core, query="crayfish")
+    assert result.output == "Error: SearXNG answered with something that is not JSON"
+
+
 async def test_an_unreachable_or_slow_provider_is_a_readable_error(apis, make_settings) -> None:
     core = ConnectorsCore(make_settings(web_search_url=apis.base_url, web_search_timeout=0.5))
     apis.delay = 1.0

@@ -113,6 +113,8 @@ def list_tools(client: CrayfishClient, as_json: bool) -> int:
             f" {refused['owner']}",
             file=sys.stderr,
         )
+    for name, reason in listed.get("not_offered", {}).items():
+        print(f"{name}: not offered ({reason})", file=sys.stderr)
     return 0
 
 
