@@ -56,6 +56,7 @@ class FakeSearchApis:
         self.json_format = True
         self.brave_per_second = 1000
         self.delay = 0.0
+        self.redirect_to = "http://169.254.169.254/latest/meta-data/"
         self.pages: list[Page] = []
         self.requests: list[Seen] = []
         self._failures: list[int] = []
@@ -68,7 +69,8 @@ class FakeSearchApis:
         self.pages.append(Page(title, url, snippet, age_days))
 
     def fail(self, status: int, times: int = 1) -> None:
-        """The next `times` requests get `status` (a provider's outage)."""
+        """The next `times` requests get `status` (a provider's outage; a 3xx redirects to
+        `redirect_to`) with an HTML body."""
         self._failures.extend([status] * times)
 
     def matching(self, query: str, max_age_days: int | None = None) -> list[Page]:
@@ -122,7 +124,9 @@ class FakeSearchApis:
         if self.delay:
             time.sleep(self.delay)
         if failure is not None:
-            _reply(handler, failure, b"<html><body>Service Unavailable</body></html>", "text/html")
+            location = {"Location": self.redirect_to} if 300 <= failure < 400 else {}
+            page = b"<html><body>Service Unavailable</body></html>"
+            _reply(handler, failure, page, "text/html", location)
         elif method == "GET" and parts.path == "/search":
             self._searxng(handler, params)
         elif method == "GET" and parts.path == "/res/v1/web/search":

@@ -114,6 +114,15 @@ async def test_an_answer_that_is_not_json_is_a_readable_error(apis, make_setting
     assert result.output == "Error: SearXNG answered with something that is not JSON"
 
 
+async def test_a_redirect_is_not_followed(apis, make_settings) -> None:
+    core = ConnectorsCore(make_settings(web_search_url=apis.base_url))
+    apis.fail(302)
+    result = await search(core, query="crayfish")
+    assert not result.ok
+    assert "redirect (HTTP 302 to http://169.254.169.254/latest/meta-data/)" in result.output
+    assert len(apis.requests) == 1  # the redirect itself is the answer: no second request
+
+
 async def test_an_unreachable_or_slow_provider_is_a_readable_error(apis, make_settings) -> None:
     core = ConnectorsCore(make_settings(web_search_url=apis.base_url, web_search_timeout=0.5))
     apis.delay = 1.0

@@ -90,7 +90,12 @@ def check(answer: Answer, label: str, refused_hint: str = "") -> None:
     if status >= 500:
         raise SearchFailed(f"{label} is unavailable (HTTP {status}); try again later")
     if 300 <= status < 400:
-        raise SearchFailed(f"{label} answered with a redirect (HTTP {status}), not results")
+        # Not followed (it could lead anywhere); the operator can point the URL at the target.
+        target = " ".join(answer.headers.get("location", "").split())[:200]
+        raise SearchFailed(
+            f"{label} answered with a redirect (HTTP {status} to {target or 'nowhere'}), not"
+            " results; set CRAYFISH_WEB_SEARCH_URL to the address it redirects to"
+        )
     detail = _detail(answer.body)
     hint = f"; {refused_hint}" if refused_hint else ""
     raise SearchFailed(f"{label} refused the search (HTTP {status}{detail}){hint}")
