@@ -1,7 +1,7 @@
 """Latency of one web_search call through the connectors service over gRPC, per provider
 (SearXNG, Brave, Tavily), against the loopback fakes (tests/fakes/search_apis.py): with the
-cache off (the provider is asked each time) and on (a repeated query: the cache answers); plus
-the bare HTTP request to the fake, to show what the tool adds. Five results per call.
+cache off (the provider is asked each time) and on (a repeated query: the cache answers). Five
+results per call. The fakes run in a process of their own (in this one they would share its GIL).
 
 Run: .venv/bin/python bench/web_search_latency.py [--runs 200]
 """
@@ -12,12 +12,13 @@ import argparse
 import asyncio
 import json
 import logging
+import socket
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import httpx
 from connectors.config import ConnectorsSettings
 from connectors.server import start_service
 from crayfish.common.v1 import tools_pb2
@@ -30,6 +31,12 @@ from figures import percentile
 from tests.fakes.search_apis import FakeSearchApis
 
 Call = Callable[[], Awaitable[object]]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 async def timed(call: Call, runs: int, warmup: int = 10) -> list[float]:
@@ -78,28 +85,43 @@ async def search_times(
         await core.stop()
 
 
-async def bare_times(fake: FakeSearchApis, runs: int) -> list[float]:
-    async with httpx.AsyncClient() as client:
+FAKE = """
+import sys, threading
+from tests.fakes.search_apis import FakeSearchApis
+with FakeSearchApis(port=int(sys.argv[1])) as fake:
+    for n in range(20):
+        fake.add(f"Crayfish page {n}", f"https://example.org/{n}", f"crayfish fact {n}")
+    print("ready", flush=True)
+    threading.Event().wait()
+"""
 
-        async def get() -> None:
-            params = {"q": "crayfish fact", "format": "json"}
-            response = await client.get(f"{fake.base_url}/search", params=params)
-            response.raise_for_status()
 
-        return await timed(get, runs)
+ROOT = Path(__file__).resolve().parent.parent
 
 
-async def main(runs: int) -> None:
+async def measure(fake: FakeSearchApis, runs: int) -> list[tuple[str, list[float]]]:
+    rows = []
+    for provider in ("searxng", "brave", "tavily"):
+        for kind, cache_seconds in (("asks the provider", 0.0), ("from the cache", 300.0)):
+            times = await search_times(provider, fake, runs, cache_seconds)
+            rows.append((f"web_search via {provider}, {kind}", times))
+    return rows
+
+
+def main(runs: int) -> None:
     logging.disable(logging.INFO)
-    with FakeSearchApis() as fake:
-        for n in range(20):
-            fake.add(f"Crayfish page {n}", f"https://example.org/{n}", f"crayfish fact {n}")
-        rows: list[tuple[str, list[float]]] = [("bare HTTP GET to the fake SearXNG", [])]
-        rows[0] = (rows[0][0], await bare_times(fake, runs))
-        for provider in ("searxng", "brave", "tavily"):
-            for kind, cache_seconds in (("asks the provider", 0.0), ("from the cache", 300.0)):
-                times = await search_times(provider, fake, runs, cache_seconds)
-                rows.append((f"web_search via {provider}, {kind}", times))
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-c", FAKE, str(port)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+        fake = FakeSearchApis(port=port)  # its keys and address; the process serves
+        fake.base_url = f"http://127.0.0.1:{port}"
+        rows = asyncio.run(measure(fake, runs))
+    finally:
+        process.kill()
+        process.wait()
     print(f"{'call':<48} {'median ms':>9} {'p90 ms':>8}")
     for name, times in rows:
         print(f"{name:<48} {percentile(times, 0.5):>9.2f} {percentile(times, 0.9):>8.2f}")
@@ -108,4 +130,4 @@ async def main(runs: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=200)
-    asyncio.run(main(parser.parse_args().runs))
+    main(parser.parse_args().runs)
