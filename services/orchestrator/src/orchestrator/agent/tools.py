@@ -109,8 +109,10 @@ class ToolRegistry:
                 log.warning("no tools from %s: %s", service.name, unavailable[service.name])
                 continue
             # The orchestrator's own tools (cast in) hold nothing back and have no such field.
+            # Only a name's owner (or anyone, for a name nobody owns) may explain its absence.
             for name, reason in getattr(service, "not_offered", {}).items():
-                not_offered.setdefault(name, reason)
+                if self.owners.owner_of(name) in (None, service.name):
+                    not_offered.setdefault(name, reason)
             for spec in specs:
                 refusal = self.owners.claim(spec.name, service.name)
                 if refusal is not None:
