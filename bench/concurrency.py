@@ -8,8 +8,10 @@ the fake LLM's own CPU is not free), and the CPU each service spent per turn
 (from /proc, the process groups of the four services), of PostgreSQL and of this process (the
 clients and the fake LLM, on the same 2 cores). Scenarios: no tool with auto-recall off,
 no tool with auto-recall on (a memory search per turn), one `exec` per turn (recall off).
+Each session's message is `--message` with {i} its number ("hi {i}" by default, small talk
+that auto-recall may skip; a question such as "What does my sister {i} play?" is always searched).
 
-Run: .venv/bin/python bench/concurrency.py [--sessions 200] [--llm-delay 0.5]
+Run: .venv/bin/python bench/concurrency.py [--sessions 200] [--llm-delay 0.5] [--message TEXT]
 """
 
 from __future__ import annotations
@@ -50,15 +52,18 @@ def script(delay: float, with_exec: bool):
     return reply
 
 
-async def burst(url: str, sessions: int, tag: str, first: int = 0) -> tuple[float, int]:
+async def burst(
+    url: str, sessions: int, tag: str, first: int = 0, message: str = "hi {i}"
+) -> tuple[float, int]:
     """(wall seconds, failures) of `sessions` turns sent at once, each in its own session
-    (numbered from `first`)."""
+    (numbered from `first`), saying `message` with {i} the session's number."""
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=300)
     async with aiohttp.ClientSession(url, connector=connector, timeout=timeout) as client:
 
         async def one(i: int) -> bool:
-            body = {"model": "crayfish", "messages": [{"role": "user", "content": f"hi {i}"}]}
+            said = {"role": "user", "content": message.format(i=i)}
+            body = {"model": "crayfish", "messages": [said]}
             headers = {"x-crayfish-session": f"{tag}-{i}"}
             async with client.post("/v1/chat/completions", json=body, headers=headers) as answer:
                 await answer.read()
@@ -140,10 +145,12 @@ def scenario(args: argparse.Namespace, name: str, recall: bool, with_exec: bool)
             tag = name.split()[0]
             # First requests build what the services make once (routes, caches, connections):
             # sent before the figures start.
-            asyncio.run(burst(stack.url, WARM_UP, tag))
+            asyncio.run(burst(stack.url, WARM_UP, tag, message=args.message))
             spy = start_py_spy(args.py_spy, name, stack.processes[args.py_spy_of].pid)
             before = service_cpu(stack)
-            wall, failed = asyncio.run(burst(stack.url, args.sessions, tag, first=WARM_UP))
+            wall, failed = asyncio.run(
+                burst(stack.url, args.sessions, tag, first=WARM_UP, message=args.message)
+            )
             after = service_cpu(stack)
             if spy is not None:
                 spy.send_signal(signal.SIGINT)
@@ -164,12 +171,14 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--llm-delay", type=float, default=0.5)
     parser.add_argument("--only", default="", help="plain, recall or exec")
+    parser.add_argument("--message", default="hi {i}", help="each turn's text; {i}: its number")
     parser.add_argument("--py-spy", type=Path, default=None, help="folder for py-spy samples")
     parser.add_argument("--py-spy-of", default="orchestrator", help="the service py-spy samples")
     args = parser.parse_args()
     print(
-        f"{args.sessions} concurrent sessions, one turn each, fake LLM {args.llm_delay} s per "
-        "request; 2 cores shared with other work: the ratio to the ideal is the figure"
+        f"{args.sessions} concurrent sessions, one turn each ({args.message!r}), fake LLM "
+        f"{args.llm_delay} s per request; 2 cores shared with other work: the ratio to the "
+        "ideal is the figure"
     )
     scenarios = [
         ("plain (no tool, recall off)", False, False),

