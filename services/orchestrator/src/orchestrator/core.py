@@ -47,6 +47,8 @@ from orchestrator.store.notifications import NotificationStore
 from orchestrator.store.openai_turns import OpenAITurnStore
 from orchestrator.store.schedules import ScheduledTurn, ScheduleStore
 from orchestrator.store.sessions import SessionInfo, check_session_id
+from orchestrator.store.subagents import KIND as CHILD_KIND
+from orchestrator.store.subagents import REPORT_KIND, Child, SubagentStore
 from orchestrator.store.transcripts import TranscriptMirror
 from orchestrator.store.turn_requests import Earlier, TurnRequest
 from orchestrator.store.usage import Budget, Grouping, UsageStore
@@ -54,8 +56,6 @@ from orchestrator.subagents.calling import calling_turn
 from orchestrator.subagents.child_run import ChildRun
 from orchestrator.subagents.children import Subagents
 from orchestrator.subagents.reports import Reports
-from orchestrator.subagents.store import KIND as CHILD_KIND
-from orchestrator.subagents.store import REPORT_KIND, Child, SubagentStore
 from orchestrator.subagents.tools import Spawn, SubagentsTool
 from orchestrator.turns.client_turns import KIND as OPENAI_KIND
 from orchestrator.turns.client_turns import ClientTurns
@@ -363,6 +363,10 @@ class OrchestratorCore:
     async def list_sessions(self) -> list[SessionInfo]:
         """Sessions, most recently updated first."""
         return await self.store.list()
+
+    async def session_parents(self, session_ids: list[str]) -> dict[str, Child]:
+        """Of these sessions, the subagents' own: their subagent (parent, label, turn)."""
+        return await self.subagents.store.of_child_sessions(session_ids)
 
     async def session_history(self, session_id: str) -> list[dict[str, Any]]:
         """The session's history, as its turns are given it (OpenAI-format messages)."""

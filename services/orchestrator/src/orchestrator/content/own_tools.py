@@ -19,7 +19,7 @@ from orchestrator.notify.webhooks import PRIORITIES, Notification
 from orchestrator.schedules.schedule_rules import ScheduleInvalid, iso
 from orchestrator.schedules.scheduler import ScheduleLimit, Scheduler
 from orchestrator.store.schedules import ScheduledTurn
-from orchestrator.subagents.store import SpawnRefused
+from orchestrator.store.subagents import SpawnRefused
 from orchestrator.usage.budgets import BudgetExceeded
 
 log = logging.getLogger(__name__)

@@ -9,8 +9,8 @@ from typing import Any
 
 from orchestrator.agent.turn_context import turn_context, with_turn_context
 from orchestrator.content.assistant import Assistant, origin_of, system_message
+from orchestrator.store.subagents import Child, SubagentStore
 from orchestrator.store.turns import Turn
-from orchestrator.subagents.store import Child, SubagentStore
 from orchestrator.subagents.tools import SPAWN, SUBAGENTS
 from orchestrator.turns.events import EventSink
 

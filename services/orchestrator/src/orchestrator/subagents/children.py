@@ -13,8 +13,8 @@ from crayfish_common.tools import ToolError, ToolResult
 
 from orchestrator.agent.turn_models import TurnModels
 from orchestrator.config import Settings
+from orchestrator.store.subagents import KIND, Child, SpawnLimits, SubagentStore
 from orchestrator.store.turns import Turn
-from orchestrator.subagents.store import KIND, Child, SpawnLimits, SubagentStore
 from orchestrator.turns.manager import TurnManager
 from orchestrator.usage.budgets import BudgetGuard
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from orchestrator.notify.notify import Notifier, NotifyLimit
 from orchestrator.notify.webhooks import Notification
+from orchestrator.store.subagents import KIND, Child, SubagentStore
 from orchestrator.store.turns import Turn
 from orchestrator.subagents.children import outcome_text
-from orchestrator.subagents.store import KIND, Child, SubagentStore
 
 log = logging.getLogger(__name__)
 

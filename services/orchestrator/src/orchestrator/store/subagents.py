@@ -133,7 +133,12 @@ class SubagentStore:
             where += f" AND (t.status IS NULL OR t.status IN {ACTIVE})"
         return await self._select(where, parent_session)
 
-    async def _select(self, where: str, value: str) -> list[Child]:
+    async def of_child_sessions(self, sessions: list[str]) -> dict[str, Child]:
+        """The children whose own sessions these are, by session id."""
+        found = await self._select("s.child_session = ANY(%(v)s)", sessions)
+        return {child.child_session: child for child in found}
+
+    async def _select(self, where: str, value: str | list[str]) -> list[Child]:
         async with self.db.connection() as conn:
             cursor = await conn.execute(
                 f"SELECT {ROW}, {TURN_ROW} FROM subagents s"

@@ -1,0 +1,48 @@
+"""The web page in headless Chromium: a subagent's session is listed right under the session
+whose turn spawned it, with its label and status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from devstack.launcher import LocalStack
+from tests.fakes import FakeLLM, Reply
+
+pytestmark = pytest.mark.slow  # starts the whole stack
+
+
+def scout(fake: FakeLLM) -> Any:
+    def reply(body: dict[str, Any]) -> Reply:
+        messages = body["messages"]
+        if "## Subagent" in messages[0]["content"]:
+            return Reply(text="scouted: all clear")
+        results = [m["content"] for m in messages if m["role"] == "tool"]
+        if not results:
+            args = {"task": "scout the area", "label": "scout", "wait": True}
+            return Reply(tool_calls=[fake.tool_call("spawn", args)])
+        return Reply(text="The scout reports: " + results[-1].splitlines()[-1])
+
+    return reply
+
+
+def test_a_subagents_session_is_listed_under_its_parent(
+    page: Any, stack: LocalStack, fake_llm: FakeLLM
+):
+    fake_llm.reply_forever_with(scout(fake_llm))
+    page.goto(stack.url)
+    page.fill("#input", "send a scout")
+    page.click("#send")
+    expect(page.locator(".msg.assistant .text").last).to_have_text(
+        "The scout reports: scouted: all clear"
+    )
+    page.reload()  # the list as a fresh page loads it
+    rows = page.locator("#sessions li")
+    expect(rows.filter(has_text="↳ subagent scout")).to_have_count(1)
+    titles = [t.strip() for t in rows.locator(".session-title").all_inner_texts()]
+    parent = titles.index("send a scout")
+    assert titles[parent + 1] == "↳ subagent scout", titles
+    expect(rows.nth(parent + 1).locator(".session-meta")).to_contain_text("completed")
+    fake_llm.reply_forever_with(None)
