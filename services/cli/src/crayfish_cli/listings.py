@@ -58,7 +58,7 @@ def nested_sessions(sessions: list[dict[str, Any]]) -> list[tuple[dict[str, Any]
     under: dict[str, list[dict[str, Any]]] = {}
     top = []
     for item in sessions:
-        parent = item.get("parent_session")
+        parent = str(item.get("parent_session") or "")
         if parent in ids:
             under.setdefault(parent, []).append(item)
         else:
