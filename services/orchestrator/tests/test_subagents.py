@@ -273,3 +273,29 @@ async def test_steering_reaches_a_running_child_and_the_prompt_shows_it(
     (child,) = await core.subagents_of(first.id)
     report = await core.wait_for_task(f"{child.child_id}-report", 20)
     assert report.status == "completed" and not report.delivered
+
+
+async def test_a_deeper_child_shares_the_first_parents_sandbox(
+    core_factory, fake_llm: FakeLLM, tool_service: tuple[ScriptedToolService, int]
+):
+    """With depth 2 a child may spawn; its own child runs in the conversation's sandbox and
+    is offered no spawn (it is as deep as allowed)."""
+    core: OrchestratorCore = await core_factory(**FAST, CRAYFISH_SUBAGENT_MAX_DEPTH=2)
+    offered: dict[str, set[str]] = {}
+
+    def script(body: dict[str, Any]) -> Reply:
+        task, done = task_of(body), tool_results(body)
+        offered[task.split()[0]] = {t["function"]["name"] for t in body.get("tools") or []}
+        if done:
+            return Reply(text=f"{task.split()[0]} done: {done[-1].splitlines()[-1]}")
+        if is_child(body) and task.startswith("grand"):
+            return Reply(tool_calls=[fake_llm.tool_call("echo", {"text": "deep"})])
+        nxt = "grand job" if is_child(body) else "middle job"
+        return Reply(tool_calls=[fake_llm.tool_call("spawn", {"task": nxt, "wait": True})])
+
+    fake_llm.reply_forever_with(script)
+    turn = await core.wait_for_task(await start_parent(core, "deep", "top job"), 30)
+    assert turn.status == "completed", turn.error
+    assert turn.result == "top done: middle done: grand done: echo: deep"
+    assert tool_service[0].sessions == ["deep"]  # the grandchild's echo: the first sandbox
+    assert "spawn" in offered["middle"] and "spawn" not in offered["grand"]

@@ -39,13 +39,6 @@ class Subagents:
         self.budgets = budgets
         self.limits = SpawnLimits(settings.subagents_per_parent, settings.subagents_running)
 
-    async def depth_of(self, turn: Turn) -> int:
-        """0 for a turn of a conversation, a child's depth for a child's turn."""
-        if turn.kind != KIND:
-            return 0
-        child = await self.store.get(turn.id)
-        return child.depth if child is not None else 0
-
     async def spawn(
         self,
         parent: Turn,
@@ -56,24 +49,11 @@ class Subagents:
         timeout_s: float | None = None,
     ) -> ToolResult:
         """A new child of `parent`; its id at once, or with `wait` its end (bounded)."""
-        depth = await self.depth_of(parent) + 1
-        if depth > self.settings.subagent_max_depth:
-            raise ToolError(
-                f"not spawned: subagents may be {self.settings.subagent_max_depth} deep at "
-                "most, and this one would be deeper; do the work yourself"
-            )
-        timeout = float(timeout_s or self.settings.subagent_timeout)
-        if timeout > self.settings.subagent_timeout_max:
-            raise ToolError(
-                f"not spawned: timeout_s may be {self.settings.subagent_timeout_max:g} at most"
-            )
+        depth, sandbox = await self._place(parent)
+        timeout = self._checked(depth, timeout_s)
         await self.budgets.check(KIND)
         child_id = uuid.uuid4().hex
         await self.models.ask(model, child_id)  # UnknownModel: the model is told the names
-        sandbox = parent.session_id
-        if parent.kind == KIND:
-            mine = await self.store.get(parent.id)
-            sandbox = mine.sandbox_session if mine is not None else sandbox
         child = Child(
             child_id, parent.id, parent.session_id, f"subagent-{child_id}", sandbox,
             label.strip(), depth, timeout, time.time(), waited=wait,
@@ -88,6 +68,29 @@ class Subagents:
             "conversation as a message when it ends; you need not wait or poll.",
             {"id": child_id, "status": "queued"},
         )
+
+    async def _place(self, parent: Turn) -> tuple[int, str]:
+        """A new child's depth and sandbox session: under a conversation's turn, 1 and that
+        session's; under a child, one deeper and the child's sandbox."""
+        mine = await self.store.get(parent.id) if parent.kind == KIND else None
+        if mine is None:
+            return 1, parent.session_id
+        return mine.depth + 1, mine.sandbox_session
+
+    def _checked(self, depth: int, timeout_s: float | None) -> float:
+        """The child's timeout; ToolError past the depth or the longest timeout."""
+        settings = self.settings
+        if depth > settings.subagent_max_depth:
+            raise ToolError(
+                f"not spawned: subagents may be {settings.subagent_max_depth} deep at most, "
+                "and this one would be deeper; do the work yourself"
+            )
+        timeout = float(timeout_s or settings.subagent_timeout)
+        if timeout > settings.subagent_timeout_max:
+            raise ToolError(
+                f"not spawned: timeout_s may be {settings.subagent_timeout_max:g} at most"
+            )
+        return timeout
 
     async def wait(self, parent: Turn, ids: list[str]) -> ToolResult:
         return _results(await self._await_ends(await self._owned(parent, ids)))
