@@ -254,9 +254,18 @@ function watchNotifications() {
       showNotification(data.notification);
     } else if (type.startsWith("approval.") && !(type === "approval.requested" && data.created_at < since)) {
       approvalSeen(type, data);  // older questions still waiting come from /api/approvals
+    } else if (type === "task.completed" && data.kind === "subagent_report" && data.ts >= since) {
+      subagentReported(data.session_id);
     }
   });
   showWaitingApprovals();
+}
+
+// A subagent's end was answered in a session: shown at once when it is the one open here (and
+// no turn of the page runs in it), and the list shows the child's new status.
+function subagentReported(sessionId) {
+  if (sessionId === state.session && !state.busy) openSession(sessionId);
+  loadSessions();
 }
 
 // Commands of other turns waiting for approval (the turn shown here has its own buttons).
