@@ -299,3 +299,29 @@ async def test_a_deeper_child_shares_the_first_parents_sandbox(
     assert turn.result == "top done: middle done: grand done: echo: deep"
     assert tool_service[0].sessions == ["deep"]  # the grandchild's echo: the first sandbox
     assert "spawn" in offered["middle"] and "spawn" not in offered["grand"]
+
+
+async def test_the_model_cancels_and_lists_its_children(core_factory, fake_llm: FakeLLM):
+    core: OrchestratorCore = await core_factory(**FAST)
+
+    def script(body: dict[str, Any]) -> Reply:
+        if is_child(body):
+            return Reply(text="never", delay=30)
+        results, tool = tool_results(body), fake_llm.tool_call
+        if not results:
+            return Reply(tool_calls=[tool("spawn", {"task": "endless", "label": "endless"})])
+        if len(results) == 1:
+            args = {"action": "cancel", "ids": spawned_ids(body)}
+            return Reply(tool_calls=[tool("subagents", args)])
+        if len(results) == 2:
+            return Reply(tool_calls=[tool("subagents", {"action": "list"})])
+        return Reply(text="Listed: " + results[-1])
+
+    fake_llm.reply_forever_with(script)
+    turn = await core.wait_for_task(await start_parent(core, "manage", "start one"), 30)
+    (child,) = await core.subagents_of(turn.id)
+    assert child.status == "cancelled"
+    listed = f"Listed: - {child.child_id} ('endless'): cancelled: cancelled by request"
+    assert turn.result == listed
+    assert await core.reports.report_due() == []  # told in the tool result: no report turn
+    assert await core.get_task(f"{child.child_id}-report") is None

@@ -190,11 +190,9 @@ def _named(child: Child) -> str:
 
 
 def _line(child: Child) -> str:
-    line = f"- {child.child_id}{_named(child)}: {child.status}"
     turn = child.turn
-    if turn is not None and turn.done:
-        line += f": {outcome_text(turn)[:300]}"
-    return line
+    shown = outcome_text(turn)[:300] if turn is not None and turn.done else child.status
+    return f"- {child.child_id}{_named(child)}: {shown}"
 
 
 def outcome_text(turn: Turn) -> str:

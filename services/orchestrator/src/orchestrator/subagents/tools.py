@@ -60,7 +60,8 @@ class Spawn(Tool):
             "timeout_s": {
                 "type": "number",
                 "minimum": 1,
-                "description": "Seconds it may run (default 300); then it ends as failed.",
+                "description": "Seconds it may run (default: the configured limit, 300 "
+                "unless changed); then it ends as failed.",
             },
         },
         required=["task"],
