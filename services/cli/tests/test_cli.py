@@ -202,6 +202,23 @@ def test_sessions_list_show_and_delete(stack: LocalStack, llm: FakeLLM):
     assert missing.returncode == 2 and "404" in missing.stderr
 
 
+def test_sessions_lists_a_subagents_session_under_its_parent(stack: LocalStack, llm: FakeLLM):
+    def reply(body: dict) -> Reply:
+        if "## Subagent" in body["messages"][0]["content"]:
+            return Reply(text="scouted")
+        if not any(m["role"] == "tool" for m in body["messages"]):
+            args = {"task": "scout the area", "label": "scout", "wait": True}
+            return Reply(tool_calls=[llm.tool_call("spawn", args)])
+        return Reply(text="The scout is back.")
+
+    llm.reply_forever_with(reply)
+    task = json.loads(crayfish(stack.url, "ask", "--json", "send a scout").stdout)
+    lines = crayfish(stack.url, "sessions").stdout.splitlines()
+    parent = next(i for i, line in enumerate(lines) if line.startswith(task["session_id"]))
+    child = lines[parent + 1]
+    assert child.startswith("subagent-") and child.endswith("↳ scout (completed)"), lines
+
+
 def test_schedules_add_list_and_remove(stack: LocalStack):
     added = crayfish(
         stack.url,

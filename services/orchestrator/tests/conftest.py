@@ -35,6 +35,7 @@ class ScriptedToolService(tool_runner_pb2_grpc.ToolRunnerServiceServicer):
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, object], float, float]] = []
+        self.sessions: list[str] = []  # each call's session (its sandbox's), in order
 
     async def ListTools(self, request, context):
         return tools_pb2.ListToolsResponse(
@@ -52,6 +53,7 @@ class ScriptedToolService(tool_runner_pb2_grpc.ToolRunnerServiceServicer):
 
     async def RunTool(self, request, context):
         args = json.loads(request.arguments_json or "{}")
+        self.sessions.append(request.session_id)
         started = time.monotonic()
         if request.name == "sleep":
             await asyncio.sleep(float(args.get("seconds", 0)))

@@ -39,12 +39,40 @@ def list_sessions(client: CrayfishClient, as_json: bool) -> int:
         print("no sessions yet")
         return 0
     s = _style()
-    for item in sessions:
-        title = shorten(str(item.get("title") or ""), 50)
+    for item, depth in nested_sessions(sessions):
         count = f"{item.get('messages', 0)} msgs"
         when = s.dim(_when(item.get("updated_at")))
+        if depth:
+            label = item.get("label") or "subagent"
+            title = f"{'  ' * depth}↳ {shorten(str(label), 40)} ({item.get('status') or '?'})"
+        else:
+            title = shorten(str(item.get("title") or ""), 50)
         print(f"{s.bold(str(item['id']))}  {when}  {count:>8}  {title}")
     return 0
+
+
+def nested_sessions(sessions: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
+    """Sessions in their order, a subagent's right under the session that spawned it (with
+    its depth); one whose parent is not listed stays where it is."""
+    ids = {item["id"] for item in sessions}
+    under: dict[str, list[dict[str, Any]]] = {}
+    top = []
+    for item in sessions:
+        parent = str(item.get("parent_session") or "")
+        if parent in ids:
+            under.setdefault(parent, []).append(item)
+        else:
+            top.append(item)
+    out: list[tuple[dict[str, Any], int]] = []
+
+    def add(item: dict[str, Any], depth: int) -> None:
+        out.append((item, depth))
+        for child in under.get(item["id"], []):
+            add(child, depth + 1)
+
+    for item in top:
+        add(item, 0)
+    return out
 
 
 def show_session(client: CrayfishClient, session_id: str, as_json: bool) -> int:

@@ -223,6 +223,25 @@ class Settings(BaseSettings):
     # firing in its own session may make more).
     schedules_max_model: int = Field(100, ge=0)
 
+    # --- Subagents ---
+    # How deep children may spawn children (1: a turn may spawn, its children may not; 0: no
+    # spawn tool at all).
+    subagent_max_depth: int = Field(1, ge=0)
+    # Children one parent turn may spawn; past it `spawn` says so.
+    subagents_per_parent: int = Field(5, ge=0)
+    # Children queued or running at once in the workspace (all sessions, all replicas).
+    subagents_running: int = Field(3, ge=0)
+    # Seconds a child may run when `spawn` names no timeout_s; then it fails (a result).
+    subagent_timeout: float = Field(300.0, gt=0)
+    # The most seconds `spawn` may give a child.
+    subagent_timeout_max: float = Field(3600.0, gt=0)
+    # Seconds a `wait` (spawn's or subagents') holds the parent's turn at most; the result of a
+    # child still running then arrives later as a message.
+    subagent_wait_max: float = Field(120.0, gt=0)
+    # Tools a child is not offered, comma-separated (spawn and subagents are offered only
+    # while the depth allows).
+    subagent_denied_tools: str = "schedule_add,schedule_list,schedule_remove,notify"
+
     # --- Notify ---
     # Webhooks the notify tool posts to: a URL, comma-separated URLs, or a JSON list of
     # {"url", "secret"?, "preset"?}; preset: generic, ntfy, slack or discord (README: Notify).

@@ -12,6 +12,8 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+from crayfish_common.tools import Tool
+
 from orchestrator.agent.client_request import ClientAnswer, ClientRequest
 from orchestrator.agent.llm import LLMClient
 from orchestrator.agent.llm_probe import LlmProbe, LlmState
@@ -45,9 +47,16 @@ from orchestrator.store.notifications import NotificationStore
 from orchestrator.store.openai_turns import OpenAITurnStore
 from orchestrator.store.schedules import ScheduledTurn, ScheduleStore
 from orchestrator.store.sessions import SessionInfo, check_session_id
+from orchestrator.store.subagents import KIND as CHILD_KIND
+from orchestrator.store.subagents import REPORT_KIND, Child, SubagentStore
 from orchestrator.store.transcripts import TranscriptMirror
 from orchestrator.store.turn_requests import Earlier, TurnRequest
 from orchestrator.store.usage import Budget, Grouping, UsageStore
+from orchestrator.subagents.calling import calling_turn
+from orchestrator.subagents.child_run import ChildRun
+from orchestrator.subagents.children import Subagents
+from orchestrator.subagents.reports import Reports
+from orchestrator.subagents.tools import Spawn, SubagentsTool
 from orchestrator.turns.client_turns import KIND as OPENAI_KIND
 from orchestrator.turns.client_turns import ClientTurns
 from orchestrator.turns.events import EventSink
@@ -130,15 +139,23 @@ class OrchestratorCore:
             default_policy(settings.approval_policy),
             settings.approval_timeout,
         )
+        children = SubagentStore(self.db)
+        self.subagents = Subagents(settings, children, self.turns, self.models, self.budgets)
         self.assistant = Assistant(
             settings,
             self.clients,
             self.llm,
             self.store,
             self.turns.store,
-            OwnTools(self.scheduler, self.notifier),
+            OwnTools(self.scheduler, self.notifier, self._subagent_tools(settings)),
             self.approvals,
         )
+        self.child_run = ChildRun(
+            self.assistant, children, settings.subagent_max_depth, settings.subagent_denied_tools
+        )
+        self.reports = Reports(children, self.notifier)
+        self.turns.observers.append(self.reports.observe)
+        self.assistant.session_note = self.subagents.active_note
         self.heartbeats = Heartbeats(self.assistant.workspace, self.turns)
         self.openai_turns = OpenAITurnStore(self.db)
         self.client_turns = ClientTurns(self.assistant, self.openai_turns)
@@ -154,6 +171,7 @@ class OrchestratorCore:
         await legacy_import.import_sessions(self.db, self.settings.legacy_sessions_dir)
         await self._queue_legacy_inbox()
         await self.turns.start()
+        self.reports.start()
         await self.scheduler.start()
         self._llm_line = asyncio.create_task(self.llm_probe.log_at_start(), name="llm-line")
 
@@ -346,6 +364,10 @@ class OrchestratorCore:
         """Sessions, most recently updated first."""
         return await self.store.list()
 
+    async def session_parents(self, session_ids: list[str]) -> dict[str, Child]:
+        """Of these sessions, the subagents' own: their subagent (parent, label, turn)."""
+        return await self.subagents.store.of_child_sessions(session_ids)
+
     async def session_history(self, session_id: str) -> list[dict[str, Any]]:
         """The session's history, as its turns are given it (OpenAI-format messages)."""
         return await self.store.load(session_id)
@@ -369,8 +391,15 @@ class OrchestratorCore:
         return await self.turns.wait(task_id, within)
 
     async def cancel_task(self, turn: Turn) -> Turn:
-        """Stops a queued or running turn, wherever it runs; returns it as it then is."""
-        return await self.turns.cancel(turn)
+        """Stops a queued or running turn, wherever it runs, and its subagents; returns it as
+        it then is."""
+        ended = await self.turns.cancel(turn)
+        await self.subagents.cancel_children(turn.id)
+        return ended
+
+    async def subagents_of(self, parent_id: str) -> list[Child]:
+        """The subagents a turn spawned, oldest first, each with its turn."""
+        return await self.subagents.children_of(parent_id)
 
     def follow_task(self, task_id: str, after_seq: int) -> AsyncIterator[StoredEvent]:
         """The turn's events after `after_seq`, live, up to its terminal event."""
@@ -492,10 +521,23 @@ class OrchestratorCore:
         except NotifyLimit as exc:
             log.warning("budget notification not sent: %s", exc)
 
+    def _subagent_tools(self, settings: Settings) -> list[Tool]:
+        """`spawn` and `subagents` (none when CRAYFISH_SUBAGENT_MAX_DEPTH is 0)."""
+        if settings.subagent_max_depth < 1:
+            return []
+        return [Spawn(self.subagents), SubagentsTool(self.subagents)]
+
     async def _run_turn(self, turn: Turn, emit: EventSink) -> str:
         # Checked again here: a turn queued before a cap was passed, and background turns.
         await self.budgets.check(turn.kind)
         turn.model = await self.models.of_turn(turn)
+        calling_turn.set(turn)  # for spawn and subagents (this run's context only)
+        if turn.kind == CHILD_KIND:
+            return await self.child_run.run(turn, emit)
+        if turn.kind == REPORT_KIND:
+            text = await self.assistant.run_chat(turn, emit)
+            await self.reports.tell_unwatched(turn, text, self.turns.watches.watched(turn.id))
+            return text
         if turn.kind == "heartbeat":
             return await self.assistant.run_heartbeat(turn, emit)
         if turn.kind == "schedule":
@@ -525,6 +567,7 @@ class OrchestratorCore:
             self._llm_line.cancel()
         self.llm_probe.close()
         await self.scheduler.close()
+        await self.reports.close()
         await self.turns.shutdown()
         await self.webhooks.close()
         await self.db.close()

@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer("crayfish.orchestrator")
 
 Persist = Callable[[list[dict[str, Any]]], Awaitable[None]]
+# Messages for the model that arrived while the turn runs (a subagent's steering), read
+# before each round after the first.
+Inbox = Callable[[], Awaitable[list[str]]]
 
 CORRECTIVE_NOTE = (
     "[Crayfish] Your last reply wrote a tool call as text, or named a tool that does not "
@@ -91,16 +94,22 @@ class AgentLoop:
         origin: RequestOrigin | None = None,
         gate: CallGate | None = None,
         model: str = "",
+        inbox: Inbox | None = None,
     ) -> TurnOutcome:
         """Runs rounds until a final answer, or a call of a `client` tool; `only` restricts
         the tools offered and run; each LLM request is recorded as `origin` asked it; `gate` is
-        asked before each call runs; `model`: the preset asked (default: the default one)."""
+        asked before each call runs; `model`: the preset asked (default: the default one);
+        `inbox`'s messages join as user messages between rounds."""
         origin = origin or RequestOrigin(session_id)
         guard = RepeatGuard(exact_limit=self.limits.repeat_limit)
         tools = TurnTools(self.registry, only, gate)  # grows when tool_search finds tools
         client = client or ClientRequest()
         reasked = False
         for round_no in range(1, self.limits.max_rounds + 1):
+            if inbox is not None and round_no > 1:
+                arrived = [{"role": "user", "content": text} for text in await inbox()]
+                messages.extend(arrived)
+                await persist(arrived)
             reply, streamed = await self._ask(
                 messages, round_no, emit, usage, tools, client, origin, model
             )

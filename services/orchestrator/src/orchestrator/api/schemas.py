@@ -92,6 +92,15 @@ class TaskView(BaseModel):
     usage: Usage
 
 
+class SubagentView(TaskView):
+    """A child task (subagents/): its turn, and its place under its parent."""
+
+    parent_id: str
+    parent_session: str
+    label: str
+    depth: int
+
+
 class DependencyView(BaseModel):
     name: str
     address: str

@@ -25,6 +25,10 @@ class SessionSummary(BaseModel):
     messages: int
     updated_at: float
     title: str
+    # A subagent's own session: the session whose turn spawned it, its label and status.
+    parent_session: str | None = None
+    label: str | None = None
+    status: str | None = None
 
 
 class SessionList(BaseModel):
@@ -62,9 +66,16 @@ async def _existing(core: OrchestratorCore, session_id: str) -> str:
 async def list_sessions(core: CoreDep) -> SessionList:
     """Sessions, most recently updated first."""
     infos = await core.list_sessions()
-    return SessionList(
-        sessions=[SessionSummary.model_validate(i, from_attributes=True) for i in infos]
-    )
+    children = await core.session_parents([i.id for i in infos])
+    summaries = []
+    for info in infos:
+        summary = SessionSummary.model_validate(info, from_attributes=True)
+        child = children.get(info.id)
+        if child is not None:
+            summary.parent_session, summary.label = child.parent_session, child.label
+            summary.status = child.status
+        summaries.append(summary)
+    return SessionList(sessions=summaries)
 
 
 @router.get("/api/sessions/{session_id}", response_model=SessionHistory)

@@ -6,13 +6,13 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Header, Query, Request
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
 from orchestrator.api.retries import earlier_task, submit_once, turn_request
-from orchestrator.api.schemas import ChatAccepted, ChatRequest, TaskView, Usage
+from orchestrator.api.schemas import ChatAccepted, ChatRequest, SubagentView, TaskView, Usage
 from orchestrator.api.sse import resume_after, sse_event, sse_response
 from orchestrator.content.media import ImageRejected
 from orchestrator.core import OrchestratorCore
@@ -73,6 +73,24 @@ async def create_chat(body: ChatRequest, core: CoreDep, request: Request) -> Cha
     except ImageRejected as exc:
         raise ApiError(exc.status, exc.message, exc.code) from exc
     return ChatAccepted(task_id=turn.id, session_id=turn.session_id)
+
+
+@router.get("/api/tasks", response_model=list[SubagentView])
+async def list_subagents(
+    parent: Annotated[str, Query(min_length=1, max_length=200)], core: CoreDep
+) -> list[SubagentView]:
+    """The subagents a task spawned (`?parent=<task id>`), oldest first; none: []."""
+    return [
+        SubagentView(
+            **task_view(child.turn).model_dump(),
+            parent_id=child.parent_id,
+            parent_session=child.parent_session,
+            label=child.label,
+            depth=child.depth,
+        )
+        for child in await core.subagents_of(parent)
+        if child.turn is not None
+    ]
 
 
 @router.get("/api/tasks/{task_id}", response_model=TaskView)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from crayfish_common.tracing import span
@@ -106,6 +107,8 @@ class Assistant:
             ),
         )
         self.compactor = Compactor(llm, self.loop, store, settings.context_tokens)
+        # A line on the session for its turn's context (subagents/: the children at work).
+        self.session_note: Callable[[str], Awaitable[str]] = _no_note
 
     async def run_chat(self, turn: Turn, emit: EventSink) -> str:
         text, rounds = await self._converse(turn, emit)
@@ -132,10 +135,12 @@ class Assistant:
         if turn.images and not self.vision:
             raise ValueError(vision_refusal(self.settings))
         with span(tracer, "turn setup"):
-            system, recall = await asyncio.gather(
-                self.system_prompt(mode), self.recall(turn.message, emit)
+            system, recall, note = await asyncio.gather(
+                self.system_prompt(mode),
+                self.recall(turn.message, emit),
+                self.session_note(turn.session_id),
             )
-            history, user = await self._accept(turn, recall)
+            history, user = await self._accept(turn, "\n\n".join(filter(None, [note, recall])))
             if keep_turns is not None:
                 history = last_turns(history, keep_turns)
             history = await self.compactor.fit(
@@ -194,11 +199,11 @@ class Assistant:
             turn.usage,
             client=client,
             origin=origin_of(turn),
-            gate=self._gate(turn, emit),
+            gate=self.gate(turn, emit),
             model=turn.model,
         )
 
-    def _gate(self, turn: Turn, emit: EventSink) -> CallGate | None:
+    def gate(self, turn: Turn, emit: EventSink) -> CallGate | None:
         if self.approvals is None:
             return None
         return ExecGate(self.approvals, turn.id, turn.session_id, emit).check
@@ -212,9 +217,9 @@ class Assistant:
         )
         return text
 
-    async def system_prompt(self, mode: PromptMode) -> str:
-        """The system prompt; the tool registry (cached for a few seconds), the skills prompt
-        and the bootstrap files are fetched at once."""
+    async def system_prompt(self, mode: PromptMode, hidden: frozenset[str] = frozenset()) -> str:
+        """The system prompt (`hidden`: tools not offered); the tool registry (cached for a few
+        seconds), the skills prompt and the bootstrap files are fetched at once."""
         context_files: list[WorkspaceFile] = []
         if mode == "none":
             await self.registry.refresh()
@@ -230,7 +235,7 @@ class Assistant:
                 self._skills_prompt(),
                 self.workspace.load(BOOTSTRAP_FILES),
             )
-        offered = initial_offer(self.registry)
+        offered = [t for t in initial_offer(self.registry) if t.name not in hidden]
         return build_system_prompt(
             PromptInputs(
                 agent_name=self.settings.agent_name,
@@ -277,6 +282,10 @@ class Assistant:
             return ""
         await emit("memory.recall", {"citations": [hit.citation for hit in found.hits]})
         return format_recall(found.hits)
+
+
+async def _no_note(session_id: str) -> str:
+    return ""
 
 
 def origin_of(turn: Turn) -> RequestOrigin:

@@ -1,4 +1,5 @@
-"""Tools the orchestrator runs itself: schedules (add, list, remove) and notify. They reach the
+"""Tools the orchestrator runs itself: schedules (add, list, remove), notify, and those given
+(spawn and subagents). They reach the
 model through the same ToolRegistry as the tools of the gRPC services: this class offers the
 calls the registry makes of a service (`name`, `list_tools`, `run_tool`)."""
 
@@ -18,6 +19,8 @@ from orchestrator.notify.webhooks import PRIORITIES, Notification
 from orchestrator.schedules.schedule_rules import ScheduleInvalid, iso
 from orchestrator.schedules.scheduler import ScheduleLimit, Scheduler
 from orchestrator.store.schedules import ScheduledTurn
+from orchestrator.store.subagents import SpawnRefused
+from orchestrator.usage.budgets import BudgetExceeded
 
 log = logging.getLogger(__name__)
 
@@ -184,15 +187,24 @@ class OwnTools:
 
     name = "orchestrator"
 
-    def __init__(self, scheduler: Scheduler, notifier: Notifier):
+    def __init__(self, scheduler: Scheduler, notifier: Notifier, more: list[Tool] | None = None):
+        """`more`: other tools of the orchestrator's (subagents/tools.py)."""
         self.tools = ToolSet(
             [
                 ScheduleAdd(scheduler),
                 ScheduleList(scheduler),
                 ScheduleRemove(scheduler),
                 Notify(notifier),
+                *(more or []),
             ],
-            expected=(ScheduleInvalid, ScheduleLimit, UnknownModel, NotifyLimit),
+            expected=(
+                ScheduleInvalid,
+                ScheduleLimit,
+                UnknownModel,
+                NotifyLimit,
+                SpawnRefused,
+                BudgetExceeded,
+            ),
         )
 
     async def list_tools(self) -> list[ToolSpec]:

@@ -12,3 +12,4 @@ SCHEDULE_LIMIT_LOCK = 72106  # one key: the model's schedules are counted and ad
 NOTIFY_LIMIT_LOCK = 72107  # one key: notifications are counted and added one at a time
 TURN_REQUEST_LOCK = 72108  # with hashtext(route:key-or-fingerprint): one turn per repeated request
 EVENTS_LOCK = 7210481  # one key, to the commit: event ids become visible in the order taken
+SUBAGENT_LIMIT_LOCK = 72115  # one key: children counted and spawned one at a time

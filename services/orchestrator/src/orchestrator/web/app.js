@@ -30,6 +30,27 @@ function relativeTime(seconds) {
   return new Date(seconds * 1000).toLocaleDateString();
 }
 
+// Subagents' sessions right under their parent's (children of children under theirs); the
+// others in the order listed.
+function nested(sessions) {
+  const ids = new Set(sessions.map((item) => item.id));
+  const under = new Map();
+  const top = [];
+  for (const item of sessions) {
+    if (item.parent_session && ids.has(item.parent_session)) {
+      if (!under.has(item.parent_session)) under.set(item.parent_session, []);
+      under.get(item.parent_session).push(item);
+    } else top.push(item);
+  }
+  const out = [];
+  const add = (item, depth) => {
+    out.push({ item, depth });
+    for (const child of under.get(item.id) || []) add(child, depth + 1);
+  };
+  for (const item of top) add(item, 0);
+  return out;
+}
+
 async function loadSessions() {
   let body;
   try {
@@ -40,13 +61,16 @@ async function loadSessions() {
   }
   const list = $("sessions");
   list.replaceChildren();
-  for (const item of body.sessions || []) {
+  for (const { item, depth } of nested(body.sessions || [])) {
     const row = el("li", item.id === state.session ? "active" : "");
+    if (depth) row.style.marginLeft = depth * 14 + "px";
     const open = el("button", "session-open");
     open.type = "button";
     open.title = item.id;
-    open.append(el("span", "session-title", item.title || "(untitled)"));
-    open.append(el("span", "session-meta", relativeTime(item.updated_at) + " · " + item.messages + " msgs"));
+    const title = item.parent_session ? "↳ subagent " + (item.label || item.id) : item.title || "(untitled)";
+    open.append(el("span", "session-title", title));
+    const status = item.parent_session ? (item.status || "") + " · " : "";
+    open.append(el("span", "session-meta", status + relativeTime(item.updated_at) + " · " + item.messages + " msgs"));
     open.addEventListener("click", () => {
       closeMenu();
       openSession(item.id);
@@ -230,9 +254,18 @@ function watchNotifications() {
       showNotification(data.notification);
     } else if (type.startsWith("approval.") && !(type === "approval.requested" && data.created_at < since)) {
       approvalSeen(type, data);  // older questions still waiting come from /api/approvals
+    } else if (type === "task.completed" && data.kind === "subagent_report" && data.ts >= since) {
+      subagentReported(data.session_id);
     }
   });
   showWaitingApprovals();
+}
+
+// A subagent's end was answered in a session: shown at once when it is the one open here (and
+// no turn of the page runs in it), and the list shows the child's new status.
+function subagentReported(sessionId) {
+  if (sessionId === state.session && !state.busy) openSession(sessionId);
+  loadSessions();
 }
 
 // Commands of other turns waiting for approval (the turn shown here has its own buttons).
