@@ -1,4 +1,5 @@
-"""Keeps a session within its token budget: prune, flush memory, then summarise old turns."""
+"""Keeps a session within its token budget: prune, flush memory, then summarise old turns (or
+reuse the summary the session got when it was last idle, consolidation/idle.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from orchestrator.agent.llm_record import COMPACTION, RequestOrigin
 from orchestrator.agent.loop import AgentLoop
 from orchestrator.content.media import as_text_only, plain_text
 from orchestrator.store.sessions import SessionStore
+from orchestrator.store.summaries import SummaryStore
 from orchestrator.turns.events import EventSink
 
 log = logging.getLogger(__name__)
@@ -42,12 +44,18 @@ class Compactor:
     """Fits history into the budget; persists a compaction so it is done once, not per turn."""
 
     def __init__(
-        self, llm: LLMClient, loop: AgentLoop, store: SessionStore, context_tokens: int
+        self,
+        llm: LLMClient,
+        loop: AgentLoop,
+        store: SessionStore,
+        context_tokens: int,
+        summaries: SummaryStore | None = None,
     ) -> None:
         self.llm = llm
         self.loop = loop
         self.store = store
         self.context_tokens = context_tokens
+        self.summaries = summaries
 
     def budget(self, system: str, model: str = "") -> int:
         window = self.llm.presets.chosen(model).context_window or self.context_tokens
@@ -79,10 +87,11 @@ class Compactor:
         cut = compaction_split([*pruned, incoming], budget // 2)
         if cut <= 0:
             return pruned
-        old = history[:cut]
+        cut, summary = await self._kept_summary(session_id, history, cut)
         origin = RequestOrigin(session_id, task_id, COMPACTION)
         await self._flush_memory(origin, system, pruned[:cut], emit, usage, model)
-        summary = await self._summarise(old, usage, origin, model)
+        if not summary:
+            summary = await summarise(self.llm, history[:cut], usage, origin, model)
         await self.store.append_compaction(session_id, summary, cut)
         compacted = await self.store.load(session_id)
         # The current user message was persisted before this ran; it is sent separately.
@@ -129,16 +138,41 @@ class Compactor:
         except Exception as exc:  # a failed flush must not lose the user's turn
             log.warning("memory flush failed: %s", exc)
 
-    async def _summarise(
-        self, old: list[dict[str, Any]], usage: dict[str, int], origin: RequestOrigin, model: str
-    ) -> str:
-        request = [
-            {"role": "system", "content": SUMMARY_PROMPT},
-            {"role": "user", "content": transcript(old)},
-        ]
-        reply = await self.llm.complete(request, origin=origin, model=model)
-        add_usage(usage, reply)
-        return reply.content.strip() or "(the earlier conversation had nothing worth keeping)"
+    async def _kept_summary(
+        self, session_id: str, history: list[dict[str, Any]], cut: int
+    ) -> tuple[int, str]:
+        """(cut, summary): the session's idle summary and the messages it stands for, when
+        cutting there leaves at least as little as `cut` would and keeps the latest turn;
+        else (`cut`, "") and the old messages are summarised now."""
+        if self.summaries is None:
+            return cut, ""
+        kept = await self.summaries.reusable(session_id, len(history))
+        if kept is None or not cut <= kept.messages <= len(history):
+            return cut, ""
+        if kept.messages < len(history) and history[kept.messages].get("role") != "user":
+            return cut, ""  # not where a turn starts: a group would be split
+        return kept.messages, kept.summary
+
+
+async def summarise(
+    llm: LLMClient,
+    messages: list[dict[str, Any]],
+    usage: dict[str, int],
+    origin: RequestOrigin,
+    model: str,
+    earlier: str = "",
+) -> str:
+    """The model's summary of `messages` (after the `earlier` summary of what came before)."""
+    text = transcript(messages)
+    if earlier:
+        text = f"[Summary of what came before]\n{earlier}\n\n[The conversation since]\n{text}"
+    request = [
+        {"role": "system", "content": SUMMARY_PROMPT},
+        {"role": "user", "content": text},
+    ]
+    reply = await llm.complete(request, origin=origin, model=model)
+    add_usage(usage, reply)
+    return reply.content.strip() or "(the earlier conversation had nothing worth keeping)"
 
 
 async def _discard(group: list[dict[str, Any]]) -> None:

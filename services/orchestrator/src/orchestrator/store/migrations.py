@@ -57,6 +57,9 @@ MIGRATIONS = [
     Migration(12, "model presets of sessions and turns", sql_file("0012_models.sql")),
     Migration(13, "exec policies and approvals", sql_file("0013_approvals.sql")),
     Migration(14, "model presets of schedules", sql_file("0014_schedule_models.sql")),
+    Migration(
+        17, "session summaries and memory consolidations", sql_file("0017_session_summaries.sql")
+    ),
 ]
 
 # The current definition of every function, re-applied with CREATE OR REPLACE after the steps.
