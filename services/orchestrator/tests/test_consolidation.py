@@ -158,7 +158,9 @@ async def test_compaction_reuses_the_idle_summary(
         await wait_for_summary(first, "tea")
 
     # After a restart with a smaller context window, the next turn must compact.
-    small = await core_factory(CRAYFISH_CONTEXT_TOKENS=4000, CRAYFISH_IDLE_SUMMARY_MINUTES=0, **base)
+    small = await core_factory(
+        CRAYFISH_CONTEXT_TOKENS=4000, CRAYFISH_IDLE_SUMMARY_MINUTES=0, **base
+    )
     made = len(summary_requests(fake_llm))
     await chat(small, "tea", "What do I drink?")
     assert len(summary_requests(fake_llm)) == made, "compaction asked for a summary again"
@@ -239,9 +241,7 @@ async def test_the_schedule_runs_nothing_when_nothing_happened(
     assert fake_llm.requests == [] and await consolidation_turns(core) == []
 
 
-async def test_two_replicas_consolidating_at_once_run_once(
-    core_factory, fake_llm: FakeLLM
-) -> None:
+async def test_two_replicas_consolidating_at_once_run_once(core_factory, fake_llm: FakeLLM) -> None:
     the_model(fake_llm)
     one: OrchestratorCore = await core_factory(CRAYFISH_AUTO_RECALL="false")
     other: OrchestratorCore = await core_factory(CRAYFISH_AUTO_RECALL="false")
