@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from crayfish_cli import approvals, chat, listings, schedules, usage
+from crayfish_cli import approvals, chat, consolidation, listings, schedules, usage
 from crayfish_cli.api import DEFAULT_URL, CrayfishClient, RequestFailed, Unreachable
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -137,6 +137,13 @@ def add_memory_commands(memory: argparse.ArgumentParser) -> None:
     show = memory_commands.add_parser("show", help="print the lines of a citation path#Lx-Ly")
     show.add_argument("citation")
     show.add_argument("--json", action="store_true", help="print JSON")
+    consolidate = memory_commands.add_parser(
+        "consolidate", help="run memory consolidation now (skipped when nothing new happened)"
+    )
+    consolidate.add_argument(
+        "--wait", type=float, default=0, metavar="SECONDS", help="wait for the run to end"
+    )
+    consolidate.add_argument("--json", action="store_true", help="print JSON")
 
 
 def run(args: argparse.Namespace, client: CrayfishClient) -> int:
@@ -179,6 +186,8 @@ def run(args: argparse.Namespace, client: CrayfishClient) -> int:
             changes = {field: getattr(args, field) for field, _, _ in usage.CAPS}
             return usage.budget(client, changes, args.budget_json or args.json)
         return usage.show_usage(client, args.by, args.since, args.until, args.json)
+    if args.memory_command == "consolidate":
+        return consolidation.consolidate(client, args.wait, args.json)
     if args.memory_command == "search":
         return listings.search_memory(client, " ".join(args.query), args.top_k, args.json)
     return listings.show_memory(client, args.citation, args.json)
