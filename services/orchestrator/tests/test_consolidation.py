@@ -20,7 +20,7 @@ from orchestrator.consolidation.runs import TOOLS
 from orchestrator.core import OrchestratorCore
 from orchestrator.store.sessions import summary_message
 
-from tests.fakes import FakeLLM, Reply
+from tests.fakes import ErrorReply, FakeLLM, Reply
 from tests.postgres import fresh_database
 
 from .conftest import ScriptedToolService, make_settings
@@ -252,3 +252,30 @@ async def test_two_replicas_consolidating_at_once_run_once(core_factory, fake_ll
     assert await consolidation_turns(one) == [first.id]
     assert (await one.wait_for_task(first.id, 30)).status == "completed"
     assert len(consolidation_starts(fake_llm)) == 1
+
+
+async def test_a_failed_run_leaves_its_summaries_to_the_next(
+    core_factory, fake_llm: FakeLLM
+) -> None:
+    the_model(fake_llm)
+    core: OrchestratorCore = await core_factory(
+        CRAYFISH_AUTO_RECALL="false", CRAYFISH_LLM_RETRIES=0
+    )
+    await chat(core, "tea", PREFERENCE)
+
+    def broken(body: dict[str, Any]) -> Reply:
+        if is_consolidation(body):
+            return Reply(error=ErrorReply(400, "the provider refused"))
+        return Reply(text=SUMMARY)
+
+    fake_llm.reply_forever_with(broken)
+    failed = await core.consolidate_memory()
+    assert failed is not None
+    assert (await core.wait_for_task(failed.id, 30)).status == "failed"
+
+    the_model(fake_llm)
+    again = await core.consolidate_memory()
+    assert again is not None and again.id != failed.id
+    assert (await core.wait_for_task(again.id, 30)).status == "completed"
+    starts = consolidation_starts(fake_llm)
+    assert len(starts) == 2 and all(SUMMARY in s["messages"][-1]["content"] for s in starts)

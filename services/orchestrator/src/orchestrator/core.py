@@ -29,7 +29,6 @@ from orchestrator.clients.tool_runner import SandboxInfo
 from orchestrator.config import Settings
 from orchestrator.consolidation.idle import IdleSummaries
 from orchestrator.consolidation.runs import KIND as CONSOLIDATION_KIND
-from orchestrator.consolidation.runs import TOOLS as CONSOLIDATION_TOOLS
 from orchestrator.consolidation.runs import Consolidation
 from orchestrator.content.assistant import Assistant
 from orchestrator.content.media import ImageRejected, vision_refusal
@@ -518,7 +517,7 @@ class OrchestratorCore:
         if turn.kind == "schedule":
             return await self.assistant.run_scheduled(turn, emit)
         if turn.kind == CONSOLIDATION_KIND:
-            return await self.assistant.run_upkeep(turn, emit, CONSOLIDATION_TOOLS)
+            return await self.consolidation.run(turn, emit, self.assistant.run_upkeep)
         if turn.kind == OPENAI_KIND:
             return await self.client_turns.run(turn, emit)
         return await self.assistant.run_chat(turn, emit)

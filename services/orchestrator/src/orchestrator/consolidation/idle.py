@@ -45,15 +45,16 @@ class IdleSummaries:
         """The built-in schedule's pass: sessions idle for the window. Returns how many."""
         return await self.bring_up_to_date(time.time() - self.idle_seconds)
 
-    async def bring_up_to_date(self, idle_before: float | None = None) -> int:
+    async def bring_up_to_date(self, idle_before: float | None = None, task_id: str = "") -> int:
         """Summarises the sessions last written before `idle_before` (None: now) that no turn
-        is using; stops at the first failure (the LLM away, a budget used up): the next pass
-        tries again. Returns how many summaries were stored."""
+        is using (their requests recorded as turn `task_id`'s); stops at the first failure
+        (the LLM away, a budget used up): the next pass tries again. Returns how many
+        summaries were stored."""
         before = time.time() if idle_before is None else idle_before
         stored = 0
         for session_id in await self.store.stale(before, SKIPPED_SESSIONS, PER_PASS):
             try:
-                stored += await self.summarise(session_id)
+                stored += await self.summarise(session_id, task_id)
             except Exception as exc:
                 log.warning("idle summary of session %s not made: %s", session_id, exc)
                 break
@@ -61,7 +62,7 @@ class IdleSummaries:
             log.info("summarised %d idle session(s)", stored)
         return stored
 
-    async def summarise(self, session_id: str) -> bool:
+    async def summarise(self, session_id: str, task_id: str = "") -> bool:
         """Stores a summary of the session as it is now; False when another replica stored
         one at least as new, or the session is gone."""
         found = await self.store.history(session_id)
@@ -73,7 +74,7 @@ class IdleSummaries:
             earlier, new = kept.summary, found.messages[kept.messages :]
         presets = self.llm.presets
         model = presets.chosen(presets.background).name
-        origin = RequestOrigin(session_id, "", SUMMARY_KIND)
+        origin = RequestOrigin(session_id, task_id, SUMMARY_KIND)
         text = await summarise(self.llm, new, {}, origin, model, earlier) if new else earlier
         summary = StoredSummary(session_id, text, found.last_seq, len(found.messages), time.time())
         return await self.store.put(summary)

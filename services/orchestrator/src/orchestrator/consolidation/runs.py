@@ -2,16 +2,17 @@
 session summaries made since the last completed run and makes small, cited edits to memory, as
 CONSOLIDATE.md says; on its built-in schedule or on demand, and only when something new happened.
 
-One run at a time across replicas without a lock: a run's turn id is made from what it reads
-(the newest summary's time, and how many runs over the same summaries failed before), and a turn
-id that exists already queues nothing. Replicas asking at once read the same summaries, so they
-name the same turn and one runs.
+Starting one is cheap (no LLM call): the turn itself summarises the sessions with news, then
+reads the summaries. One run at a time across replicas without a lock: the run's turn id is
+the number of runs ended so far plus one, and a turn id that exists already queues nothing, so
+replicas asking at once name the same turn and one runs.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -25,6 +26,7 @@ from orchestrator.consolidation.instructions import (
 from orchestrator.content.workspace import WorkspaceFiles
 from orchestrator.store.summaries import SummaryStore
 from orchestrator.store.turns import Turn
+from orchestrator.turns.events import EventSink
 from orchestrator.turns.manager import TurnManager
 
 log = logging.getLogger(__name__)
@@ -35,10 +37,14 @@ TOOLS = frozenset(
     {"memory_search", "memory_get", "memory_write", "memory_edit", "schedule_add", "schedule_list"}
 )
 SUMMARIES_PER_RUN = 20  # the rest go to the next run
+# The turn's message until it runs and reads the summaries (what GET /api/tasks/{id} shows).
+QUEUED_MESSAGE = "Memory consolidation: reads the session summaries since the last run."
+# run_upkeep(turn, emit, tools): the turn with the minimal prompt, only `tools`, undelivered.
+RunUpkeep = Callable[[Turn, EventSink, frozenset[str]], Awaitable[str]]
 
 
 class Consolidation:
-    """Starts consolidation turns."""
+    """Starts consolidation turns and runs them."""
 
     def __init__(
         self,
@@ -57,30 +63,37 @@ class Consolidation:
         self.file_max_chars = file_max_chars
 
     async def trigger(self) -> Turn | None:
-        """The consolidation turn: one already queued or running, else a new one over the
-        summaries since the last completed run (sessions with news are summarised first);
-        None when nothing new happened (no LLM call)."""
+        """The consolidation turn: one already queued or running, else a new one; None when
+        nothing new happened since the last completed run (no turn, no LLM call)."""
         active = await self.turns.active(CONSOLIDATION_SESSION)
         if active:
             return active[0]
-        await self.idle.bring_up_to_date()
+        since = await self.store.consolidated_until()
+        if not await self.store.news_since(since, SKIPPED_SESSIONS):
+            return None
+        task_id = f"consolidate-{await self.store.ended_runs() + 1}"
+        await self.store.record_run(task_id, since, time.time())
+        return await self.turns.create(CONSOLIDATION_SESSION, QUEUED_MESSAGE, KIND, task_id)
+
+    async def run(self, turn: Turn, emit: EventSink, run_upkeep: RunUpkeep) -> str:
+        """The turn: sessions with news summarised, then the model over the summaries since
+        the last completed run; none (the news was in a session still busy): no LLM call."""
+        await self.idle.bring_up_to_date(task_id=turn.id)
         since = await self.store.consolidated_until()
         summaries = await self.store.made_after(since, SKIPPED_SESSIONS, SUMMARIES_PER_RUN)
         if not summaries:
-            return None
-        until = summaries[-1].made_at
-        failed = await self.store.failed_runs(until)
-        task_id = f"consolidate-{round(until * 1_000_000)}-{failed}"
-        message = consolidation_message(
+            turn.delivered = False
+            return ""
+        await self.store.read_until(turn.id, summaries[-1].made_at, len(summaries))
+        turn.message = consolidation_message(
             await self._instructions(),
             summaries,
             await self.workspace.load(SHOWN_FILES),
             self._today(),
             self.file_max_chars,
         )
-        await self.store.record_run(task_id, since, until, len(summaries), time.time())
-        log.info("memory consolidation %s over %d session summaries", task_id, len(summaries))
-        return await self.turns.create(CONSOLIDATION_SESSION, message, KIND, task_id)
+        log.info("memory consolidation %s over %d session summaries", turn.id, len(summaries))
+        return await run_upkeep(turn, emit, TOOLS)
 
     async def _instructions(self) -> str:
         """CONSOLIDATE.md, or the built-in default when the workspace has none readable."""

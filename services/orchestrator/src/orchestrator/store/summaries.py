@@ -131,6 +131,20 @@ class SummaryStore:
             )
             return [_stored(row) for row in await cursor.fetchall()]
 
+    async def news_since(self, since: float, skip: Sequence[str]) -> bool:
+        """Whether a summary was made after `since`, or a session no turn is using has
+        records its summary lacks (the sessions in `skip` aside)."""
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM session_summaries"
+                " WHERE made_at > %(since)s AND session_id <> ALL(%(skip)s)) AS made",
+                {"since": since, "skip": list(skip)},
+            )
+            row = await cursor.fetchone()
+        if row is not None and row["made"]:
+            return True
+        return bool(await self.stale(float("inf"), skip, 1))
+
     async def consolidated_until(self) -> float:
         """The time up to which the last completed consolidation read summaries (0: none)."""
         async with self.db.connection() as conn:
@@ -141,26 +155,31 @@ class SummaryStore:
             row = await cursor.fetchone()
         return float(row["until"]) if row else 0.0
 
-    async def failed_runs(self, until: float) -> int:
-        """Runs over the summaries up to `until` whose turn ended without completing."""
+    async def ended_runs(self) -> int:
+        """Consolidation runs whose turn has ended, however it ended."""
         async with self.db.connection() as conn:
             cursor = await conn.execute(
                 "SELECT count(*) AS n FROM memory_consolidations c JOIN tasks t ON t.id = c.task_id"
-                " WHERE c.until = %s AND t.status NOT IN ('queued', 'running', 'completed')",
-                (until,),
+                " WHERE t.status NOT IN ('queued', 'running')"
             )
             row = await cursor.fetchone()
         return int(row["n"]) if row else 0
 
-    async def record_run(
-        self, task_id: str, since: float, until: float, summaries: int, now: float
-    ) -> None:
-        """Records a run before its turn is queued (a replica racing with the same id: one)."""
+    async def record_run(self, task_id: str, since: float, now: float) -> None:
+        """Records a run before its turn is queued (replicas racing with one id: one row)."""
         async with self.db.connection() as conn:
             await conn.execute(
-                "INSERT INTO memory_consolidations (task_id, since, until, summaries, created_at)"
-                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (task_id) DO NOTHING",
-                (task_id, since, until, summaries, now),
+                "INSERT INTO memory_consolidations (task_id, since, created_at)"
+                " VALUES (%s, %s, %s) ON CONFLICT (task_id) DO NOTHING",
+                (task_id, since, now),
+            )
+
+    async def read_until(self, task_id: str, until: float, summaries: int) -> None:
+        """Records what the run read: the summaries made up to `until`."""
+        async with self.db.connection() as conn:
+            await conn.execute(
+                "UPDATE memory_consolidations SET until = %s, summaries = %s WHERE task_id = %s",
+                (until, summaries, task_id),
             )
 
 

@@ -11,13 +11,13 @@ CREATE TABLE session_summaries (
 );
 CREATE INDEX session_summaries_made_at ON session_summaries (made_at);
 
--- Each consolidation run (consolidation/runs.py): its turn, and the summaries it read, those made
--- after `since` up to `until`. The next run reads from the `until` of the last completed one.
+-- Each consolidation run (consolidation/runs.py): its turn, and the summaries it read (those made
+-- after `since` up to `until`, NULL until it has read them). The next run reads from the `until`
+-- of the last completed one.
 CREATE TABLE memory_consolidations (
     task_id text PRIMARY KEY,
     since double precision NOT NULL,
-    until double precision NOT NULL,
-    summaries integer NOT NULL,
+    until double precision,
+    summaries integer NOT NULL DEFAULT 0,
     created_at double precision NOT NULL
 );
-CREATE INDEX memory_consolidations_until ON memory_consolidations (until);
