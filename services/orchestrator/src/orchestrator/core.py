@@ -119,7 +119,9 @@ class OrchestratorCore:
             self._turn_here,
         )
         summaries = SummaryStore(self.db)
-        self.idle_summaries = IdleSummaries(summaries, self.llm, settings.idle_summary_minutes * 60)
+        self.idle_summaries = IdleSummaries(
+            summaries, self.llm, settings.idle_summary_minutes * 60, settings.context_tokens
+        )
         own = builtins(
             settings,
             self._scheduled_heartbeat,

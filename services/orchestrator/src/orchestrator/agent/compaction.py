@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from crayfish_common.textcap import cap_text
+
 from orchestrator.agent.context import (
     compaction_split,
     estimate_text,
@@ -161,9 +163,11 @@ async def summarise(
     origin: RequestOrigin,
     model: str,
     earlier: str = "",
+    max_chars: int = 0,
 ) -> str:
-    """The model's summary of `messages` (after the `earlier` summary of what came before)."""
-    text = transcript(messages)
+    """The model's summary of `messages` (after the `earlier` summary of what came before),
+    their transcript cut to `max_chars` (head and tail; 0: whole)."""
+    text = cap_text(transcript(messages), max_chars).text
     if earlier:
         text = f"[Summary of what came before]\n{earlier}\n\n[The conversation since]\n{text}"
     request = [

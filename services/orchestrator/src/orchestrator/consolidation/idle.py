@@ -36,10 +36,13 @@ def look_every(idle_seconds: float) -> float:
 class IdleSummaries:
     """Summarises sessions whose latest records no summary covers yet."""
 
-    def __init__(self, store: SummaryStore, llm: LLMClient, idle_seconds: float):
+    def __init__(
+        self, store: SummaryStore, llm: LLMClient, idle_seconds: float, context_tokens: int
+    ):
         self.store = store
         self.llm = llm
         self.idle_seconds = idle_seconds
+        self.context_tokens = context_tokens  # the window of a preset that names none
 
     async def summarise_idle(self) -> int:
         """The built-in schedule's pass: sessions idle for the window. Returns how many."""
@@ -72,9 +75,14 @@ class IdleSummaries:
         kept = found.summary
         if kept is not None and found.prefix_kept and kept.messages <= len(found.messages):
             earlier, new = kept.summary, found.messages[kept.messages :]
-        presets = self.llm.presets
-        model = presets.chosen(presets.background).name
+        preset = self.llm.presets.chosen(self.llm.presets.background)
+        # The transcript fits half the summarising model's window, at ~4 characters a token.
+        window = preset.context_window or self.context_tokens
         origin = RequestOrigin(session_id, task_id, SUMMARY_KIND)
-        text = await summarise(self.llm, new, {}, origin, model, earlier) if new else earlier
+        text = earlier
+        if new:
+            text = await summarise(
+                self.llm, new, {}, origin, preset.name, earlier, max_chars=window * 2
+            )
         summary = StoredSummary(session_id, text, found.last_seq, len(found.messages), time.time())
         return await self.store.put(summary)
