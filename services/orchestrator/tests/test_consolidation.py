@@ -279,3 +279,29 @@ async def test_a_failed_run_leaves_its_summaries_to_the_next(
     assert (await core.wait_for_task(again.id, 30)).status == "completed"
     starts = consolidation_starts(fake_llm)
     assert len(starts) == 2 and all(SUMMARY in s["messages"][-1]["content"] for s in starts)
+
+
+async def test_a_follow_up_becomes_a_schedule(core_factory, fake_llm: FakeLLM) -> None:
+    follow_up = {
+        "message": "Remind the user of the dentist appointment with notify.",
+        "at": "2099-01-05T09:00:00+00:00",
+        "own_session": True,
+    }
+
+    def answer(body: dict[str, Any]) -> Reply:
+        if is_summary(body):
+            return Reply(text="The user has a dentist appointment on 5 January 2099.")
+        if is_consolidation(body):
+            if body["messages"][-1]["role"] == "tool":
+                return Reply(text="Scheduled a reminder.")
+            return Reply(tool_calls=[fake_llm.tool_call("schedule_add", follow_up)])
+        return Reply(text="Noted.")
+
+    fake_llm.reply_forever_with(answer)
+    core: OrchestratorCore = await core_factory(CRAYFISH_AUTO_RECALL="false")
+    await chat(core, "dentist", "Remind me of the dentist on 5 January 2099 at 9.")
+    turn = await core.consolidate_memory()
+    assert turn is not None
+    assert (await core.wait_for_task(turn.id, 30)).status == "completed"
+    (entry,) = await core.list_schedules()
+    assert entry.message == follow_up["message"] and entry.created_in == "memory-consolidation"
