@@ -7,8 +7,9 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from crayfish_cli import approvals, chat, consolidation, listings, schedules, usage
+from crayfish_cli import approvals, chat, listings, schedules, usage
 from crayfish_cli.api import DEFAULT_URL, CrayfishClient, RequestFailed, Unreachable
+from crayfish_cli.consolidation import consolidate
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -130,6 +131,13 @@ def add_approval_commands(parser: argparse.ArgumentParser) -> None:
 
 def add_memory_commands(memory: argparse.ArgumentParser) -> None:
     memory_commands = memory.add_subparsers(dest="memory_command", required=True, metavar="ACTION")
+    consolidation = memory_commands.add_parser(
+        "consolidate", help="run memory consolidation now (skipped when nothing new happened)"
+    )
+    consolidation.add_argument(
+        "--wait", type=float, default=0, metavar="SECONDS", help="wait for the run to end"
+    )
+    consolidation.add_argument("--json", action="store_true", help="print JSON")
     search = memory_commands.add_parser("search", help="hybrid search with citations")
     search.add_argument("query", nargs="+")
     search.add_argument("-k", "--top-k", type=int, default=None, help="number of hits")
@@ -137,13 +145,6 @@ def add_memory_commands(memory: argparse.ArgumentParser) -> None:
     show = memory_commands.add_parser("show", help="print the lines of a citation path#Lx-Ly")
     show.add_argument("citation")
     show.add_argument("--json", action="store_true", help="print JSON")
-    consolidate = memory_commands.add_parser(
-        "consolidate", help="run memory consolidation now (skipped when nothing new happened)"
-    )
-    consolidate.add_argument(
-        "--wait", type=float, default=0, metavar="SECONDS", help="wait for the run to end"
-    )
-    consolidate.add_argument("--json", action="store_true", help="print JSON")
 
 
 def run(args: argparse.Namespace, client: CrayfishClient) -> int:
@@ -187,7 +188,7 @@ def run(args: argparse.Namespace, client: CrayfishClient) -> int:
             return usage.budget(client, changes, args.budget_json or args.json)
         return usage.show_usage(client, args.by, args.since, args.until, args.json)
     if args.memory_command == "consolidate":
-        return consolidation.consolidate(client, args.wait, args.json)
+        return consolidate(client, args.wait, args.json)
     if args.memory_command == "search":
         return listings.search_memory(client, " ".join(args.query), args.top_k, args.json)
     return listings.show_memory(client, args.citation, args.json)
