@@ -220,15 +220,6 @@ class Settings(BaseSettings):
     # firing in its own session may make more).
     schedules_max_model: int = Field(100, ge=0)
 
-    # --- Memory consolidation ---
-    # Minutes a session stays quiet before it gets a summary kept with it (what consolidation
-    # reads, and what compaction reuses); 0: off.
-    idle_summary_minutes: float = Field(30.0, ge=0)
-    # Seconds between memory consolidation runs (a background turn that edits memory from the
-    # session summaries; skipped when nothing new happened); 0: off, on demand only
-    # (POST /api/memory/consolidate).
-    consolidate_interval: float = Field(21600.0, ge=0)
-
     # --- Notify ---
     # Webhooks the notify tool posts to: a URL, comma-separated URLs, or a JSON list of
     # {"url", "secret"?, "preset"?}; preset: generic, ntfy, slack or discord (README: Notify).
@@ -248,6 +239,15 @@ class Settings(BaseSettings):
     # Seconds at least between two deliveries to one webhook; the notifications in
     # between go together in one.
     notify_coalesce: float = Field(10.0, ge=0)
+
+    # --- Memory consolidation ---
+    # Minutes a session stays quiet before it gets a summary kept with it (what consolidation
+    # reads, and what compaction reuses); 0: off.
+    idle_summary_minutes: float = Field(30.0, ge=0)
+    # Seconds between memory consolidation runs (a background turn that edits memory from the
+    # session summaries; skipped when nothing new happened); 0: off, on demand only
+    # (POST /api/memory/consolidate).
+    consolidate_interval: float = Field(21600.0, ge=0)
 
     # --- Images ---
     # The largest image a message may carry, in bytes (decoded).
