@@ -305,3 +305,27 @@ async def test_a_follow_up_becomes_a_schedule(core_factory, fake_llm: FakeLLM) -
     assert (await core.wait_for_task(turn.id, 30)).status == "completed"
     (entry,) = await core.list_schedules()
     assert entry.message == follow_up["message"] and entry.created_in == "memory-consolidation"
+
+
+async def test_what_one_run_cannot_read_goes_to_the_next(core_factory, fake_llm: FakeLLM) -> None:
+    def answer(body: dict[str, Any]) -> Reply:
+        if is_summary(body):  # a long summary naming the session's topic
+            topic = "tea" if "tea" in body["messages"][-1]["content"] else "coffee"
+            return Reply(text=f"About {topic}. " + "Details. " * 3000)
+        if is_consolidation(body):
+            return Reply(text="NO_REPLY")
+        return Reply(text="Noted.")
+
+    fake_llm.reply_forever_with(answer)
+    core: OrchestratorCore = await core_factory(CRAYFISH_AUTO_RECALL="false")
+    await chat(core, "tea", "I like tea.")
+    await chat(core, "coffee", "I like coffee.")
+    read = []
+    for _ in range(2):
+        turn = await core.consolidate_memory()
+        assert turn is not None
+        assert (await core.wait_for_task(turn.id, 30)).status == "completed"
+        read.append(consolidation_starts(fake_llm)[-1]["messages"][-1]["content"])
+    assert ("### Session tea" in read[0]) != ("### Session coffee" in read[0])  # one of them
+    assert ("### Session tea" in read[1]) != ("### Session tea" in read[0])  # then the other
+    assert await core.consolidate_memory() is None

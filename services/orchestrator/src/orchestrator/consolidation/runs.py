@@ -24,7 +24,7 @@ from orchestrator.consolidation.instructions import (
     consolidation_message,
 )
 from orchestrator.content.workspace import WorkspaceFiles
-from orchestrator.store.summaries import SummaryStore
+from orchestrator.store.summaries import StoredSummary, SummaryStore
 from orchestrator.store.turns import Turn
 from orchestrator.turns.events import EventSink
 from orchestrator.turns.manager import TurnManager
@@ -37,6 +37,7 @@ TOOLS = frozenset(
     {"memory_search", "memory_get", "memory_write", "memory_edit", "schedule_add", "schedule_list"}
 )
 SUMMARIES_PER_RUN = 20  # the rest go to the next run
+SUMMARIES_MAX_CHARS = 40_000  # of the summaries one run reads together (at least one)
 # The turn's message until it runs and reads the summaries (what GET /api/tasks/{id} shows).
 QUEUED_MESSAGE = "Memory consolidation: reads the session summaries since the last run."
 # run_upkeep(turn, emit, tools): the turn with the minimal prompt, only `tools`, undelivered.
@@ -80,7 +81,8 @@ class Consolidation:
         the last completed run; none (the news was in a session still busy): no LLM call."""
         await self.idle.bring_up_to_date(task_id=turn.id)
         since = await self.store.consolidated_until()
-        summaries = await self.store.made_after(since, SKIPPED_SESSIONS, SUMMARIES_PER_RUN)
+        found = await self.store.made_after(since, SKIPPED_SESSIONS, SUMMARIES_PER_RUN)
+        summaries = within(found, SUMMARIES_MAX_CHARS)
         if not summaries:
             turn.delivered = False
             return ""
@@ -107,3 +109,15 @@ class Consolidation:
     def _today(self) -> str:
         zone = ZoneInfo(self.timezone) if self.timezone else None
         return datetime.now(zone).date().isoformat()
+
+
+def within(summaries: list[StoredSummary], max_chars: int) -> list[StoredSummary]:
+    """The first summaries whose texts together stay within `max_chars` (the first always)."""
+    kept: list[StoredSummary] = []
+    total = 0
+    for summary in summaries:
+        total += len(summary.summary)
+        if kept and total > max_chars:
+            break
+        kept.append(summary)
+    return kept
