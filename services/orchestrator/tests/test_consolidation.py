@@ -150,7 +150,7 @@ async def test_compaction_reuses_the_idle_summary(
     base = dict(CRAYFISH_AUTO_RECALL="false", CRAYFISH_DATABASE_URL=database)
     long_turns = [f"{PREFERENCE} Turn {n}: " + "and more about teas. " * 150 for n in range(3)]
     settings = make_settings(
-        tmp_path, fake_llm.base_url, tool_service[1], CRAYFISH_IDLE_SUMMARY_MINUTES=0.02, **base
+        tmp_path, fake_llm.base_url, tool_service[1], CRAYFISH_IDLE_SUMMARY_MINUTES=0.05, **base
     )
     async with running(settings) as first:
         for text in long_turns:
@@ -167,6 +167,7 @@ async def test_compaction_reuses_the_idle_summary(
     sent = fake_llm.requests[-1]["messages"]
     assert sent[1]["content"] == summary_message(SUMMARY)
     assert not any("Turn 0" in str(m["content"]) for m in sent)
+    assert any("Turn 2" in str(m["content"]) for m in sent)  # the latest turn kept verbatim
 
     # The same conversation with no idle summary: that compaction does ask for one.
     for text in long_turns:

@@ -89,7 +89,7 @@ class Compactor:
         cut = compaction_split([*pruned, incoming], budget // 2)
         if cut <= 0:
             return pruned
-        cut, summary = await self._kept_summary(session_id, history, cut)
+        summary = await self._kept_summary(session_id, len(history), cut)
         origin = RequestOrigin(session_id, task_id, COMPACTION)
         await self._flush_memory(origin, system, pruned[:cut], emit, usage, model)
         if not summary:
@@ -140,20 +140,14 @@ class Compactor:
         except Exception as exc:  # a failed flush must not lose the user's turn
             log.warning("memory flush failed: %s", exc)
 
-    async def _kept_summary(
-        self, session_id: str, history: list[dict[str, Any]], cut: int
-    ) -> tuple[int, str]:
-        """(cut, summary): the session's idle summary and the messages it stands for, when
-        cutting there leaves at least as little as `cut` would and keeps the latest turn;
-        else (`cut`, "") and the old messages are summarised now."""
+    async def _kept_summary(self, session_id: str, length: int, cut: int) -> str:
+        """The session's idle summary when it stands for at least the first `cut` of its
+        `length` messages (it may tell of turns kept verbatim too: a few words twice cost less
+        than an LLM call); else "" and the old messages are summarised now."""
         if self.summaries is None:
-            return cut, ""
-        kept = await self.summaries.reusable(session_id, len(history))
-        if kept is None or not cut <= kept.messages <= len(history):
-            return cut, ""
-        if kept.messages < len(history) and history[kept.messages].get("role") != "user":
-            return cut, ""  # not where a turn starts: a group would be split
-        return kept.messages, kept.summary
+            return ""
+        kept = await self.summaries.reusable(session_id, length)
+        return kept.summary if kept is not None and kept.messages >= cut else ""
 
 
 async def summarise(
