@@ -330,3 +330,17 @@ async def test_what_one_run_cannot_read_goes_to_the_next(core_factory, fake_llm:
     assert ("### Session tea" in read[0]) != ("### Session coffee" in read[0])  # one of them
     assert ("### Session tea" in read[1]) != ("### Session tea" in read[0])  # then the other
     assert await core.consolidate_memory() is None
+
+
+async def test_the_off_switches_leave_the_schedules_out(core_factory) -> None:
+    on: OrchestratorCore = await core_factory(CRAYFISH_DATABASE_URL=fresh_database())
+    off: OrchestratorCore = await core_factory(
+        CRAYFISH_DATABASE_URL=fresh_database(),
+        CRAYFISH_CONSOLIDATE_INTERVAL=0,
+        CRAYFISH_IDLE_SUMMARY_MINUTES=0,
+    )
+    wanted = {"consolidate", "idle-summaries"}
+    for core, expected in ((on, wanted), (off, set())):
+        async with core.db.connection() as conn:
+            cursor = await conn.execute("SELECT id FROM scheduled_turns WHERE builtin")
+            assert {row["id"] for row in await cursor.fetchall()} & wanted == expected
