@@ -161,9 +161,10 @@ async def test_compaction_reuses_the_idle_summary(
     small = await core_factory(
         CRAYFISH_CONTEXT_TOKENS=4000, CRAYFISH_IDLE_SUMMARY_MINUTES=0, **base
     )
-    made = len(summary_requests(fake_llm))
+    made, asked = len(summary_requests(fake_llm)), len(fake_llm.requests)
     await chat(small, "tea", "What do I drink?")
     assert len(summary_requests(fake_llm)) == made, "compaction asked for a summary again"
+    reused = len(fake_llm.requests) - asked
     sent = fake_llm.requests[-1]["messages"]
     assert sent[1]["content"] == summary_message(SUMMARY)
     assert not any("Turn 0" in str(m["content"]) for m in sent)
@@ -173,6 +174,9 @@ async def test_compaction_reuses_the_idle_summary(
     for text in long_turns:
         await chat(small, "fresh", text)
     assert len(summary_requests(fake_llm)) > made
+    spared = len(json.dumps(summary_requests(fake_llm)[-1]["messages"]))
+    print(f"\ncompaction after an idle pause: {reused} LLM requests, none of them a summary")
+    print(f"a compaction's summary request without it: {spared} characters of messages")
 
 
 async def test_consolidation_on_demand_is_a_light_background_turn(
