@@ -21,7 +21,7 @@ from tests.postgres import empty_database
 
 from .conftest import make_settings
 
-BUILTINS = {"heartbeat", "events-retention"}
+BUILTINS = {"heartbeat", "events-retention", "idle-summaries", "consolidate"}
 
 
 async def builtin_rows(core: OrchestratorCore) -> dict[str, dict[str, float]]:

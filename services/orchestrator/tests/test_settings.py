@@ -87,6 +87,8 @@ NAMES: dict[str, tuple[str, object]] = {
     "CRAYFISH_SCHEDULE_MIN_EVERY": ("schedule_min_every", 5.0),
     "CRAYFISH_SCHEDULES_PER_SESSION": ("schedules_per_session", 3),
     "CRAYFISH_SCHEDULES_MAX_MODEL": ("schedules_max_model", 7),
+    "CRAYFISH_IDLE_SUMMARY_MINUTES": ("idle_summary_minutes", 5.0),
+    "CRAYFISH_CONSOLIDATE_INTERVAL": ("consolidate_interval", 3600.0),
     "CRAYFISH_NOTIFY_WEBHOOKS": (
         "notify_webhooks",
         [{"url": "https://hooks.test/x", "secret": "s", "preset": "slack"}],

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from crayfish_cli import approvals, chat, listings, schedules, usage
 from crayfish_cli.api import DEFAULT_URL, CrayfishClient, RequestFailed, Unreachable
+from crayfish_cli.consolidation import consolidate
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -130,6 +131,13 @@ def add_approval_commands(parser: argparse.ArgumentParser) -> None:
 
 def add_memory_commands(memory: argparse.ArgumentParser) -> None:
     memory_commands = memory.add_subparsers(dest="memory_command", required=True, metavar="ACTION")
+    consolidation = memory_commands.add_parser(
+        "consolidate", help="run memory consolidation now (skipped when nothing new happened)"
+    )
+    consolidation.add_argument(
+        "--wait", type=float, default=0, metavar="SECONDS", help="wait for the run to end"
+    )
+    consolidation.add_argument("--json", action="store_true", help="print JSON")
     search = memory_commands.add_parser("search", help="hybrid search with citations")
     search.add_argument("query", nargs="+")
     search.add_argument("-k", "--top-k", type=int, default=None, help="number of hits")
@@ -179,6 +187,8 @@ def run(args: argparse.Namespace, client: CrayfishClient) -> int:
             changes = {field: getattr(args, field) for field, _, _ in usage.CAPS}
             return usage.budget(client, changes, args.budget_json or args.json)
         return usage.show_usage(client, args.by, args.since, args.until, args.json)
+    if args.memory_command == "consolidate":
+        return consolidate(client, args.wait, args.json)
     if args.memory_command == "search":
         return listings.search_memory(client, " ".join(args.query), args.top_k, args.json)
     return listings.show_memory(client, args.citation, args.json)

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 from orchestrator.api import (
     approvals,
+    consolidation,
     health,
     memory,
     openai_compat,
@@ -63,6 +64,7 @@ def create_app(settings: Settings, freeze_heap: bool = False) -> FastAPI:
     )
     install_error_handlers(app)
     routers = [health, approvals, tasks, sessions, schedules, memory, skills, tools, usage, ops]
+    routers += [consolidation]
     routers += [openai_compat, web]
     for module in routers:
         app.include_router(module.router, responses=ERROR_RESPONSES)

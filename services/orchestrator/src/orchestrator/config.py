@@ -262,6 +262,15 @@ class Settings(BaseSettings):
     # between go together in one.
     notify_coalesce: float = Field(10.0, ge=0)
 
+    # --- Memory consolidation ---
+    # Minutes a session stays quiet before it gets a summary kept with it (what consolidation
+    # reads, and what compaction reuses); 0: off.
+    idle_summary_minutes: float = Field(30.0, ge=0)
+    # Seconds between memory consolidation runs (a background turn that edits memory from the
+    # session summaries; skipped when nothing new happened); 0: off, on demand only
+    # (POST /api/memory/consolidate).
+    consolidate_interval: float = Field(21600.0, ge=0)
+
     # --- Images ---
     # The largest image a message may carry, in bytes (decoded).
     image_max_bytes: int = Field(5_000_000, ge=1)

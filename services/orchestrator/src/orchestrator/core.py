@@ -29,6 +29,9 @@ from orchestrator.clients.memory import FileLines, NoteWritten, SearchResult, Sy
 from orchestrator.clients.skills import Installation, SkillCatalog
 from orchestrator.clients.tool_runner import SandboxInfo
 from orchestrator.config import Settings
+from orchestrator.consolidation.idle import IdleSummaries
+from orchestrator.consolidation.runs import KIND as CONSOLIDATION_KIND
+from orchestrator.consolidation.runs import Consolidation
 from orchestrator.content.assistant import Assistant
 from orchestrator.content.media import ImageRejected, vision_refusal
 from orchestrator.content.media_migration import move_workspace_media
@@ -49,6 +52,7 @@ from orchestrator.store.schedules import ScheduledTurn, ScheduleStore
 from orchestrator.store.sessions import SessionInfo, check_session_id
 from orchestrator.store.subagents import KIND as CHILD_KIND
 from orchestrator.store.subagents import REPORT_KIND, Child, SubagentStore
+from orchestrator.store.summaries import SummaryStore
 from orchestrator.store.transcripts import TranscriptMirror
 from orchestrator.store.turn_requests import Earlier, TurnRequest
 from orchestrator.store.usage import Budget, Grouping, UsageStore
@@ -123,6 +127,10 @@ class OrchestratorCore:
             ),
             self._turn_here,
         )
+        summaries = SummaryStore(self.db)
+        self.idle_summaries = IdleSummaries(
+            summaries, self.llm, settings.idle_summary_minutes * 60, settings.context_tokens
+        )
         own = builtins(
             settings,
             self._scheduled_heartbeat,
@@ -130,6 +138,8 @@ class OrchestratorCore:
             self.turns.requests,
             self.usage,
             self.models.choices,
+            self.idle_summaries.summarise_idle,
+            self._scheduled_consolidation,
         )
         self.scheduler = Scheduler(ScheduleStore(self.db), self._submit_scheduled, settings, own)
         self.usage_timezone = settings.timezone or "UTC"  # the days of reports and budgets
@@ -157,6 +167,14 @@ class OrchestratorCore:
         self.turns.observers.append(self.reports.observe)
         self.assistant.session_note = self.subagents.active_note
         self.heartbeats = Heartbeats(self.assistant.workspace, self.turns)
+        self.consolidation = Consolidation(
+            summaries,
+            self.idle_summaries,
+            self.assistant.workspace,
+            self.turns,
+            settings.timezone,
+            settings.bootstrap_max_chars,
+        )
         self.openai_turns = OpenAITurnStore(self.db)
         self.client_turns = ClientTurns(self.assistant, self.openai_turns)
         self.metrics = metrics or Metrics()
@@ -542,6 +560,8 @@ class OrchestratorCore:
             return await self.assistant.run_heartbeat(turn, emit)
         if turn.kind == "schedule":
             return await self.assistant.run_scheduled(turn, emit)
+        if turn.kind == CONSOLIDATION_KIND:
+            return await self.consolidation.run(turn, emit, self.assistant.run_upkeep)
         if turn.kind == OPENAI_KIND:
             return await self.client_turns.run(turn, emit)
         return await self.assistant.run_chat(turn, emit)
@@ -557,6 +577,19 @@ class OrchestratorCore:
             await self.trigger_heartbeat()
         except BudgetExceeded as exc:  # the user was notified when the cap was passed
             log.warning("heartbeat skipped: %s", exc)
+
+    async def consolidate_memory(self) -> Turn | None:
+        """Starts memory consolidation now: its turn (one already queued or running, else a
+        new one), or None when nothing happened since the last run (no LLM call);
+        BudgetExceeded past a daily cap of background turns."""
+        await self.budgets.check(CONSOLIDATION_KIND)
+        return await self.consolidation.trigger()
+
+    async def _scheduled_consolidation(self) -> None:
+        try:
+            await self.consolidate_memory()
+        except BudgetExceeded as exc:  # the user was notified when the cap was passed
+            log.warning("memory consolidation skipped: %s", exc)
 
     def _default_key(self) -> str:
         """The default preset's first key now (CRAYFISH_MODEL_KEYS_FILE may have changed it)."""

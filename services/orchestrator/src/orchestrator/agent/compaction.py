@@ -1,9 +1,12 @@
-"""Keeps a session within its token budget: prune, flush memory, then summarise old turns."""
+"""Keeps a session within its token budget: prune, flush memory, then summarise old turns (or
+reuse the summary the session got when it was last idle, consolidation/idle.py)."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
+
+from crayfish_common.textcap import cap_text
 
 from orchestrator.agent.context import (
     compaction_split,
@@ -16,6 +19,7 @@ from orchestrator.agent.llm_record import COMPACTION, RequestOrigin
 from orchestrator.agent.loop import AgentLoop
 from orchestrator.content.media import as_text_only, plain_text
 from orchestrator.store.sessions import SessionStore
+from orchestrator.store.summaries import SummaryStore
 from orchestrator.turns.events import EventSink
 
 log = logging.getLogger(__name__)
@@ -42,12 +46,18 @@ class Compactor:
     """Fits history into the budget; persists a compaction so it is done once, not per turn."""
 
     def __init__(
-        self, llm: LLMClient, loop: AgentLoop, store: SessionStore, context_tokens: int
+        self,
+        llm: LLMClient,
+        loop: AgentLoop,
+        store: SessionStore,
+        context_tokens: int,
+        summaries: SummaryStore | None = None,
     ) -> None:
         self.llm = llm
         self.loop = loop
         self.store = store
         self.context_tokens = context_tokens
+        self.summaries = summaries
 
     def budget(self, system: str, model: str = "") -> int:
         window = self.llm.presets.chosen(model).context_window or self.context_tokens
@@ -79,10 +89,11 @@ class Compactor:
         cut = compaction_split([*pruned, incoming], budget // 2)
         if cut <= 0:
             return pruned
-        old = history[:cut]
+        summary = await self._kept_summary(session_id, len(history), cut)
         origin = RequestOrigin(session_id, task_id, COMPACTION)
         await self._flush_memory(origin, system, pruned[:cut], emit, usage, model)
-        summary = await self._summarise(old, usage, origin, model)
+        if not summary:
+            summary = await summarise(self.llm, history[:cut], usage, origin, model)
         await self.store.append_compaction(session_id, summary, cut)
         compacted = await self.store.load(session_id)
         # The current user message was persisted before this ran; it is sent separately.
@@ -129,16 +140,37 @@ class Compactor:
         except Exception as exc:  # a failed flush must not lose the user's turn
             log.warning("memory flush failed: %s", exc)
 
-    async def _summarise(
-        self, old: list[dict[str, Any]], usage: dict[str, int], origin: RequestOrigin, model: str
-    ) -> str:
-        request = [
-            {"role": "system", "content": SUMMARY_PROMPT},
-            {"role": "user", "content": transcript(old)},
-        ]
-        reply = await self.llm.complete(request, origin=origin, model=model)
-        add_usage(usage, reply)
-        return reply.content.strip() or "(the earlier conversation had nothing worth keeping)"
+    async def _kept_summary(self, session_id: str, length: int, cut: int) -> str:
+        """The session's idle summary when it stands for at least the first `cut` of its
+        `length` messages (it may tell of turns kept verbatim too: a few words twice cost less
+        than an LLM call); else "" and the old messages are summarised now."""
+        if self.summaries is None:
+            return ""
+        kept = await self.summaries.reusable(session_id, length)
+        return kept.summary if kept is not None and kept.messages >= cut else ""
+
+
+async def summarise(
+    llm: LLMClient,
+    messages: list[dict[str, Any]],
+    usage: dict[str, int],
+    origin: RequestOrigin,
+    model: str,
+    earlier: str = "",
+    max_chars: int = 0,
+) -> str:
+    """The model's summary of `messages` (after the `earlier` summary of what came before),
+    their transcript cut to `max_chars` (head and tail; 0: whole)."""
+    text = cap_text(transcript(messages), max_chars).text
+    if earlier:
+        text = f"[Summary of what came before]\n{earlier}\n\n[The conversation since]\n{text}"
+    request = [
+        {"role": "system", "content": SUMMARY_PROMPT},
+        {"role": "user", "content": text},
+    ]
+    reply = await llm.complete(request, origin=origin, model=model)
+    add_usage(usage, reply)
+    return reply.content.strip() or "(the earlier conversation had nothing worth keeping)"
 
 
 async def _discard(group: list[dict[str, Any]]) -> None:

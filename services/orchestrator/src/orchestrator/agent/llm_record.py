@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 
 from orchestrator.agent.presets import ModelPrice
 
-# Kinds of requests: a turn's own kind (chat, schedule, heartbeat, openai, subagent), or
-# "compaction" for the requests that flush and summarise a session's history.
+# Kinds of requests: a turn's own kind (chat, schedule, heartbeat, openai, subagent,
+# consolidation), "compaction" for the requests that flush and summarise a session's history,
+# "summary" for an idle session's summary (consolidation/idle.py).
 COMPACTION = "compaction"
 # The background kinds: their own budget caps, and CRAYFISH_MODEL_BACKGROUND's preset.
-BACKGROUND_KINDS = frozenset({"heartbeat", "schedule", "subagent"})
+BACKGROUND_KINDS = frozenset({"heartbeat", "schedule", "subagent", "consolidation", "summary"})
 
 
 @dataclass(frozen=True)

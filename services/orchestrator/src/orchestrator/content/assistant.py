@@ -44,6 +44,7 @@ from orchestrator.content.media import (
 from orchestrator.content.workspace import WorkspaceFile, WorkspaceFiles
 from orchestrator.schedules.heartbeat import is_acknowledgement
 from orchestrator.store import SessionStore, TurnStore
+from orchestrator.store.summaries import SummaryStore
 from orchestrator.store.turns import Turn
 from orchestrator.turns.events import EventSink
 
@@ -106,7 +107,9 @@ class Assistant:
                 tool_mode=settings.llm_tool_mode,
             ),
         )
-        self.compactor = Compactor(llm, self.loop, store, settings.context_tokens)
+        self.compactor = Compactor(
+            llm, self.loop, store, settings.context_tokens, SummaryStore(store.db)
+        )
         # A line on the session for its turn's context (subagents/: the children at work).
         self.session_note: Callable[[str], Awaitable[str]] = _no_note
 
@@ -160,6 +163,15 @@ class Assistant:
             text = ""
         return await self.deliver(text, rounds, turn, emit)
 
+    async def run_upkeep(self, turn: Turn, emit: EventSink, tools: frozenset[str]) -> str:
+        """A background turn that tends memory (consolidation): the minimal prompt, no history,
+        only `tools`; its answer stays with the turn and is never delivered."""
+        system = await self.system_prompt("minimal")
+        _, user = await self._accept(turn, history=False)
+        outcome = await self.run_loop(turn, emit, [system_message(system), user], only=tools)
+        turn.delivered = False
+        return await self.deliver(outcome.text, outcome.rounds, turn, emit)
+
     async def _accept(
         self, turn: Turn, recall: str = "", history: bool = True
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -188,15 +200,18 @@ class Assistant:
         emit: EventSink,
         messages: list[dict[str, Any]],
         client: ClientRequest | None = None,
+        only: frozenset[str] | None = None,
     ) -> TurnOutcome:
         """The tool loop over `messages` (images as the model takes them), each group kept
-        with the turn; `client`: what a /v1 client asked of it (its tools, parameters)."""
+        with the turn; `client`: what a /v1 client asked of it (its tools, parameters);
+        `only`: the tools it may call (None: all)."""
         return await self.loop.run(
             await for_llm(messages, self.media, self.vision),
             turn.session_id,
             emit,
             lambda group: self.turns.append_turn(turn, group),
             turn.usage,
+            only=set(only) if only is not None else None,
             client=client,
             origin=origin_of(turn),
             gate=self.gate(turn, emit),

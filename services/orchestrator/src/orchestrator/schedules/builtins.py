@@ -1,10 +1,11 @@
 """The orchestrator's own schedules, fired by the one scheduler with the users' ones (each due
-time once across replicas): the heartbeat turn and the pruning of old events, requests and
-usage records.
+time once across replicas): the heartbeat turn, the pruning of old events, requests and usage
+records, the summaries of idle sessions and memory consolidation.
 
 They are rows of `scheduled_turns` marked `builtin` that the REST API and the model's tools
 neither list nor count: their timing comes from settings (CRAYFISH_HEARTBEAT_INTERVAL,
-CRAYFISH_EVENTS_RETENTION_HOURS, CRAYFISH_USAGE_RETENTION_DAYS), so there is nothing a user
+CRAYFISH_EVENTS_RETENTION_HOURS, CRAYFISH_USAGE_RETENTION_DAYS, CRAYFISH_IDLE_SUMMARY_MINUTES,
+CRAYFISH_CONSOLIDATE_INTERVAL), so there is nothing a user
 could change or remove there.
 """
 
@@ -16,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from orchestrator.config import Settings
+from orchestrator.consolidation.idle import look_every
 from orchestrator.store.events import EventStore
 from orchestrator.store.model_choices import ModelChoices
 from orchestrator.store.turn_requests import KEPT_FOR as REQUESTS_KEPT_FOR
@@ -27,6 +29,8 @@ log = logging.getLogger(__name__)
 HEARTBEAT = "heartbeat"
 RETENTION = "events-retention"
 RETENTION_EVERY = 3600.0  # seconds between two prunings of old events (by any replica)
+IDLE_SUMMARIES = "idle-summaries"
+CONSOLIDATE = "consolidate"
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,8 @@ def builtins(
     requests: TurnRequests,
     usage: UsageStore,
     choices: ModelChoices,
+    summarise_idle: Callable[[], Awaitable[object]] | None = None,
+    consolidate: Callable[[], Awaitable[object]] | None = None,
 ) -> list[Builtin]:
     """The built-in schedules this replica's settings turn on."""
     found = []
@@ -64,6 +70,12 @@ def builtins(
 
     if keep > 0 or keep_usage > 0:
         found.append(Builtin(RETENTION, RETENTION_EVERY, 0.0, prune))
+    idle = settings.idle_summary_minutes * 60
+    if idle > 0 and summarise_idle is not None:
+        found.append(Builtin(IDLE_SUMMARIES, look_every(idle), look_every(idle), summarise_idle))
+    every = settings.consolidate_interval
+    if every > 0 and consolidate is not None:
+        found.append(Builtin(CONSOLIDATE, every, every, consolidate))
     return found
 
 

@@ -58,6 +58,9 @@ MIGRATIONS = [
     Migration(13, "exec policies and approvals", sql_file("0013_approvals.sql")),
     Migration(14, "model presets of schedules", sql_file("0014_schedule_models.sql")),
     Migration(15, "subagents: child turns and their parents", sql_file("0015_subagents.sql")),
+    Migration(
+        17, "session summaries and memory consolidations", sql_file("0017_session_summaries.sql")
+    ),
 ]
 
 # The current definition of every function, re-applied with CREATE OR REPLACE after the steps.

@@ -7,7 +7,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from orchestrator.agent.llm_record import LLMRequestRecord
+from orchestrator.agent.llm_record import BACKGROUND_KINDS, LLMRequestRecord
 from orchestrator.store.database import Database
 
 Grouping = Literal["day", "session", "model", "kind"]
@@ -131,12 +131,13 @@ class UsageStore:
             "SELECT coalesce(sum(prompt_tokens + completion_tokens), 0) AS tokens,"
             " coalesce(sum(price), 0) AS usd,"
             " coalesce(sum(prompt_tokens + completion_tokens)"
-            "  FILTER (WHERE kind IN ('heartbeat', 'schedule')), 0) AS bg_tokens,"
-            " coalesce(sum(price) FILTER (WHERE kind IN ('heartbeat', 'schedule')), 0) AS bg_usd"
-            " FROM llm_requests WHERE at >= %s"
+            "  FILTER (WHERE kind = ANY(%(bg)s)), 0) AS bg_tokens,"
+            " coalesce(sum(price) FILTER (WHERE kind = ANY(%(bg)s)), 0) AS bg_usd"
+            " FROM llm_requests WHERE at >= %(since)s"
         )
+        params = {"since": since, "bg": sorted(BACKGROUND_KINDS)}
         async with self.db.connection() as conn:
-            row = await (await conn.execute(query, (since,))).fetchone()
+            row = await (await conn.execute(query, params)).fetchone()
         assert row is not None
         return (
             Spend(int(row["tokens"]), float(row["usd"])),

@@ -1,0 +1,1 @@
+"""Memory that learns: idle session summaries and the consolidation turn that reads them."""
