@@ -17,6 +17,8 @@ from tool_runner.exec_tool import ExecTool, limits_for
 from tool_runner.files import EditFile, ListDir, ReadFile, WriteFile
 from tool_runner.policy import CommandPolicy
 from tool_runner.prepare import prepare_workspace
+from tool_runner.processes.table import ProcessTable
+from tool_runner.processes.tool import ProcessTool
 from tool_runner.redact import RedactingSink
 from tool_runner.sandbox.base import Sandbox
 from tool_runner.secrets_file import SecretsFile
@@ -104,10 +106,14 @@ class ToolRunnerCore:
         self.slots = CommandSlots(settings.max_running, settings.max_running_per_session)
         # The service's own environment, only for the file's ${VAR} references.
         self.secrets = SecretsFile(settings.secrets_file, self.ws.root, os.environ)
+        self.processes = ProcessTable(settings, self.sandbox)
         s = settings
         self.tools = RunnerTools(
             [
-                ExecTool(self.ws, s, self.policy, self.sandbox, self.slots, self.secrets),
+                ExecTool(
+                    self.ws, s, self.policy, self.sandbox, self.slots, self.secrets, self.processes
+                ),
+                ProcessTool(self.processes, s.output_limit),
                 ReadFile(self.ws, s.read_max_bytes),
                 WriteFile(self.ws, s.write_max_bytes),
                 EditFile(self.ws, s.write_max_bytes),
@@ -126,6 +132,7 @@ class ToolRunnerCore:
         prepare_workspace(self.ws.root, self.ws.owner, s.chown_workspace)
         s.data_dir.mkdir(parents=True, exist_ok=True)
         await self.sandbox.start()
+        self.processes.start()
         log.info("sandbox %s; workspace %s", self.sandbox.name, self.ws.root)
 
     async def run(
@@ -135,8 +142,11 @@ class ToolRunnerCore:
         return await self.tools.run(name, arguments_json, call)
 
     async def close_session(self, session_id: str) -> None:
-        """Releases what the session holds (the docker backend's container); idempotent."""
+        """Kills the session's background processes, then releases what else it holds (the
+        docker backend's container); idempotent."""
+        await self.processes.close_session(session_id)
         await self.sandbox.close_session(session_id)
 
     async def close(self) -> None:
+        await self.processes.close()
         await self.sandbox.stop()

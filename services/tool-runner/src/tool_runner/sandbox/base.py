@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import abc
+import asyncio
 import logging
 import posixpath
 import shlex
 import shutil
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,6 +62,21 @@ class ExecOutcome:
         return self.stdout.truncated or self.stderr.truncated
 
 
+class NoBackground(Exception):
+    """This backend cannot keep a command running past its call; the message says why."""
+
+
+@dataclass
+class Background:
+    """A command started to run on: stdin, stdout and stderr piped; its own cgroup where the
+    host allows one. `kill` ends its whole tree at once; `release` (once it has been reaped)
+    frees what it held, killing anything still left in its cgroup."""
+
+    proc: asyncio.subprocess.Process
+    kill: Callable[[], None]
+    release: Callable[[], Awaitable[None]]
+
+
 class Sandbox(abc.ABC):
     """A backend; start() raises SandboxUnavailable when it cannot isolate commands."""
 
@@ -108,6 +125,14 @@ class Sandbox(abc.ABC):
                     "the folder or its parents); not offered"
                 )
                 log.warning("sandbox: %s", self.warnings[-1])
+
+    async def start_background(self, spec: ExecSpec) -> Background:
+        """Starts spec to run past its call (the process tool follows it)."""
+        raise NoBackground(f"background processes are not available with the {self.name} backend")
+
+    async def processes_ended(self, session_id: str) -> None:
+        """The session has no background process running any more."""
+        return None
 
     async def close_session(self, session_id: str) -> None:
         """Releases what a session holds; idempotent."""
