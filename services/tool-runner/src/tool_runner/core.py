@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from tool_runner.exec_tool import ExecTool, limits_for
 from tool_runner.files import EditFile, ListDir, ReadFile, WriteFile
 from tool_runner.policy import CommandPolicy
 from tool_runner.prepare import prepare_workspace
+from tool_runner.processes.records import ProcessRecord
 from tool_runner.processes.table import ProcessTable
 from tool_runner.processes.tool import ProcessTool
 from tool_runner.redact import RedactingSink
@@ -30,6 +32,8 @@ log = logging.getLogger(__name__)
 
 # Of a capped result, keep as much of the end as of the beginning: errors are often printed last.
 RESULT_HEAD_SHARE = 0.5
+# Of an ended background process's output, what its notice carries.
+END_TAIL_BYTES = 2000
 
 
 class RunnerTools(ToolSet):
@@ -140,6 +144,14 @@ class ToolRunnerCore:
     ) -> ToolResult:
         """Runs one tool call; every failure is an ok=False result."""
         return await self.tools.run(name, arguments_json, call)
+
+    async def process_ends(self) -> AsyncIterator[tuple[ProcessRecord, str]]:
+        """Ends of background processes that asked for a notice (ProcessTable.watch), each
+        with the tail of its output, secrets redacted."""
+        async for tracked in self.processes.watch():
+            tail = tracked.output.tail(END_TAIL_BYTES).decode(errors="replace")
+            redactor = self.secrets.redactor
+            yield tracked.record, redactor.text(tail) if redactor else tail
 
     async def close_session(self, session_id: str) -> None:
         """Kills the session's background processes, then releases what else it holds (the

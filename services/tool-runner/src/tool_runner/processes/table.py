@@ -61,7 +61,7 @@ class ProcessTable:
         self.sandbox = sandbox
         self.records = ProcessRecords(settings.data_dir / "processes")
         self._procs: dict[str, Tracked] = {}
-        self._watchers: set[asyncio.Queue[ProcessRecord]] = set()
+        self._watchers: set[asyncio.Queue[Tracked]] = set()
         self._sweeper: asyncio.Task[None] | None = None
         self._kills: set[asyncio.Task[None]] = set()
 
@@ -147,12 +147,12 @@ class ProcessTable:
         for tracked in procs:
             self._forget(tracked)
 
-    async def watch(self) -> AsyncIterator[ProcessRecord]:
-        """Every end from now on, after those still kept that ask for a notice."""
-        queue: asyncio.Queue[ProcessRecord] = asyncio.Queue()
+    async def watch(self) -> AsyncIterator[Tracked]:
+        """Every end of a process that asked for a notice: those still kept, then each new."""
+        queue: asyncio.Queue[Tracked] = asyncio.Queue()
         for tracked in self._procs.values():
             if not tracked.running and tracked.record.notify:
-                queue.put_nowait(tracked.record)
+                queue.put_nowait(tracked)
         self._watchers.add(queue)
         try:
             while True:
@@ -200,8 +200,9 @@ class ProcessTable:
         tracked.touched = time.monotonic()  # kept for a poll until the idle timeout from now
         self.records.save(record)
         tracked.done.set()
-        for queue in self._watchers:
-            queue.put_nowait(record)
+        if record.notify:
+            for queue in self._watchers:
+                queue.put_nowait(tracked)
 
     async def _maybe_ended(self, session_id: str) -> None:
         if not self.running(session_id):
