@@ -35,6 +35,8 @@ from orchestrator.metrics import Metrics
 from orchestrator.notify.delivery_queue import Deliveries
 from orchestrator.notify.notify import Notifier, NotifyBounds, NotifyLimit, WebhookSender
 from orchestrator.notify.webhooks import DeliveryRetryable, Notification
+from orchestrator.processes.turn_kills import kill_turn_processes
+from orchestrator.processes.wakeups import WAKE_KIND, ProcessWakeups
 from orchestrator.schedules.builtins import builtins
 from orchestrator.schedules.heartbeat import Heartbeats
 from orchestrator.schedules.scheduler import Scheduler
@@ -123,6 +125,9 @@ class OrchestratorCore:
             self.models.choices,
         )
         self.scheduler = Scheduler(ScheduleStore(self.db), self._submit_scheduled, settings, own)
+        self.wakeups = ProcessWakeups(
+            self.clients.tool_runner, settings.tool_runner_addr, self.turns.create
+        )
         self.usage_timezone = settings.timezone or "UTC"  # the days of reports and budgets
         self.approvals = ApprovalDesk(
             ApprovalStore(self.db),
@@ -155,6 +160,8 @@ class OrchestratorCore:
         await self._queue_legacy_inbox()
         await self.turns.start()
         await self.scheduler.start()
+        if self.settings.process_wakeups:
+            self.wakeups.start()
         self._llm_line = asyncio.create_task(self.llm_probe.log_at_start(), name="llm-line")
 
     async def submit(
@@ -369,8 +376,11 @@ class OrchestratorCore:
         return await self.turns.wait(task_id, within)
 
     async def cancel_task(self, turn: Turn) -> Turn:
-        """Stops a queued or running turn, wherever it runs; returns it as it then is."""
-        return await self.turns.cancel(turn)
+        """Stops a queued or running turn, wherever it runs, and the background processes it
+        started; returns it as it then is."""
+        turn = await self.turns.cancel(turn)
+        await kill_turn_processes(self.clients.tool_runner, turn)
+        return turn
 
     def follow_task(self, task_id: str, after_seq: int) -> AsyncIterator[StoredEvent]:
         """The turn's events after `after_seq`, live, up to its terminal event."""
@@ -498,7 +508,7 @@ class OrchestratorCore:
         turn.model = await self.models.of_turn(turn)
         if turn.kind == "heartbeat":
             return await self.assistant.run_heartbeat(turn, emit)
-        if turn.kind == "schedule":
+        if turn.kind in ("schedule", WAKE_KIND):
             return await self.assistant.run_scheduled(turn, emit)
         if turn.kind == OPENAI_KIND:
             return await self.client_turns.run(turn, emit)
@@ -525,6 +535,7 @@ class OrchestratorCore:
             self._llm_line.cancel()
         self.llm_probe.close()
         await self.scheduler.close()
+        await self.wakeups.close()
         await self.turns.shutdown()
         await self.webhooks.close()
         await self.db.close()

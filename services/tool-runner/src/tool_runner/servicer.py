@@ -74,6 +74,15 @@ class ToolRunnerServicer(ToolServicerMixin, tool_runner_pb2_grpc.ToolRunnerServi
                 output_tail=tail,
             )
 
+    async def KillProcesses(self, request, context):
+        if not request.session_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "session_id is required")
+        until = request.started_before or float("inf")
+        killed = await self.core.processes.kill_started(
+            request.session_id, request.started_after, until
+        )
+        return tool_runner_pb2.KillProcessesResponse(killed=killed)
+
     async def DescribeSandbox(self, request, context):
         box, secrets = self.core.sandbox, self.core.secrets
         secrets.refresh()

@@ -13,7 +13,7 @@ from orchestrator.agent.presets import ModelPrice
 # "compaction" for the requests that flush and summarise a session's history.
 COMPACTION = "compaction"
 # The background kinds: their own budget caps, and CRAYFISH_MODEL_BACKGROUND's preset.
-BACKGROUND_KINDS = frozenset({"heartbeat", "schedule"})
+BACKGROUND_KINDS = frozenset({"heartbeat", "schedule", "process"})
 
 
 @dataclass(frozen=True)

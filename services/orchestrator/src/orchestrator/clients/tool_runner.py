@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from crayfish.tool_runner.v1 import tool_runner_pb2, tool_runner_pb2_grpc
+from crayfish_common.channels import aio_channel
 from crayfish_common.tools import ToolResult
 
 from orchestrator.clients.errors import raising_typed_errors
@@ -26,6 +28,19 @@ class SandboxInfo:
     backend: str
     insecure: bool
     warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ProcessEnd:
+    """A background process that asked for a notice ended (or was lost with its runner)."""
+
+    process_id: str
+    session_id: str
+    status: str
+    exit_code: int
+    reason: str
+    command: str
+    output_tail: str
 
 
 class ToolRunnerClient(ToolServiceClient):
@@ -64,6 +79,37 @@ class ToolRunnerClient(ToolServiceClient):
         request = tool_runner_pb2.CloseSessionRequest(session_id=session_id)
         with raising_typed_errors(self.name):
             await self._stub.CloseSession(request, timeout=self.rpc_timeout)
+
+    async def kill_processes(self, session_id: str, since: float, until: float) -> int:
+        """Kills the session's background processes started between the two times (unix
+        seconds): those of one turn. Returns how many were running."""
+        request = tool_runner_pb2.KillProcessesRequest(
+            session_id=session_id, started_after=since, started_before=until
+        )
+        with raising_typed_errors(self.name):
+            reply = await self._stub.KillProcesses(request, timeout=self.rpc_timeout)
+        return int(reply.killed)
+
+    async def process_ends(self, address: str | None = None) -> AsyncIterator[ProcessEnd]:
+        """The ends one runner reports (WatchProcesses), until it goes away; `address` picks
+        one runner of the pool (None: the pool's choice)."""
+        channel = aio_channel(address) if address else None
+        stub = tool_runner_pb2_grpc.ToolRunnerServiceStub(channel or self.channel)
+        try:
+            with raising_typed_errors(self.name):
+                async for end in stub.WatchProcesses(tool_runner_pb2.WatchProcessesRequest()):
+                    yield ProcessEnd(
+                        end.process_id,
+                        end.session_id,
+                        end.status,
+                        end.exit_code,
+                        end.reason,
+                        end.command,
+                        end.output_tail,
+                    )
+        finally:
+            if channel is not None:
+                await channel.close(grace=None)
 
     async def describe_sandbox(self) -> SandboxInfo:
         request = tool_runner_pb2.DescribeSandboxRequest()

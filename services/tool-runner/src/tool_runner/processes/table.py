@@ -140,6 +140,13 @@ class ProcessTable:
             tracked.handle.kill()
         await tracked.done.wait()
 
+    async def kill_started(self, session_id: str, since: float, until: float) -> int:
+        """Kills the session's processes started within [since, until] (those of a cancelled
+        turn); returns how many were running."""
+        procs = [t for t in self.running(session_id) if since <= t.record.started <= until]
+        await asyncio.gather(*(self.kill(t, "its turn was cancelled") for t in procs))
+        return len(procs)
+
     async def close_session(self, session_id: str) -> None:
         """Kills the session's processes and forgets all of them (the session is gone)."""
         procs = self.of_session(session_id)

@@ -74,6 +74,22 @@ class SkillSecret(_message.Message):
     skills: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, name: _Optional[str] = ..., skills: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class KillProcessesRequest(_message.Message):
+    __slots__ = ("session_id", "started_after", "started_before")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    STARTED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    started_after: float
+    started_before: float
+    def __init__(self, session_id: _Optional[str] = ..., started_after: _Optional[float] = ..., started_before: _Optional[float] = ...) -> None: ...
+
+class KillProcessesResponse(_message.Message):
+    __slots__ = ("killed",)
+    KILLED_FIELD_NUMBER: _ClassVar[int]
+    killed: int
+    def __init__(self, killed: _Optional[int] = ...) -> None: ...
+
 class WatchProcessesRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
