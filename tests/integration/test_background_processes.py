@@ -137,3 +137,47 @@ def test_deleting_the_session_kills_its_processes(api: httpx.Client, fake_llm):
     left = gone_within(mark)
     print(f"processes left after the session was deleted: {len(left)}")
     assert left == []
+
+
+def test_with_two_runners_a_sessions_calls_reach_the_runner_of_its_processes(fake_llm):
+    """Two tool-runners: the dev server one runner holds is reached by every later command of
+    its session and found by `process poll` (the pool alone would spread them over both)."""
+    port = free_port()
+    server = f"python3 -m http.server {port} --bind 127.0.0.1"
+    fetch = (
+        'python3 -c "import urllib.request as u; '
+        f"print(u.urlopen('http://127.0.0.1:{port}/page{{n}}.txt').read().decode())\""
+    )
+    files = {f"page{n}.txt": f"served-from-the-workspace {n}\n" for n in range(6)}
+    with running_stack(fake_llm.base_url, files, STACK_ENV, tool_runners=2) as stack:
+        with httpx.Client(base_url=stack.url, timeout=60) as api:
+            session = f"bg-{uuid.uuid4().hex[:8]}"
+            fake_llm.reply_tool_calls(("exec", {"command": server, "background": True}))
+            fake_llm.reply_text("serving")
+            task = api.post("/api/chat", json={"message": "serve", "session_id": session})
+            assert wait_task(api, task.json()["task_id"])["status"] == "completed"
+            process_id = started_process(fake_llm)
+            # Distinct files: the loop's guard stops a turn that repeats a call and its result.
+            calls = [("exec", {"command": fetch.format(n=n)}) for n in range(6)]
+            fake_llm.reply_tool_calls(*calls)  # run side by side
+            fake_llm.reply_tool_calls(("process", {"action": "poll", "process_id": process_id}))
+            fake_llm.reply_with(lambda body: Reply(text="done"))
+            task = api.post("/api/chat", json={"message": "check", "session_id": session})
+            done = wait_task(api, task.json()["task_id"])
+            assert done["status"] == "completed", done
+            results = [
+                m["content"] for m in fake_llm.requests[-1]["messages"] if m["role"] == "tool"
+            ]
+            fetched = results[-7:-1]
+            reached = sum(f"served-from-the-workspace {n}" in r for n, r in enumerate(fetched))
+            print(f"with 2 tool-runners: {reached} of 6 fetches reached the session's server")
+            assert reached == 6, fetched
+            assert "GET /page5.txt" in results[-1], results[-1]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

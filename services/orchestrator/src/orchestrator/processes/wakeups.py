@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from orchestrator.clients.errors import ServiceError
+from orchestrator.clients.runner_ring import runner_addresses
 from orchestrator.clients.tool_runner import ProcessEnd, ToolRunnerClient
 from orchestrator.schedules.heartbeat import HEARTBEAT_TOKEN
 
@@ -102,27 +102,3 @@ class ProcessWakeups:
             except ServiceError as exc:
                 log.debug("watching %s for process ends: %s", address, exc)
             await asyncio.sleep(RETRY_AFTER)
-
-
-async def runner_addresses(address: str) -> list[str]:
-    """Every runner the tool-runner address names, one target each: `host:port` (or
-    `dns:///host:port`) resolved to its addresses, an `ipv4:`/`ipv6:` list split; any other
-    target (unix:) as it is."""
-    for scheme in ("ipv4:", "ipv6:"):
-        if address.startswith(scheme):
-            return [scheme + one for one in address[len(scheme) :].split(",") if one]
-    name = address.removeprefix("dns:///")
-    if ":" not in name or name.startswith(("unix:", "dns:")):
-        return [address]
-    host, _, port = name.rpartition(":")
-    try:
-        infos = await asyncio.get_running_loop().getaddrinfo(
-            host, int(port), type=socket.SOCK_STREAM
-        )
-    except (OSError, ValueError):
-        return [address]
-    found = {
-        f"ipv4:{info[4][0]}:{port}" if info[0] == socket.AF_INET else f"ipv6:[{info[4][0]}]:{port}"
-        for info in infos
-    }
-    return sorted(found) or [address]
