@@ -118,9 +118,9 @@ class ProcessTable:
 
     async def write(self, tracked: Tracked, data: str, eof: bool) -> None:
         handle = tracked.handle
-        if not tracked.running or handle is None or handle.proc.stdin is None:
+        if not tracked.running or handle is None:
             raise ProcessRefused(f"process {tracked.record.id} is not running")
-        stdin = handle.proc.stdin
+        stdin = handle.stdin
         if stdin.is_closing():
             raise ProcessRefused(f"process {tracked.record.id}'s input was closed (eof)")
         try:
@@ -137,7 +137,7 @@ class ProcessTable:
         """Kills the whole tree and waits until it is reaped (a no-op once it has ended)."""
         if tracked.running and tracked.handle is not None:
             tracked.record.reason = tracked.record.reason or reason
-            tracked.handle.kill()
+            await tracked.handle.kill()
         await tracked.done.wait()
 
     async def kill_started(self, session_id: str, since: float, until: float) -> int:
@@ -179,19 +179,19 @@ class ProcessTable:
     async def _follow(self, tracked: Tracked) -> None:
         """Reads the output until the process ends, then records and tells of the end."""
         handle = tracked.handle
-        assert handle is not None and handle.proc.stdout is not None
-        assert handle.proc.stderr is not None
+        assert handle is not None
+        code = None
         try:
-            await asyncio.gather(
-                self._pump(handle.proc.stdout, tracked), self._pump(handle.proc.stderr, tracked)
-            )
-            code = await handle.proc.wait()
+            pumps = (self._pump(handle.stdout, tracked), self._pump(handle.stderr, tracked))
+            await asyncio.gather(*pumps)
+            code = await handle.wait()
         finally:
-            handle.kill()  # cancelled: what it started dies with it
-            with contextlib.suppress(ProcessLookupError):
-                await handle.proc.wait()
+            if code is None:  # cancelled (the service stops): what it started dies with it
+                await handle.kill()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(handle.wait(), 10)
             await handle.release()  # anything left in its cgroup is killed
-            self._ended(tracked, handle.proc.returncode)
+            self._ended(tracked, code)
         log.info("background process %s ended (exit %s)", tracked.record.id, code)
         await self._maybe_ended(tracked.record.session_id)
 

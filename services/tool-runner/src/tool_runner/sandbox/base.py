@@ -11,6 +11,7 @@ import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from crayfish_common.tools import ChunkSink
 
@@ -66,14 +67,29 @@ class NoBackground(Exception):
     """This backend cannot keep a command running past its call; the message says why."""
 
 
+class InputPipe(Protocol):
+    """A background process's stdin (asyncio's StreamWriter is one)."""
+
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def is_closing(self) -> bool: ...
+
+
 @dataclass
 class Background:
-    """A command started to run on: stdin, stdout and stderr piped; its own cgroup where the
-    host allows one. `kill` ends its whole tree at once; `release` (once it has been reaped)
-    frees what it held, killing anything still left in its cgroup."""
+    """A command started to run on, in a cgroup of its own where the host allows one: its
+    stdin, stdout and stderr; `wait` gives its exit code once it has ended; `kill` ends its
+    whole tree; `release` (after `wait`) frees what it held, killing anything left."""
 
-    proc: asyncio.subprocess.Process
-    kill: Callable[[], None]
+    stdin: InputPipe
+    stdout: asyncio.StreamReader
+    stderr: asyncio.StreamReader
+    wait: Callable[[], Awaitable[int]]
+    kill: Callable[[], Awaitable[None]]
     release: Callable[[], Awaitable[None]]
 
 

@@ -421,11 +421,12 @@ class BwrapSandbox(Sandbox):
             if group is not None:
                 await self.cgroups.remove(group)
 
-        def kill() -> None:
+        async def kill() -> None:
             if proc.returncode is None:  # once reaped, its pid may be another process's
                 kill_group(proc.pid)
 
-        return Background(proc, kill, release)
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        return Background(proc.stdin, proc.stdout, proc.stderr, proc.wait, kill, release)
 
     async def _start_net_holder(self) -> asyncio.subprocess.Process:
         fds = self._etc_pipes()
