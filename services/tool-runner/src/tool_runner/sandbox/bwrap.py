@@ -269,7 +269,7 @@ class BwrapSandbox(Sandbox):
         """Runs spec in a warm sandbox when one with its limits waits, else starts one."""
         warm = None
         # A session with background processes runs its commands in its network namespace.
-        shared = self.nets.get(spec.session_id) is not None
+        shared = self.nets.has(spec.session_id)
         if self.warm_on and _fits_warm(spec) and not shared:
             warm = self.pool.take(self._warm_key(spec.limits))
         try:
@@ -373,7 +373,7 @@ class BwrapSandbox(Sandbox):
             group = self.cgroups.create(spec.limits.memory_mb, spec.limits.max_processes)
         fds = self._etc_pipes()
         env_fd = env_args_fd(sandbox_env(spec.env))
-        net_fd = self.nets.get(spec.session_id)
+        net_fd = self.nets.borrow(spec.session_id)
         passed = (*fds.values(), env_fd, *([net_fd] if net_fd is not None else []))
         try:
             argv = self.argv(spec, fds, env_fd, net_fd)
@@ -389,7 +389,7 @@ class BwrapSandbox(Sandbox):
                 env={},
             )
         finally:
-            for fd in (*fds.values(), env_fd):
+            for fd in passed:
                 os.close(fd)
             if group is not None:
                 self.cgroups.remove_soon(group)
@@ -414,7 +414,7 @@ class BwrapSandbox(Sandbox):
                 await self.cgroups.remove(group)
             raise
         finally:
-            for fd in (*fds.values(), env_fd):
+            for fd in passed:
                 os.close(fd)
 
         async def release() -> None:

@@ -38,17 +38,23 @@ class SessionNets:
         self._fds: dict[str, int] = {}
         self._lock = asyncio.Lock()
 
-    def get(self, session_id: str) -> int | None:
-        return self._fds.get(session_id)
+    def has(self, session_id: str) -> bool:
+        return session_id in self._fds
+
+    def borrow(self, session_id: str) -> int | None:
+        """A descriptor of the session's namespace of the caller's own (it closes it): the
+        session's may be dropped while a command starts."""
+        fd = self._fds.get(session_id)
+        return os.dup(fd) if fd is not None else None
 
     async def ensure(self, session_id: str) -> int | None:
-        """The session's namespace, made now if it has none (None when not enabled)."""
+        """`borrow`, the namespace made now if the session has none (None when not enabled)."""
         if not self.enabled:
             return None
         async with self._lock:
             if session_id not in self._fds:
                 self._fds[session_id] = await self._make()
-            return self._fds[session_id]
+            return self.borrow(session_id)
 
     def prefix(self, fd: int) -> list[str]:
         """argv that runs the rest in the namespace behind fd (passed to the child)."""
