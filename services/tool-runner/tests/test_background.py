@@ -157,16 +157,20 @@ async def test_a_daemon_it_forks_dies_with_it(bg):
 
 async def test_a_background_process_has_no_network(bg):
     port = free_port()
+    connect = f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2)\""
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", port))
         listener.listen()
-        data = await start(
-            bg,
-            f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2)\"",
-            yield_ms=10000,
-        )
-    assert data["status"] == "exited" and data["exit_code"] != 0
-    assert "Connection refused" in data["output_tail"] or "Errno" in data["output_tail"]
+        data = await start(bg, connect, yield_ms=10000)
+        assert data["status"] == "exited" and data["exit_code"] != 0
+        assert "Connection refused" in data["output_tail"] or "Errno" in data["output_tail"]
+        # Nor the session's foreground commands, which share its namespace meanwhile.
+        await start(bg, f"sleep {marker()}")
+        reply = await bg.sh(connect)
+        assert reply.exit_code != 0 and "Connection refused" in reply.output, reply.output
+        names = 'python3 -c "import socket; print([n for _, n in socket.if_nameindex()])"'
+        reply = await bg.sh(names)
+        assert reply.exit_code == 0 and "['lo']" in reply.output, reply.output
 
 
 async def test_processes_per_session_are_capped_and_other_sessions_are_not(bg):
