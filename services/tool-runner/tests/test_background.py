@@ -225,3 +225,13 @@ async def test_unknown_actions_and_ids_are_clear_results(bg):
     reply = await bg.run("process", "s1", action="explode")
     assert not reply.ok
     assert json.loads(reply.result_json or "{}") is not None
+
+
+async def test_the_sandboxs_limits_hold_for_a_background_process(bg):
+    # TIGHT_LIMITS: 512 MB of memory, 2 s of CPU.
+    hog = "python3 -c \"x = bytearray(800 * 1024 * 1024); print('allocated')\""
+    data = await start(bg, hog, yield_ms=20000)
+    assert data["status"] == "exited" and data["exit_code"] != 0
+    assert "MemoryError" in data["output_tail"] and "allocated" not in data["output_tail"]
+    spin = await start(bg, "while :; do :; done", yield_ms=20000)
+    assert spin["status"] == "exited" and spin["exit_code"] > 128, spin  # SIGXCPU/SIGKILL

@@ -26,9 +26,9 @@ from .test_startup import _env
 pytestmark = pytest.mark.skipif(not is_root(), reason="per-process cgroups need root")
 
 
-def serve(workspace, data_dir, port: int) -> subprocess.Popen[bytes]:
+def serve(workspace, data_dir, port: int, **env: str) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tool_runner"], env=_env(workspace, data_dir, port)
+        [sys.executable, "-m", "tool_runner"], env=_env(workspace, data_dir, port, **env)
     )
     deadline = time.monotonic() + 30
     while not check(f"127.0.0.1:{port}", SERVICE_NAME, timeout=0.5):
@@ -97,3 +97,48 @@ async def test_a_killed_runner_leaves_no_process_and_the_next_reports_them_lost(
         runner.terminate()
         assert runner.wait(timeout=20) == 0
     assert host_processes(mark) == []
+
+
+@pytest.mark.docker
+async def test_docker_a_killed_runners_process_containers_go_at_its_restart(
+    workspace, data_dir, docker_engine
+):
+    """With docker, containers do not die with the runner (no --die-with-parent across the
+    engine): they are left until a runner with the same owner starts, which removes them and
+    reports the processes lost."""
+    import docker
+
+    engine = docker.DockerClient(base_url=docker_engine.host)
+
+    def left() -> list:
+        return engine.containers.list(all=True, filters={"label": "crayfish.process=1"})
+
+    env = {
+        "TOOL_RUNNER_SANDBOX": "docker",
+        "TOOL_RUNNER_DOCKER_HOST": docker_engine.host,
+        "TOOL_RUNNER_DOCKER_IMAGE": docker_engine.image,
+    }
+    port = free_port()
+    runner = serve(workspace, data_dir, port, **env)
+    try:
+        async with aio_channel(f"127.0.0.1:{port}") as channel:
+            stub = tool_runner_pb2_grpc.ToolRunnerServiceStub(channel)
+            started = await call(stub, "exec", command=f"sleep {marker()}", background=True)
+            assert started["status"] == "running" and len(left()) == 1
+    finally:
+        runner.send_signal(signal.SIGKILL)
+        runner.wait()
+    print(f"docker: process containers left while no runner runs: {len(left())}")
+    runner = serve(workspace, data_dir, port, **env)  # the same owner: same port and folders
+    try:
+        print(f"docker: process containers left once it restarted: {len(left())}")
+        assert left() == []
+        async with aio_channel(f"127.0.0.1:{port}") as channel:
+            stub = tool_runner_pb2_grpc.ToolRunnerServiceStub(channel)
+            listed = (await call(stub, "process", action="list"))["processes"]
+            assert [(p["process_id"], p["status"]) for p in listed] == [
+                (started["process_id"], "lost")
+            ]
+    finally:
+        runner.terminate()
+        assert runner.wait(timeout=30) == 0
