@@ -38,7 +38,12 @@ class ExecTool(Tool):
         {
             "command": {"type": "string", "minLength": 1, "description": "sh -c command line."},
             "workdir": {"type": "string", "description": "Folder relative to the workspace."},
-            "timeout": {"type": "number", "minimum": 0.1, "description": "Seconds."},
+            "timeout": {
+                "type": "number",
+                "minimum": 0.1,
+                "description": "Seconds (not for background: an idle timeout and a maximum "
+                "lifetime apply instead).",
+            },
             "env": {
                 "type": "object",
                 "additionalProperties": {"type": "string"},
