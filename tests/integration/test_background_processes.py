@@ -4,6 +4,7 @@ cancelling the turn that started processes kills them, deleting the session kill
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import uuid
@@ -92,6 +93,12 @@ def test_a_process_that_ends_wakes_its_session_once(stack: LocalStack, api, fake
         time.sleep(0.1)
     woken = wait_task(api, wake_id)
     assert woken["status"] == "completed" and woken["session_id"] == session
+    record = stack.data_dir / "tool-runner" / "processes" / f"{process_id}.json"
+    ended = json.loads(record.read_text())["ended"]
+    print(
+        f"process end -> wake-up turn queued {woken['created_at'] - ended:.3f} s, "
+        f"answered {woken['finished_at'] - ended:.3f} s"
+    )
     assert woken["result"] == "The build is done (output ok)."
     # Both replicas saw the end and queued the turn; one turn ran (one LLM request for it).
     logs = [(stack.log_dir / f"{name}.log") for name in stack.orchestrator_names]
@@ -137,6 +144,36 @@ def test_deleting_the_session_kills_its_processes(api: httpx.Client, fake_llm):
     left = gone_within(mark)
     print(f"processes left after the session was deleted: {len(left)}")
     assert left == []
+
+
+def test_a_killed_tool_runner_reports_its_processes_lost_and_wakes_the_session(
+    stack: LocalStack, api, fake_llm
+):
+    session = f"bg-{uuid.uuid4().hex[:8]}"
+    mark = f"{uuid.uuid4().int % 900 + 100}.{uuid.uuid4().int % 10**6:06d}"
+    call = {"command": f"sleep {mark}", "background": True, "notify_on_exit": True}
+    fake_llm.reply_tool_calls(("exec", call))
+    fake_llm.reply_text("watching it")
+    task = api.post("/api/chat", json={"message": "watch", "session_id": session}).json()
+    assert wait_task(api, task["task_id"])["status"] == "completed"
+    process_id = started_process(fake_llm)
+    assert sandbox_pids(mark), "the process never ran"
+    fake_llm.reply_forever_with(
+        lambda body: Reply(text="It was lost." if "was lost" in last_text(body) else "?")
+    )
+    stack.kill("tool-runner")
+    left = gone_within(mark)
+    print(f"processes left after the tool-runner was killed: {len(left)}")
+    assert left == []
+    stack.start_one("tool-runner")
+    stack.wait_healthy(timeout=120)
+    wake_id = f"proc-{process_id}"
+    deadline = time.monotonic() + 90
+    while api.get(f"/api/tasks/{wake_id}").status_code == 404:
+        assert time.monotonic() < deadline, "no wake-up turn for the lost process"
+        time.sleep(0.2)
+    woken = wait_task(api, wake_id)
+    assert woken["status"] == "completed" and woken["result"] == "It was lost."
 
 
 def test_with_two_runners_a_sessions_calls_reach_the_runner_of_its_processes(fake_llm):
