@@ -146,6 +146,32 @@ def test_deleting_the_session_kills_its_processes(api: httpx.Client, fake_llm):
     assert left == []
 
 
+def test_writing_to_a_process_is_judged_like_a_command_under_an_allowlist(api, fake_llm):
+    """A shell reading stdin would run whatever is written: under a policy other than `full`
+    the written text must pass the exec policy as a command line."""
+    session = f"bg-{uuid.uuid4().hex[:8]}"
+    policy = {"security": "allowlist", "ask": "off", "allowlist": ["/usr/bin/cat"]}
+    assert api.put("/api/approvals/policy", json=policy).status_code == 200
+    try:
+        fake_llm.reply_tool_calls(("exec", {"command": "cat", "background": True}))
+        fake_llm.reply_text("started")
+        task = api.post("/api/chat", json={"message": "cat", "session_id": session}).json()
+        assert wait_task(api, task["task_id"])["status"] == "completed"
+        process_id = started_process(fake_llm)
+        write = {"action": "write", "process_id": process_id}
+        fake_llm.reply_tool_calls(("process", {**write, "data": "rm -rf /workspace\n"}))
+        fake_llm.reply_tool_calls(("process", {**write, "data": "cat\n"}))
+        fake_llm.reply_text("done")
+        task = api.post("/api/chat", json={"message": "write", "session_id": session}).json()
+        assert wait_task(api, task["task_id"])["status"] == "completed"
+        results = [m["content"] for m in fake_llm.requests[-1]["messages"] if m["role"] == "tool"]
+        assert "not run: the exec policy refuses this command" in results[-2], results[-2]
+        assert results[-1] == f"written to {process_id}", results[-1]
+    finally:
+        api.put("/api/approvals/policy", json={"security": "full", "ask": "off", "allowlist": []})
+        api.delete(f"/api/sessions/{session}")
+
+
 def test_a_killed_tool_runner_reports_its_processes_lost_and_wakes_the_session(
     stack: LocalStack, api, fake_llm
 ):
