@@ -128,7 +128,7 @@ class ProcessTable:
             await asyncio.wait_for(stdin.drain(), 10)
             if eof:
                 stdin.close()
-        except (BrokenPipeError, ConnectionResetError):
+        except OSError:  # a broken pipe, or the docker backend's socket gone
             raise ProcessRefused(f"process {tracked.record.id} no longer reads its input") from None
         except TimeoutError:
             raise ProcessRefused(f"process {tracked.record.id} is not reading its input") from None
