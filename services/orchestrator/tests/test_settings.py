@@ -120,6 +120,7 @@ NAMES: dict[str, tuple[str, object]] = {
     "CONNECTORS_ADDR": ("connectors_addr", "connectors.test:4"),
     "CRAYFISH_TOOL_SERVICES": ("tool_services", "db=db.test:5,wiki=[::1]:6"),
     "CRAYFISH_TOOL_SEARCH_THRESHOLD": ("tool_search_threshold", 7),
+    "CRAYFISH_PROCESS_WAKEUPS": ("process_wakeups", False),
     "CRAYFISH_MODEL_PRICE": ("model_price", {"input": 1.5, "output": 6.0, "cached": None}),
     "CRAYFISH_BACKGROUND_PROMPT": ("background_prompt", "full"),
     "CRAYFISH_BACKGROUND_HISTORY_TURNS": ("background_history_turns", 9),

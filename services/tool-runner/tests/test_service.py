@@ -9,7 +9,15 @@ from crayfish.tool_runner.v1 import tool_runner_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tool_runner.servicer import SERVICE_NAME
 
-EXPECTED_TOOLS = {"exec", "read_file", "write_file", "edit_file", "list_dir", "read_spreadsheet"}
+EXPECTED_TOOLS = {
+    "exec",
+    "process",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_dir",
+    "read_spreadsheet",
+}
 
 
 async def test_lists_every_tool_with_a_schema_and_one_line_description(runner):

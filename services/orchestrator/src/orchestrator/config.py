@@ -160,6 +160,9 @@ class Settings(BaseSettings):
     rpc_timeout: float = 10.0
     # Seconds a tool call may take at most (the connectors service reads it too).
     tool_timeout: float = 300.0
+    # Wake a session with a turn when a background process it started with notify_on_exit
+    # ends (or is lost); false: the model finds out with the process tool only.
+    process_wakeups: bool = True
     # The connectors service (MCP servers, web_fetch); empty: not used.
     connectors_addr: str = Field("", validation_alias="CONNECTORS_ADDR")
     # Custom tool services (crayfish.common.v1.ToolService), `name=host:port,...`.

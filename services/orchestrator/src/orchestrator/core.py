@@ -40,6 +40,8 @@ from orchestrator.metrics import Metrics
 from orchestrator.notify.delivery_queue import Deliveries
 from orchestrator.notify.notify import Notifier, NotifyBounds, NotifyLimit, WebhookSender
 from orchestrator.notify.webhooks import DeliveryRetryable, Notification
+from orchestrator.processes.turn_kills import kill_turn_processes
+from orchestrator.processes.wakeups import WAKE_KIND, ProcessWakeups
 from orchestrator.schedules.builtins import builtins
 from orchestrator.schedules.heartbeat import Heartbeats
 from orchestrator.schedules.scheduler import Scheduler
@@ -142,6 +144,9 @@ class OrchestratorCore:
             self._scheduled_consolidation,
         )
         self.scheduler = Scheduler(ScheduleStore(self.db), self._submit_scheduled, settings, own)
+        self.wakeups = ProcessWakeups(
+            self.clients.tool_runner, settings.tool_runner_addr, self.turns.create
+        )
         self.usage_timezone = settings.timezone or "UTC"  # the days of reports and budgets
         self.approvals = ApprovalDesk(
             ApprovalStore(self.db),
@@ -191,6 +196,8 @@ class OrchestratorCore:
         await self.turns.start()
         self.reports.start()
         await self.scheduler.start()
+        if self.settings.process_wakeups:
+            self.wakeups.start()
         self._llm_line = asyncio.create_task(self.llm_probe.log_at_start(), name="llm-line")
 
     async def submit(
@@ -409,10 +416,12 @@ class OrchestratorCore:
         return await self.turns.wait(task_id, within)
 
     async def cancel_task(self, turn: Turn) -> Turn:
-        """Stops a queued or running turn, wherever it runs, and its subagents; returns it as
-        it then is."""
+        """Stops a queued or running turn, wherever it runs, the background processes it
+        started, and its subagents; returns it as it then is."""
         ended = await self.turns.cancel(turn)
-        await self.subagents.cancel_children(turn.id)
+        await kill_turn_processes(self.clients.tool_runner, ended)
+        for child, child_turn in await self.subagents.cancel_children(turn.id):
+            await kill_turn_processes(self.clients.tool_runner, child_turn, child.sandbox_session)
         return ended
 
     async def subagents_of(self, parent_id: str) -> list[Child]:
@@ -558,7 +567,7 @@ class OrchestratorCore:
             return text
         if turn.kind == "heartbeat":
             return await self.assistant.run_heartbeat(turn, emit)
-        if turn.kind == "schedule":
+        if turn.kind in ("schedule", WAKE_KIND):
             return await self.assistant.run_scheduled(turn, emit)
         if turn.kind == CONSOLIDATION_KIND:
             return await self.consolidation.run(turn, emit, self.assistant.run_upkeep)
@@ -601,6 +610,7 @@ class OrchestratorCore:
         self.llm_probe.close()
         await self.scheduler.close()
         await self.reports.close()
+        await self.wakeups.close()
         await self.turns.shutdown()
         await self.webhooks.close()
         await self.db.close()

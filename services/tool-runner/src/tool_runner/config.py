@@ -99,6 +99,18 @@ class ToolRunnerSettings(ServiceSettings):
     # When set (a JSON list), only these programs may start a command.
     allowlist: list[str] = Field(default_factory=list)
 
+    # --- Background processes (exec with background/yield_ms; the process tool) ---
+    # Background processes one session may have running at once; past it exec says so.
+    max_processes_per_session: int = Field(default=8, ge=0)
+    # Milliseconds a background exec waits before it answers (an early failure is then seen).
+    background_yield_ms: int = Field(default=1000, ge=0, le=120_000)
+    # A running process no one polled, wrote to or read for this long is killed (seconds).
+    process_idle_seconds: float = Field(default=1800.0, gt=0)
+    # A background process is killed this long after its start, whatever it does (seconds).
+    process_max_seconds: float = Field(default=14_400.0, gt=0)
+    # Bytes of output kept per process (a ring: the oldest are dropped first).
+    process_buffer_bytes: int = Field(default=1024 * 1024, ge=4096)
+
     # --- Docker backend ---
     # The Docker engine's address (e.g. unix:///var/run/docker.sock); empty: DOCKER_HOST's.
     docker_host: str = ""

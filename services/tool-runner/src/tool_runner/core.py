@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +18,9 @@ from tool_runner.exec_tool import ExecTool, limits_for
 from tool_runner.files import EditFile, ListDir, ReadFile, WriteFile
 from tool_runner.policy import CommandPolicy
 from tool_runner.prepare import prepare_workspace
+from tool_runner.processes.records import ProcessRecord
+from tool_runner.processes.table import ProcessTable
+from tool_runner.processes.tool import ProcessTool
 from tool_runner.redact import RedactingSink
 from tool_runner.sandbox.base import Sandbox
 from tool_runner.secrets_file import SecretsFile
@@ -28,6 +32,8 @@ log = logging.getLogger(__name__)
 
 # Of a capped result, keep as much of the end as of the beginning: errors are often printed last.
 RESULT_HEAD_SHARE = 0.5
+# Of an ended background process's output, what its notice carries.
+END_TAIL_BYTES = 2000
 
 
 class RunnerTools(ToolSet):
@@ -104,10 +110,14 @@ class ToolRunnerCore:
         self.slots = CommandSlots(settings.max_running, settings.max_running_per_session)
         # The service's own environment, only for the file's ${VAR} references.
         self.secrets = SecretsFile(settings.secrets_file, self.ws.root, os.environ)
+        self.processes = ProcessTable(settings, self.sandbox)
         s = settings
         self.tools = RunnerTools(
             [
-                ExecTool(self.ws, s, self.policy, self.sandbox, self.slots, self.secrets),
+                ExecTool(
+                    self.ws, s, self.policy, self.sandbox, self.slots, self.secrets, self.processes
+                ),
+                ProcessTool(self.processes, s.output_limit),
                 ReadFile(self.ws, s.read_max_bytes),
                 WriteFile(self.ws, s.write_max_bytes),
                 EditFile(self.ws, s.write_max_bytes),
@@ -126,6 +136,7 @@ class ToolRunnerCore:
         prepare_workspace(self.ws.root, self.ws.owner, s.chown_workspace)
         s.data_dir.mkdir(parents=True, exist_ok=True)
         await self.sandbox.start()
+        self.processes.start()
         log.info("sandbox %s; workspace %s", self.sandbox.name, self.ws.root)
 
     async def run(
@@ -134,9 +145,20 @@ class ToolRunnerCore:
         """Runs one tool call; every failure is an ok=False result."""
         return await self.tools.run(name, arguments_json, call)
 
+    async def process_ends(self) -> AsyncIterator[tuple[ProcessRecord, str]]:
+        """Ends of background processes that asked for a notice (ProcessTable.watch), each
+        with the tail of its output, secrets redacted."""
+        async for tracked in self.processes.watch():
+            tail = tracked.output.tail(END_TAIL_BYTES).decode(errors="replace")
+            redactor = self.secrets.redactor
+            yield tracked.record, redactor.text(tail) if redactor else tail
+
     async def close_session(self, session_id: str) -> None:
-        """Releases what the session holds (the docker backend's container); idempotent."""
+        """Kills the session's background processes, then releases what else it holds (the
+        docker backend's container); idempotent."""
+        await self.processes.close_session(session_id)
         await self.sandbox.close_session(session_id)
 
     async def close(self) -> None:
+        await self.processes.close()
         await self.sandbox.stop()

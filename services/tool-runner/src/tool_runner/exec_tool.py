@@ -10,6 +10,8 @@ from crayfish_common.tools import CallContext, Tool, ToolError, ToolResult, obje
 
 from tool_runner.config import ToolRunnerSettings
 from tool_runner.policy import CommandPolicy
+from tool_runner.processes.table import ProcessTable
+from tool_runner.processes.tool import start_background
 from tool_runner.sandbox.base import ExecOutcome, ExecSpec, Limits, Sandbox
 from tool_runner.secrets_file import SecretsFile
 from tool_runner.slots import CommandSlots, NoSlot
@@ -29,13 +31,19 @@ class ExecTool(Tool):
     name = "exec"
     description = (
         "Run a shell command in the sandboxed workspace (no network); returns exit "
-        "code, stdout and stderr."
+        "code, stdout and stderr. With background (or yield_ms) a command still running "
+        "after yield_ms returns a process_id and keeps running: follow it with the process tool."
     )
     parameters = object_schema(
         {
             "command": {"type": "string", "minLength": 1, "description": "sh -c command line."},
             "workdir": {"type": "string", "description": "Folder relative to the workspace."},
-            "timeout": {"type": "number", "minimum": 0.1, "description": "Seconds."},
+            "timeout": {
+                "type": "number",
+                "minimum": 0.1,
+                "description": "Seconds (not for background: an idle timeout and a maximum "
+                "lifetime apply instead).",
+            },
             "env": {
                 "type": "object",
                 "additionalProperties": {"type": "string"},
@@ -46,6 +54,23 @@ class ExecTool(Tool):
                 "maxLength": 64,
                 "description": "The skill whose instructions this command follows: it then gets "
                 "the secrets bound to that skill (read_skill says which).",
+            },
+            "background": {
+                "type": "boolean",
+                "description": "Keep the command running after this call (a dev server, a long "
+                "build); it answers after yield_ms with a process_id unless it ended by then.",
+            },
+            "yield_ms": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": 120000,
+                "description": "Wait this long for the command, then leave it running in the "
+                "background if it has not ended (implies background).",
+            },
+            "notify_on_exit": {
+                "type": "boolean",
+                "description": "Background: when the process ends, wake this session with a "
+                "turn that reports it.",
             },
             "limits": {
                 "type": "object",
@@ -65,6 +90,7 @@ class ExecTool(Tool):
         sandbox: Sandbox,
         slots: CommandSlots,
         secrets: SecretsFile,
+        processes: ProcessTable,
     ) -> None:
         self.ws = ws
         self.settings = settings
@@ -72,6 +98,7 @@ class ExecTool(Tool):
         self.sandbox = sandbox
         self.slots = slots
         self.secrets = secrets
+        self.processes = processes
 
     async def run(self, args: dict[str, Any], call: CallContext) -> ToolResult:
         spec = build_spec(self.ws, self.settings, self.policy, args, call.session_id)
@@ -80,6 +107,11 @@ class ExecTool(Tool):
                 raise ToolError(f"env: {name!r} comes from the secrets file; it may not be set")
         # Secrets last: nothing a call passes replaces them.
         spec.env.update(self.secrets.env_for(args.get("skill", "")))
+        if args.get("background") or "yield_ms" in args:
+            wait = args.get("yield_ms", self.settings.background_yield_ms)
+            return await start_background(
+                self.processes, spec, wait, args.get("notify_on_exit", False)
+            )
         try:
             async with self.slots.slot(spec.session_id, spec.limits.timeout) as left:
                 # The wait counts against the call's timeout; the result names the whole.

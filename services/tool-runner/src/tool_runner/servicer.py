@@ -62,6 +62,27 @@ class ToolRunnerServicer(ToolServicerMixin, tool_runner_pb2_grpc.ToolRunnerServi
         await self.core.close_session(request.session_id)
         return tool_runner_pb2.CloseSessionResponse()
 
+    async def WatchProcesses(self, request, context) -> AsyncIterator[tool_runner_pb2.ProcessEnd]:
+        async for record, tail in self.core.process_ends():
+            yield tool_runner_pb2.ProcessEnd(
+                process_id=record.id,
+                session_id=record.session_id,
+                status=record.status,
+                exit_code=record.exit_code if record.exit_code is not None else -1,
+                reason=record.reason,
+                command=record.command,
+                output_tail=tail,
+            )
+
+    async def KillProcesses(self, request, context):
+        if not request.session_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "session_id is required")
+        until = request.started_before or float("inf")
+        killed = await self.core.processes.kill_started(
+            request.session_id, request.started_after, until
+        )
+        return tool_runner_pb2.KillProcessesResponse(killed=killed)
+
     async def DescribeSandbox(self, request, context):
         box, secrets = self.core.sandbox, self.core.secrets
         secrets.refresh()

@@ -14,7 +14,9 @@ from orchestrator.agent.presets import ModelPrice
 # "summary" for an idle session's summary (consolidation/idle.py).
 COMPACTION = "compaction"
 # The background kinds: their own budget caps, and CRAYFISH_MODEL_BACKGROUND's preset.
-BACKGROUND_KINDS = frozenset({"heartbeat", "schedule", "subagent", "consolidation", "summary"})
+BACKGROUND_KINDS = frozenset(
+    {"heartbeat", "schedule", "subagent", "consolidation", "summary", "process"}
+)
 
 
 @dataclass(frozen=True)

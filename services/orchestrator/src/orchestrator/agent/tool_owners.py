@@ -27,6 +27,7 @@ BUILTIN_TOOLS: dict[str, tuple[str, ...]] = {
     ),
     "tool-runner": (
         "exec",
+        "process",
         "read_file",
         "write_file",
         "edit_file",

@@ -18,7 +18,10 @@ from orchestrator.approvals.programs import Analysis, analyse, sandbox_workdir
 from orchestrator.turns.events import EventSink
 
 log = logging.getLogger(__name__)
-GATED_TOOLS = ("exec",)
+# `process` write: what a background process reads may be commands (a shell's stdin), so under a
+# policy other than `full` the text is judged like a command line (asked or refused when it is
+# no allowlisted program's), never passed by.
+GATED_TOOLS = ("exec", "process")
 
 
 class ExecGate:
@@ -35,21 +38,21 @@ class ExecGate:
         store cannot be read or written, the command does not run (closed, not open)."""
         if name not in GATED_TOOLS:
             return None
-        arguments = _arguments(raw_arguments)
-        if arguments is None:
-            return None  # the registry answers with the schema's complaint
+        gated = _gated_command(name, _arguments(raw_arguments))
+        if gated is None:
+            return None  # not a command, or the registry answers with the schema's complaint
         try:
-            return await self._check(arguments, call_id)
+            return await self._check(*gated, call_id)
         except Exception as exc:  # the database away: say so, run nothing
             log.warning("exec approval check failed: %s", exc)
             return _refused(f"the exec policy could not be checked ({exc})")
 
-    async def _check(self, arguments: dict[str, Any], call_id: str) -> ToolResult | None:
+    async def _check(
+        self, command: str, workdir: str, env: dict[str, Any] | None, call_id: str
+    ) -> ToolResult | None:
         policy = await self.desk.policy()
         if policy.security == "full" and policy.ask != "always":
             return None
-        command, workdir = arguments["command"], str(arguments.get("workdir") or "")
-        env = arguments.get("env") if isinstance(arguments.get("env"), dict) else None
         analysis = await asyncio.to_thread(analyse, command, workdir, env=env)
         verdict = judge(policy, analysis)
         if verdict.action == "allow":
@@ -110,6 +113,19 @@ def _arguments(raw: str) -> dict[str, Any] | None:
         value = json.loads(raw) if raw.strip() else None
     except (ValueError, RecursionError):  # the registry names what is wrong with them
         return None
-    if not isinstance(value, dict) or not isinstance(value.get("command"), str):
+    return value if isinstance(value, dict) else None
+
+
+def _gated_command(
+    name: str, arguments: dict[str, Any] | None
+) -> tuple[str, str, dict[str, Any] | None] | None:
+    """(command line, workdir, env) a call would run, or None for a call that runs none."""
+    if arguments is None:
         return None
-    return value
+    if name == "exec" and isinstance(arguments.get("command"), str):
+        env = arguments.get("env") if isinstance(arguments.get("env"), dict) else None
+        return arguments["command"], str(arguments.get("workdir") or ""), env
+    if name == "process" and arguments.get("action") == "write":
+        data = arguments.get("data")
+        return (data, "", None) if isinstance(data, str) and data.strip() else None
+    return None

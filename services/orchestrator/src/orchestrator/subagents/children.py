@@ -148,15 +148,18 @@ class Subagents:
             lines.append(f"{child.child_id}: {state}")
         return ToolResult(True, "\n".join(lines))
 
-    async def cancel_children(self, parent_id: str) -> None:
+    async def cancel_children(self, parent_id: str) -> list[tuple[Child, Turn]]:
         """Cancels the turn's children still queued or running, and theirs; the cancelled
-        parent's session gets no report of them."""
+        parent's session gets no report of them. Returns each cancelled child with its turn
+        as it then is."""
+        cancelled: list[tuple[Child, Turn]] = []
         for child in await self.store.of_parent(parent_id):
             if child.turn is not None and not child.turn.done:
                 await self.store.claim_report(child.child_id)
-                await self.turns.cancel(child.turn)
+                cancelled.append((child, await self.turns.cancel(child.turn)))
                 log.info("subagent %s cancelled with its parent %s", child.child_id, parent_id)
-            await self.cancel_children(child.child_id)
+            cancelled += await self.cancel_children(child.child_id)
+        return cancelled
 
     async def active_note(self, session_id: str) -> str:
         """The prompt's line on the session's children still at work (none: "")."""

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import abc
+import asyncio
 import logging
 import posixpath
 import shlex
 import shutil
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from crayfish_common.tools import ChunkSink
 
@@ -60,6 +63,36 @@ class ExecOutcome:
         return self.stdout.truncated or self.stderr.truncated
 
 
+class NoBackground(Exception):
+    """This backend cannot keep a command running past its call; the message says why."""
+
+
+class InputPipe(Protocol):
+    """A background process's stdin (asyncio's StreamWriter is one)."""
+
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def is_closing(self) -> bool: ...
+
+
+@dataclass
+class Background:
+    """A command started to run on, in a cgroup of its own where the host allows one: its
+    stdin, stdout and stderr; `wait` gives its exit code once it has ended; `kill` ends its
+    whole tree; `release` (after `wait`) frees what it held, killing anything left."""
+
+    stdin: InputPipe
+    stdout: asyncio.StreamReader
+    stderr: asyncio.StreamReader
+    wait: Callable[[], Awaitable[int]]
+    kill: Callable[[], Awaitable[None]]
+    release: Callable[[], Awaitable[None]]
+
+
 class Sandbox(abc.ABC):
     """A backend; start() raises SandboxUnavailable when it cannot isolate commands."""
 
@@ -108,6 +141,14 @@ class Sandbox(abc.ABC):
                     "the folder or its parents); not offered"
                 )
                 log.warning("sandbox: %s", self.warnings[-1])
+
+    async def start_background(self, spec: ExecSpec) -> Background:
+        """Starts spec to run past its call (the process tool follows it)."""
+        raise NoBackground(f"background processes are not available with the {self.name} backend")
+
+    async def processes_ended(self, session_id: str) -> None:
+        """The session has no background process running any more."""
+        return None
 
     async def close_session(self, session_id: str) -> None:
         """Releases what a session holds; idempotent."""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tool_runner.sandbox.base import (
     SKILLS_MOUNT,
+    Background,
     ChunkSink,
     ExecOutcome,
     ExecSpec,
@@ -28,10 +29,12 @@ from tool_runner.sandbox.cgroups import CgroupLimiter
 from tool_runner.sandbox.hostbins import list_bins
 from tool_runner.sandbox.process import (
     discard_process,
+    kill_group,
     run_process,
     spawn_process,
     supervise_process,
 )
+from tool_runner.sandbox.session_net import HOLDER_COMMAND, SessionNets
 from tool_runner.sandbox.warm import BOOT, READY, Warm, WarmPool, job_text
 
 log = logging.getLogger(__name__)
@@ -99,6 +102,7 @@ class BwrapSandbox(Sandbox):
         self.pool = WarmPool(warm, self._start_warm, self._discard_warm)
         # Off until start() has settled the mounts (its probes would churn the pool).
         self.warm_on = False
+        self.nets = SessionNets(self._start_net_holder)
 
     async def start(self) -> None:
         if not self.bwrap:
@@ -182,11 +186,16 @@ class BwrapSandbox(Sandbox):
             fds[name] = read_end
         return fds
 
-    def argv(self, spec: ExecSpec, etc_fds: dict[str, int], env_fd: int) -> list[str]:
+    def argv(
+        self, spec: ExecSpec, etc_fds: dict[str, int], env_fd: int, net_fd: int | None = None
+    ) -> list[str]:
         """The whole command line of a cold start: bwrap, prlimit, then `sh -c command`;
-        the environment is read from env_fd (env_args_fd)."""
+        the environment is read from env_fd (env_args_fd); with net_fd, in that network
+        namespace (the session's, session_net.py) instead of a new one."""
+        enter = self.nets.prefix(net_fd) if net_fd is not None else []
         return [
-            *self._bwrap_args(sandbox_workdir(spec.workdir), env_fd, etc_fds),
+            *enter,
+            *self._bwrap_args(sandbox_workdir(spec.workdir), env_fd, etc_fds, net_fd is None),
             "--",
             self.prlimit,
             *limit_args(spec.limits),
@@ -196,13 +205,15 @@ class BwrapSandbox(Sandbox):
             spec.command,
         ]
 
-    def _bwrap_args(self, workdir: str, env_fd: int, etc_fds: dict[str, int]) -> list[str]:
+    def _bwrap_args(
+        self, workdir: str, env_fd: int, etc_fds: dict[str, int], new_net: bool = True
+    ) -> list[str]:
         args = [
             *self.prefix,
             self.bwrap,
             "--unshare-user",
             "--unshare-pid",
-            "--unshare-net",
+            *(["--unshare-net"] if new_net else []),
             "--unshare-ipc",
             "--unshare-uts",
             "--unshare-cgroup-try",
@@ -257,7 +268,9 @@ class BwrapSandbox(Sandbox):
     async def run(self, spec: ExecSpec, sink: ChunkSink | None = None) -> ExecOutcome:
         """Runs spec in a warm sandbox when one with its limits waits, else starts one."""
         warm = None
-        if self.warm_on and _fits_warm(spec):
+        # A session with background processes runs its commands in its network namespace.
+        shared = self.nets.has(spec.session_id)
+        if self.warm_on and _fits_warm(spec) and not shared:
             warm = self.pool.take(self._warm_key(spec.limits))
         try:
             if warm is not None:
@@ -360,8 +373,10 @@ class BwrapSandbox(Sandbox):
             group = self.cgroups.create(spec.limits.memory_mb, spec.limits.max_processes)
         fds = self._etc_pipes()
         env_fd = env_args_fd(sandbox_env(spec.env))
+        net_fd = self.nets.borrow(spec.session_id)
+        passed = (*fds.values(), env_fd, *([net_fd] if net_fd is not None else []))
         try:
-            argv = self.argv(spec, fds, env_fd)
+            argv = self.argv(spec, fds, env_fd, net_fd)
             if group is not None:
                 argv = [*group.shell_prefix(), *argv]
             return await run_process(
@@ -369,17 +384,73 @@ class BwrapSandbox(Sandbox):
                 spec.limits,
                 sink,
                 self.chunk,
-                pass_fds=(*fds.values(), env_fd),
+                pass_fds=passed,
                 # bwrap's own environment is readable in /proc/1/environ inside the sandbox.
+                env={},
+            )
+        finally:
+            for fd in passed:
+                os.close(fd)
+            if group is not None:
+                self.cgroups.remove_soon(group)
+
+    async def start_background(self, spec: ExecSpec) -> Background:
+        """A cold start with stdin piped, in its own cgroup and the session's network
+        namespace. Killing bwrap takes its pid namespace down; the cgroup catches the rest."""
+        net_fd = await self.nets.ensure(spec.session_id)
+        group = None
+        if self.cgroups.parents:
+            group = self.cgroups.create(spec.limits.memory_mb, spec.limits.max_processes)
+        fds = self._etc_pipes()
+        env_fd = env_args_fd(sandbox_env(spec.env))
+        passed = (*fds.values(), env_fd, *([net_fd] if net_fd is not None else []))
+        try:
+            argv = self.argv(spec, fds, env_fd, net_fd)
+            if group is not None:
+                argv = [*group.shell_prefix(), *argv]
+            proc = await spawn_process(argv, stdin=asyncio.subprocess.PIPE, pass_fds=passed, env={})
+        except BaseException:
+            if group is not None:
+                await self.cgroups.remove(group)
+            raise
+        finally:
+            for fd in passed:
+                os.close(fd)
+
+        async def release() -> None:
+            if group is not None:
+                await self.cgroups.remove(group)
+
+        async def kill() -> None:
+            if proc.returncode is None:  # once reaped, its pid may be another process's
+                kill_group(proc.pid)
+
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        return Background(proc.stdin, proc.stdout, proc.stderr, proc.wait, kill, release)
+
+    async def _start_net_holder(self) -> asyncio.subprocess.Process:
+        fds = self._etc_pipes()
+        env_fd = env_args_fd(sandbox_env({}))
+        try:
+            argv = [*self._bwrap_args(WORKSPACE, env_fd, fds), "--", "/bin/sh", "-c"]
+            return await spawn_process(
+                [*argv, HOLDER_COMMAND],
+                stdin=asyncio.subprocess.PIPE,
+                pass_fds=(*fds.values(), env_fd),
                 env={},
             )
         finally:
             for fd in (*fds.values(), env_fd):
                 os.close(fd)
-            if group is not None:
-                self.cgroups.remove_soon(group)
+
+    async def processes_ended(self, session_id: str) -> None:
+        self.nets.drop(session_id)
+
+    async def close_session(self, session_id: str) -> None:
+        self.nets.drop(session_id)
 
     async def stop(self) -> None:
+        self.nets.close()
         await self.pool.close()
         await self.cgroups.close()
 

@@ -19,12 +19,16 @@ from tool_runner.config import ToolRunnerSettings
 from tool_runner.sandbox.base import (
     SANDBOX_PATH,
     SKILLS_MOUNT,
+    Background,
     ChunkSink,
     ExecOutcome,
     ExecSpec,
     Sandbox,
     SandboxUnavailable,
+    sandbox_env,
+    sandbox_workdir,
 )
+from tool_runner.sandbox.docker_background import start_in_container
 from tool_runner.sandbox.docker_exec import DockerExec
 
 log = logging.getLogger(__name__)
@@ -40,6 +44,8 @@ class _Session:
     container_id: str
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last_used: float = field(default_factory=time.monotonic)
+    # Background processes running (their containers share this one's network): not idle.
+    processes: int = 0
 
 
 class DockerSandbox(Sandbox):
@@ -216,6 +222,37 @@ class DockerSandbox(Sandbox):
                     session.last_used = time.monotonic()
         raise AssertionError("unreachable")
 
+    async def start_background(self, spec: ExecSpec) -> Background:
+        """A container of its own in the session container's network (docker_background.py)."""
+        session_id = spec.session_id or "default"
+        session = await self._session(session_id)
+        create = {
+            **self._hardening(),
+            "image": self.settings.docker_image,
+            "command": ["/bin/sh", "-c", spec.command],
+            "stdin_open": True,
+            "network_mode": f"container:{session.container_id}",
+            "working_dir": sandbox_workdir(spec.workdir),
+            "environment": sandbox_env(spec.env),
+            "labels": {
+                "crayfish.tool-runner": self.owner,
+                "crayfish.session": session_id,
+                "crayfish.process": "1",
+            },
+        }
+        del create["hostname"]  # the network's owner has it
+        handle = await start_in_container(self.client, self._call, create)
+        session.processes += 1
+        released = handle.release
+
+        async def release() -> None:
+            session.processes -= 1
+            session.last_used = time.monotonic()
+            await released()
+
+        handle.release = release
+        return handle
+
     async def _gone(self, cid: str) -> bool:
         import docker
 
@@ -252,7 +289,8 @@ class DockerSandbox(Sandbox):
             await asyncio.sleep(max(0.2, min(30.0, idle / 4)))
             now = time.monotonic()
             for sid, session in list(self.sessions.items()):
-                if now - session.last_used > idle and not session.lock.locked():
+                busy = session.lock.locked() or session.processes > 0
+                if now - session.last_used > idle and not busy:
                     log.info("session %s idle for %.0fs: removing its container", sid, idle)
                     await self.close_session(sid)
 

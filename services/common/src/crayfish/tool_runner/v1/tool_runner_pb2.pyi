@@ -73,3 +73,41 @@ class SkillSecret(_message.Message):
     name: str
     skills: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, name: _Optional[str] = ..., skills: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class KillProcessesRequest(_message.Message):
+    __slots__ = ("session_id", "started_after", "started_before")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    STARTED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    started_after: float
+    started_before: float
+    def __init__(self, session_id: _Optional[str] = ..., started_after: _Optional[float] = ..., started_before: _Optional[float] = ...) -> None: ...
+
+class KillProcessesResponse(_message.Message):
+    __slots__ = ("killed",)
+    KILLED_FIELD_NUMBER: _ClassVar[int]
+    killed: int
+    def __init__(self, killed: _Optional[int] = ...) -> None: ...
+
+class WatchProcessesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ProcessEnd(_message.Message):
+    __slots__ = ("process_id", "session_id", "status", "exit_code", "reason", "command", "output_tail")
+    PROCESS_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TAIL_FIELD_NUMBER: _ClassVar[int]
+    process_id: str
+    session_id: str
+    status: str
+    exit_code: int
+    reason: str
+    command: str
+    output_tail: str
+    def __init__(self, process_id: _Optional[str] = ..., session_id: _Optional[str] = ..., status: _Optional[str] = ..., exit_code: _Optional[int] = ..., reason: _Optional[str] = ..., command: _Optional[str] = ..., output_tail: _Optional[str] = ...) -> None: ...

@@ -60,6 +60,16 @@ class ToolRunnerServiceStub:
                 request_serializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.DescribeSandboxRequest.SerializeToString,
                 response_deserializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.DescribeSandboxResponse.FromString,
                 _registered_method=True)
+        self.WatchProcesses = channel.unary_stream(
+                '/crayfish.tool_runner.v1.ToolRunnerService/WatchProcesses',
+                request_serializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.WatchProcessesRequest.SerializeToString,
+                response_deserializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.ProcessEnd.FromString,
+                _registered_method=True)
+        self.KillProcesses = channel.unary_unary(
+                '/crayfish.tool_runner.v1.ToolRunnerService/KillProcesses',
+                request_serializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.KillProcessesRequest.SerializeToString,
+                response_deserializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.KillProcessesResponse.FromString,
+                _registered_method=True)
 
 
 class ToolRunnerServiceServicer:
@@ -100,6 +110,22 @@ class ToolRunnerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchProcesses(self, request, context):
+        """Streams the ends of background processes started with notify_on_exit: first those this
+        runner still holds (a watcher that was away sees them again), then each as it comes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def KillProcesses(self, request, context):
+        """Kills a session's background processes started within a time window (one turn's, when
+        that turn is cancelled); idempotent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ToolRunnerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -127,6 +153,16 @@ def add_ToolRunnerServiceServicer_to_server(servicer, server):
                     servicer.DescribeSandbox,
                     request_deserializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.DescribeSandboxRequest.FromString,
                     response_serializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.DescribeSandboxResponse.SerializeToString,
+            ),
+            'WatchProcesses': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchProcesses,
+                    request_deserializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.WatchProcessesRequest.FromString,
+                    response_serializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.ProcessEnd.SerializeToString,
+            ),
+            'KillProcesses': grpc.unary_unary_rpc_method_handler(
+                    servicer.KillProcesses,
+                    request_deserializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.KillProcessesRequest.FromString,
+                    response_serializer=crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.KillProcessesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -264,6 +300,60 @@ class ToolRunnerService:
             '/crayfish.tool_runner.v1.ToolRunnerService/DescribeSandbox',
             crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.DescribeSandboxRequest.SerializeToString,
             crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.DescribeSandboxResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchProcesses(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/crayfish.tool_runner.v1.ToolRunnerService/WatchProcesses',
+            crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.WatchProcessesRequest.SerializeToString,
+            crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.ProcessEnd.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KillProcesses(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/crayfish.tool_runner.v1.ToolRunnerService/KillProcesses',
+            crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.KillProcessesRequest.SerializeToString,
+            crayfish_dot_tool__runner_dot_v1_dot_tool__runner__pb2.KillProcessesResponse.FromString,
             options,
             channel_credentials,
             insecure,
