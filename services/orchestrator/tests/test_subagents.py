@@ -271,7 +271,13 @@ async def test_steering_reaches_a_running_child_and_the_prompt_shows_it(
     assert "[From the parent agent] only .md files" in json.dumps(second_round["messages"])
     # NO_REPLY: the report's answer is not delivered
     (child,) = await core.subagents_of(first.id)
-    report = await core.wait_for_task(f"{child.child_id}-report", 20)
+    report_id = f"{child.child_id}-report"
+
+    async def report_queued() -> bool:  # queued just after the child's end is stored
+        return await core.get_task(report_id) is not None
+
+    await wait_for(report_queued)
+    report = await core.wait_for_task(report_id, 20)
     assert report.status == "completed" and not report.delivered
 
 

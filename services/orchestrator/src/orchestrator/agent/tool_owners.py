@@ -24,6 +24,8 @@ BUILTIN_TOOLS: dict[str, tuple[str, ...]] = {
         "schedule_list",
         "schedule_remove",
         "notify",
+        "spawn",
+        "subagents",
     ),
     "tool-runner": (
         "exec",
