@@ -162,3 +162,23 @@ def test_links_and_fifos_in_the_workspace_are_never_followed(core, workspace, tm
     assert not (workspace / "MEMORY.md").is_symlink()
     assert "Biscuit" in (workspace / "MEMORY.md").read_text()
     assert secret.read_text() == "password=hunter2\n"
+
+
+def test_a_large_first_revision_is_packed_and_git_reads_it(make_settings, embedder, workspace):
+    for n in range(40):
+        (workspace / "memory" / f"n-{n}.md").write_text(f"# Note {n}\n\nFact number {n}.\n")
+    opened = MemoryCore(make_settings(watch=False), embedder).open()
+    try:
+        opened.sync()
+        repo = str(opened.settings.data_dir / "history")
+        assert list((opened.settings.data_dir / "history" / "objects" / "pack").glob("*.pack"))
+        subprocess.run(["git", "--git-dir", repo, "fsck", "--strict"], check=True)
+        shown = subprocess.run(
+            ["git", "--git-dir", repo, "show", "HEAD:memory/n-39.md"],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        assert shown.stdout == "# Note 39\n\nFact number 39.\n"
+    finally:
+        opened.close()

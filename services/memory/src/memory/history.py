@@ -29,6 +29,8 @@ FILE_MODE = 0o100644
 EMAIL = "memory@crayfish.invalid"
 MAX_REASON_CHARS = 2000
 MAX_LOG = 1000
+# Writing a loose object costs a file and an fsync; from this many new blobs, one pack is cheaper.
+PACK_FROM = 32
 REV_PATTERN = re.compile(r"^[0-9a-f]{4,40}$")
 
 
@@ -101,20 +103,30 @@ class MemoryHistory:
             parent = self.head()
             files = self.entries(parent)
             store = self.repo.object_store
+            fresh: dict[ObjectID, Blob] = {}
             for path, data in changes.items():
                 if data is None:
                     files.pop(path, None)
                     continue
                 blob = Blob.from_string(data)
                 if files.get(path) != blob.id:
-                    store.add_object(blob)
+                    fresh[blob.id] = blob
                     files[path] = blob.id
+            self._store(list(fresh.values()))
             blobs = [(p.encode(), sha, FILE_MODE) for p, sha in sorted(files.items())]
             tree = commit_tree(store, blobs)
             if parent is not None and self._commit(parent).tree == tree:
                 return None
             made = self._write_commit(tree, parent, author, reason)
             return self._revision(made)
+
+    def _store(self, blobs: list[Blob]) -> None:
+        """Many blobs (the first revision) go into one pack; a few stay loose objects."""
+        if len(blobs) >= PACK_FROM:
+            self.repo.object_store.add_objects([(blob, None) for blob in blobs])
+            return
+        for blob in blobs:
+            self.repo.object_store.add_object(blob)
 
     def _write_commit(
         self, tree: ObjectID, parent: ObjectID | None, author: str, reason: str
