@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import httpx
@@ -12,6 +13,8 @@ from devstack.launcher import LocalStack
 from tests.e2e.conftest import TOKEN
 
 pytestmark = pytest.mark.slow  # starts the whole stack
+
+SCREENSHOT = os.environ.get("CRAYFISH_E2E_SCREENSHOT")  # a path, to look at the page by hand
 
 
 def test_a_revision_shows_its_diff_and_restores_the_files(page: Any, stack: LocalStack):
@@ -26,10 +29,13 @@ def test_a_revision_shows_its_diff_and_restores_the_files(page: Any, stack: Loca
     newest = page.locator("#history-body .revision-link").first
     expect(newest).to_contain_text("api", timeout=15_000)
     expect(page.locator("#history-body .revision-files").first).to_have_text("MEMORY.md")
+    expect(page.locator("#history-body .revision-why").first).to_have_text("typo")
     newest.click()
     added = page.locator("#viewer .diff-line.added")
     expect(added).to_have_text(["+", "+- Wrong: the sync is on Mondays."], timeout=15_000)
     expect(page.locator("#viewer .revision-reason")).to_contain_text("typo")
+    if SCREENSHOT:
+        page.screenshot(path=SCREENSHOT, full_page=True)
 
     # Restore the revision before it (the files as the stack started): the note goes away.
     page.locator("#history-body .revision-link").nth(1).click()

@@ -60,7 +60,12 @@ function item(revision) {
   link.title = `${revision.reason}\n${revision.files.join(", ")}`;
   link.dataset.rev = revision.rev;
   link.addEventListener("click", () => openRevision(revision));
-  row.append(link, el("span", "revision-files", revision.files.join(", ")));
+  const reason = revision.reason.length > 80 ? revision.reason.slice(0, 79) + "…" : revision.reason;
+  row.append(
+    link,
+    el("span", "revision-files", revision.files.join(", ")),
+    el("span", "revision-why", reason),
+  );
   return row;
 }
 
