@@ -42,14 +42,19 @@ def tool_results(fake_llm: FakeLLM) -> list[str]:
     return [m["content"] for m in fake_llm.requests[-1]["messages"] if m["role"] == "tool"]
 
 
-def wait_for_revision(api: httpx.Client, author: str, path: str, timeout: float = 30) -> dict:
+def wait_for_revision(
+    api: httpx.Client, author: str, path: str, seen: set[str], timeout: float = 30
+) -> dict:
+    """The newest revision of `path` by `author` that is not in `seen`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = [r for r in history(api, path=path) if r["author"] == author]
+        found = [
+            r for r in history(api, path=path) if r["author"] == author and r["rev"] not in seen
+        ]
         if found:
             return found[0]
         time.sleep(0.2)
-    raise AssertionError(f"no revision by {author} of {path} within {timeout} s")
+    raise AssertionError(f"no new revision by {author} of {path} within {timeout} s")
 
 
 def git(stack: LocalStack, *args: str) -> str:
@@ -112,10 +117,11 @@ def test_unknown_and_malformed_revisions_are_clear_errors(api):
 
 
 def test_a_hand_edit_in_the_sandbox_is_recorded(api, fake_llm, stack):
+    seen = {r["rev"] for r in history(api, limit=1000)}
     command = "printf -- '- Sits by the window.\\n' >> USER.md"
     turn(api, fake_llm, ("exec", {"command": command}))
     assert tool_results(fake_llm)[-1].startswith("exit code: 0"), tool_results(fake_llm)
-    revision = wait_for_revision(api, "hand", "USER.md")
+    revision = wait_for_revision(api, "hand", "USER.md", seen)
     assert (
         "+- Sits by the window." in api.get(f"/api/memory/history/{revision['rev']}").json()["diff"]
     )

@@ -131,11 +131,25 @@ def test_restore_brings_back_the_files_and_the_index_follows(core, workspace):
     done = core.restore(good)
     assert done.source == good and done.files == ["MEMORY.md", "memory/scratch.md"]
     assert done.revision is not None and done.revision.author == "api"
-    assert done.revision.reason == f"restore {good[:12]}"
+    assert done.revision.reason == f"restore the files as at {good[:12]}"
     assert "Biscuit" in (workspace / "MEMORY.md").read_text()
     assert not (workspace / "memory/scratch.md").exists()
     assert core.search("Biscuit", strategy="keyword")[0].path == "MEMORY.md"
     assert core.restore(good).revision is None  # already as it was
+
+
+def test_restoring_one_file_leaves_the_others_as_they_are(core, workspace):
+    good = core.history()[0].rev
+    core.edit("MEMORY.md", "green tea", "black coffee", "session:s-1", "bad consolidation")
+    core.write("- Passport renewed.", "memory/2026-05-02.md", "session:s-2", "later note")
+    done = core.restore(good, path="MEMORY.md")
+    assert done.files == ["MEMORY.md"]
+    assert done.revision is not None
+    assert done.revision.reason == f"restore MEMORY.md as at {good[:12]}"
+    assert "green tea" in (workspace / "MEMORY.md").read_text()
+    assert "Passport renewed" in (workspace / "memory/2026-05-02.md").read_text()
+    with pytest.raises(MemoryPathError):
+        core.restore(good, path="TOOLS.md")
 
 
 def test_unknown_and_malformed_revisions_are_refused(core):

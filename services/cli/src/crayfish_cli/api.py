@@ -219,7 +219,7 @@ class CrayfishClient:
         result: dict[str, Any] = self.request("GET", f"/api/memory/history/{rev}")
         return result
 
-    def memory_restore(self, rev: str, reason: str = "") -> dict[str, Any]:
-        body = {"rev": rev, "reason": reason}
+    def memory_restore(self, rev: str, reason: str = "", path: str = "") -> dict[str, Any]:
+        body = {"rev": rev, "reason": reason, "path": path}
         result: dict[str, Any] = self.request("POST", "/api/memory/restore", json=body)
         return result

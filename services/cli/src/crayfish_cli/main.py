@@ -147,6 +147,7 @@ def add_memory_commands(memory: argparse.ArgumentParser) -> None:
     log.add_argument("--json", action="store_true", help="print JSON")
     restore = memory_commands.add_parser("restore", help="make the files as at REV (new revision)")
     restore.add_argument("rev")
+    restore.add_argument("path", nargs="?", default="", help="only this file (default: all)")
     restore.add_argument("--reason", default="", help="kept with the new revision")
     restore.add_argument("--json", action="store_true", help="print JSON")
 
@@ -196,7 +197,7 @@ def run(args: argparse.Namespace, client: CrayfishClient) -> int:
     if args.memory_command == "log":
         return memory_history.log(client, args.limit, args.path, args.json)
     if args.memory_command == "restore":
-        return memory_history.restore(client, args.rev, args.reason, args.json)
+        return memory_history.restore(client, args.rev, args.reason, args.path, args.json)
     if memory_history.is_revision(args.citation):
         return memory_history.show(client, args.citation, args.json)
     return listings.show_memory(client, args.citation, args.json)

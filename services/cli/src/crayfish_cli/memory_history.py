@@ -64,8 +64,8 @@ def show(client: CrayfishClient, rev: str, as_json: bool) -> int:
     return 0
 
 
-def restore(client: CrayfishClient, rev: str, reason: str, as_json: bool) -> int:
-    done = client.memory_restore(rev.strip(), reason)
+def restore(client: CrayfishClient, rev: str, reason: str, path: str, as_json: bool) -> int:
+    done = client.memory_restore(rev.strip(), reason, path)
     if as_json:
         _dump(done)
         return 0

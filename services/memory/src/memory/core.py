@@ -268,10 +268,10 @@ class MemoryCore:
     def revision(self, rev: str) -> RevisionDiff:
         return self.versioned.history.show(rev)
 
-    def restore(self, rev: str, author: str = "api", reason: str = "") -> Restored:
-        """The files as they were at `rev`, as a new revision; the index follows."""
+    def restore(self, rev: str, author: str = "api", reason: str = "", path: str = "") -> Restored:
+        """The files (or one) as they were at `rev`, as a new revision; the index follows."""
         with self.index.lock, refused_as_path_error():
-            return self.versioned.restore(rev, author, reason)
+            return self.versioned.restore(rev, author, reason, path)
 
     def delete(self, path: str) -> tuple[int, bool]:
         """Removes a file from the index, and deletes it when it is a workspace memory file."""

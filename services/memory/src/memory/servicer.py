@@ -158,7 +158,9 @@ class MemoryServicer(ToolServicerMixin, memory_pb2_grpc.MemoryServiceServicer):
     async def RestoreMemory(self, request, context):
         core = await self._core(context)
         try:
-            done = await asyncio.to_thread(core.restore, request.rev, "api", request.reason)
+            done = await asyncio.to_thread(
+                core.restore, request.rev, "api", request.reason, request.path
+            )
         except RevisionNotFound as exc:
             await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
         except (ValueError, MemoryPathError) as exc:

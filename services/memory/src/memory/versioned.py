@@ -112,14 +112,16 @@ class VersionedMemory:
         self.root.write_atomic(rel, edited, MAX_NOTE_FILE_BYTES)
         return self._commit(rel, author, reason)
 
-    def restore(self, rev: str, author: str, reason: str) -> Restored:
-        """Makes the tracked files what they were at `rev`, as a new revision; the index follows."""
+    def restore(self, rev: str, author: str, reason: str, path: str = "") -> Restored:
+        """Makes the tracked files (or one) what they were at `rev`, as a new revision."""
+        only = tracked_path(path) if path else None
         self.record_scan()
         full, wanted = self.history.files_at(rev)
         now = scan(self.root)
         changed: dict[str, bytes | None] = {}
+        paths = set(wanted) | set(now.files) if only is None else {only}
         try:
-            for path in sorted(set(wanted) | set(now.files)):
+            for path in sorted(paths):
                 target = wanted.get(path)
                 if now.files.get(path) == target:
                     continue  # unchanged, or absent in both (a planted link is not ours to remove)
@@ -127,7 +129,7 @@ class VersionedMemory:
                 changed[path] = target
         finally:
             # Even a restore stopped half-way by a refused file records what it did change.
-            note = reason or f"restore {full[:12]}"
+            note = reason or f"restore {only or 'the files'} as at {full[:12]}"
             revision = self.history.commit(changed, author, note) if changed else None
             self.reindex(set(changed))
         return Restored(full, revision, sorted(changed))

@@ -479,9 +479,9 @@ class OrchestratorCore:
         """One revision of the memory files and its diff."""
         return await self.clients.memory.revision(rev)
 
-    async def restore_memory(self, rev: str, reason: str = "") -> MemoryRestored:
-        """The memory files as they were at `rev`, as a new revision (author `api`)."""
-        return await self.clients.memory.restore(rev, reason)
+    async def restore_memory(self, rev: str, reason: str = "", path: str = "") -> MemoryRestored:
+        """The memory files (or one) as they were at `rev`, as a new revision (author `api`)."""
+        return await self.clients.memory.restore(rev, reason, path)
 
     async def list_skills(self) -> SkillCatalog:
         """Every skill with its availability, and each broken SKILL.md's diagnostic."""

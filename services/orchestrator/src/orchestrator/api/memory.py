@@ -45,7 +45,8 @@ class MemoryNote(RequestBody):
 
 class MemoryRestore(RequestBody):
     rev: str = Field(min_length=4, max_length=40, pattern="^[0-9a-fA-F]+$")
-    reason: str = Field("", max_length=2000, description="empty = 'restore <rev>'")
+    reason: str = Field("", max_length=2000, description="empty = 'restore ... as at <rev>'")
+    path: str = Field("", max_length=1000, description="only this file; empty = all of them")
 
 
 def _timeout(core: OrchestratorCore) -> float:
@@ -109,4 +110,4 @@ async def memory_revision(
 @router.post("/api/memory/restore", response_model=MemoryRestored)
 async def restore_memory(body: MemoryRestore, core: CoreDep) -> MemoryRestored:
     """The memory files as they were at `rev`, as a new revision; the index follows."""
-    return await core.restore_memory(body.rev, body.reason)
+    return await core.restore_memory(body.rev, body.reason, body.path)

@@ -189,10 +189,10 @@ class MemoryClient(ToolServiceClient):
         return MemoryRevisionDiff(r.rev, r.time, r.author, r.reason, list(r.files), reply.diff)
 
     async def restore(
-        self, rev: str, reason: str = "", deadline: float | None = None
+        self, rev: str, reason: str = "", path: str = "", deadline: float | None = None
     ) -> MemoryRestored:
-        """The files as they were at `rev`, as a new revision."""
-        request = memory_pb2.RestoreMemoryRequest(rev=rev, reason=reason)
+        """The files (or one, `path`) as they were at `rev`, as a new revision."""
+        request = memory_pb2.RestoreMemoryRequest(rev=rev, reason=reason, path=path)
         with raising_typed_errors(self.name):
             reply = await self._stub.RestoreMemory(request, timeout=deadline or self.rpc_timeout)
         made = _revision(reply.revision) if reply.HasField("revision") else None

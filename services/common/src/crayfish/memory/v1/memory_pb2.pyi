@@ -210,12 +210,14 @@ class GetMemoryRevisionResponse(_message.Message):
     def __init__(self, revision: _Optional[_Union[MemoryRevision, _Mapping]] = ..., diff: _Optional[str] = ...) -> None: ...
 
 class RestoreMemoryRequest(_message.Message):
-    __slots__ = ("rev", "reason")
+    __slots__ = ("rev", "reason", "path")
     REV_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
     rev: str
     reason: str
-    def __init__(self, rev: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    path: str
+    def __init__(self, rev: _Optional[str] = ..., reason: _Optional[str] = ..., path: _Optional[str] = ...) -> None: ...
 
 class RestoreMemoryResponse(_message.Message):
     __slots__ = ("restored", "revision", "files")
