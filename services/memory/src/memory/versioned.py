@@ -37,7 +37,8 @@ class Restored:
 class VersionedMemory:
     """Writes through the workspace root, records in the history, re-indexes what changed.
 
-    `reindex(paths)` runs with the caller's lock held; callers serialise through `lock`.
+    Not thread-safe on its own: the memory core calls it with the index's lock held, and
+    `reindex(paths)` runs under that lock.
     """
 
     def __init__(
@@ -64,9 +65,7 @@ class VersionedMemory:
                 changes[path] = None
         for refusal in snapshot.refused.values():
             log.warning("history keeps the last readable version: %s", refusal)
-        if not known and not changes:
-            return None
-        if not known:
+        if self.history.head() is None:
             reason = "history started: the files as found"
         return self.history.commit(changes, author, reason) if changes else None
 
