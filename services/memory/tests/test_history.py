@@ -196,3 +196,12 @@ def test_a_large_first_revision_is_packed_and_git_reads_it(make_settings, embedd
         assert shown.stdout == "# Note 39\n\nFact number 39.\n"
     finally:
         opened.close()
+
+
+def test_a_huge_file_keeps_its_last_readable_version(core, workspace):
+    before = core.history()[0].rev
+    (workspace / "MEMORY.md").write_bytes(b"x" * (9 * 1024 * 1024))
+    core.sync()
+    assert core.history()[0].rev == before  # neither stored nor taken for a deletion
+    assert "MEMORY.md" in core.versioned.history.files_at(before)[1]
+    assert "Biscuit" in core.versioned.history.files_at(before)[1]["MEMORY.md"].decode()
