@@ -284,6 +284,24 @@ def test_memory_search_cites_and_show_prints_the_lines(stack: LocalStack):
     assert "PostgreSQL over MySQL" in shown.stdout
 
 
+def test_memory_log_show_and_restore_a_revision(stack: LocalStack):
+    note = {"text": "- The sync moved to Fridays.", "path": "MEMORY.md", "reason": "cli test"}
+    httpx.post(f"{stack.url}/api/memory/notes", json=note, timeout=60).raise_for_status()
+    logged = crayfish(stack.url, "memory", "log", "MEMORY.md")
+    assert logged.returncode == 0, logged.stderr
+    newest, *older = logged.stdout.splitlines()
+    assert " api " in newest and "cli test" in newest and newest.endswith("MEMORY.md")
+    shown = crayfish(stack.url, "memory", "show", newest.split()[0])
+    assert shown.returncode == 0, shown.stderr
+    assert "+- The sync moved to Fridays." in shown.stdout
+    restored = crayfish(stack.url, "memory", "restore", older[0].split()[0], "--reason", "undo")
+    assert restored.returncode == 0, restored.stderr
+    assert restored.stdout.startswith("restored ") and "MEMORY.md" in restored.stdout
+    assert "Fridays" not in (stack.workspace / "MEMORY.md").read_text()
+    unknown = crayfish(stack.url, "memory", "show", "0" * 40)
+    assert unknown.returncode != 0 and "no revision" in unknown.stderr
+
+
 def test_usage_sums_the_requests_and_the_budget_refuses_past_its_cap(
     stack: LocalStack, llm: FakeLLM
 ):

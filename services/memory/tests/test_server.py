@@ -74,10 +74,10 @@ async def test_unknown_strategy_is_invalid_argument(memory_stub):
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
-async def test_list_tools_advertises_three_tools_with_schemas(memory_stub):
+async def test_list_tools_advertises_four_tools_with_schemas(memory_stub):
     reply = await memory_stub.ListTools(tools_pb2.ListToolsRequest())
     names = {t.name: t for t in reply.tools}
-    assert set(names) == {"memory_search", "memory_get", "memory_write"}
+    assert set(names) == {"memory_search", "memory_get", "memory_write", "memory_edit"}
     for tool in reply.tools:
         schema = json.loads(tool.parameters_json)
         assert schema["type"] == "object" and schema["required"]

@@ -207,3 +207,19 @@ class CrayfishClient:
             params["end_line"] = end
         result: dict[str, Any] = self.request("GET", "/api/memory/file", params=params)
         return result
+
+    def memory_history(self, limit: int = 50, path: str = "") -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"limit": limit}
+        if path:
+            params["path"] = path
+        found = self.request("GET", "/api/memory/history", params=params)
+        return list(found.get("revisions", []))
+
+    def memory_revision(self, rev: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", f"/api/memory/history/{rev}")
+        return result
+
+    def memory_restore(self, rev: str, reason: str = "", path: str = "") -> dict[str, Any]:
+        body = {"rev": rev, "reason": reason, "path": path}
+        result: dict[str, Any] = self.request("POST", "/api/memory/restore", json=body)
+        return result

@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from crayfish_cli import approvals, chat, listings, schedules, usage
+from crayfish_cli import approvals, chat, listings, memory_history, schedules, usage
 from crayfish_cli.api import DEFAULT_URL, CrayfishClient, RequestFailed, Unreachable
 from crayfish_cli.consolidation import consolidate
 
@@ -142,9 +142,22 @@ def add_memory_commands(memory: argparse.ArgumentParser) -> None:
     search.add_argument("query", nargs="+")
     search.add_argument("-k", "--top-k", type=int, default=None, help="number of hits")
     search.add_argument("--json", action="store_true", help="print JSON")
-    show = memory_commands.add_parser("show", help="print the lines of a citation path#Lx-Ly")
-    show.add_argument("citation")
+    show = memory_commands.add_parser(
+        "show", help="print the lines of a citation path#Lx-Ly, or a revision's diff (REV)"
+    )
+    show.add_argument("citation", metavar="CITATION|REV")
     show.add_argument("--json", action="store_true", help="print JSON")
+    log = memory_commands.add_parser(
+        "log", help="revisions of MEMORY.md, USER.md, SOUL.md, memory/"
+    )
+    log.add_argument("path", nargs="?", default="", help="only revisions of this file")
+    log.add_argument("-n", "--limit", type=int, default=50, help="newest N (default 50)")
+    log.add_argument("--json", action="store_true", help="print JSON")
+    restore = memory_commands.add_parser("restore", help="make the files as at REV (new revision)")
+    restore.add_argument("rev")
+    restore.add_argument("path", nargs="?", default="", help="only this file (default: all)")
+    restore.add_argument("--reason", default="", help="kept with the new revision")
+    restore.add_argument("--json", action="store_true", help="print JSON")
 
 
 def run(args: argparse.Namespace, client: CrayfishClient) -> int:
@@ -191,6 +204,12 @@ def run(args: argparse.Namespace, client: CrayfishClient) -> int:
         return consolidate(client, args.wait, args.json)
     if args.memory_command == "search":
         return listings.search_memory(client, " ".join(args.query), args.top_k, args.json)
+    if args.memory_command == "log":
+        return memory_history.log(client, args.limit, args.path, args.json)
+    if args.memory_command == "restore":
+        return memory_history.restore(client, args.rev, args.reason, args.path, args.json)
+    if memory_history.is_revision(args.citation):
+        return memory_history.show(client, args.citation, args.json)
     return listings.show_memory(client, args.citation, args.json)
 
 

@@ -1,4 +1,4 @@
-"""The memory domain façade: opens and watches the index; search, get, write, delete, sync."""
+"""The memory domain façade: opens and watches the index; search, get, write, edit, history."""
 
 from __future__ import annotations
 
@@ -7,26 +7,19 @@ import contextlib
 import logging
 import os
 from dataclasses import dataclass, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from memory.backends import KeywordSearch, VectorBackend, make_backend
 from memory.chunking import ChunkParams
 from memory.config import MemorySettings
 from memory.embedder import Embedder, load_embedder
+from memory.history import MemoryHistory, Revision, RevisionDiff
 from memory.index import IndexConfig, MemoryIndex, SyncReport
-from memory.notes import (
-    LineRange,
-    WriteResult,
-    append_note,
-    locate,
-    normalize,
-    read_lines,
-    refused_as_path_error,
-    today_path,
-)
+from memory.notes import LineRange, WriteResult, locate, read_lines, refused_as_path_error
 from memory.search import Hit, SearchOptions, search
 from memory.sources import read_bytes, to_lines
 from memory.state import EmbeddingCache, StateStore
+from memory.versioned import Restored, VersionedMemory
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +87,7 @@ class MemoryCore:
         self.failed = asyncio.Event()
         self._embedder = embedder
         self._index: MemoryIndex | None = None
+        self._versioned: VersionedMemory | None = None
         self._opened = asyncio.Event()
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -134,7 +128,9 @@ class MemoryCore:
             except UnsupportedOptionError:
                 backend.close()
                 raise
-        self._index = MemoryIndex(config, embedder, backend, state, cache)
+        self._index = index = MemoryIndex(config, embedder, backend, state, cache)
+        history = MemoryHistory(settings.data_dir / "history")
+        self._versioned = VersionedMemory(index.roots[0], history, lambda p: index.sync(only=p))
         return self
 
     def start(self) -> None:
@@ -205,6 +201,9 @@ class MemoryCore:
         if self._index is not None:
             self._index.close()
             self._index = None
+        if self._versioned is not None:
+            self._versioned.history.close()
+            self._versioned = None
 
     # The domain operations (blocking).
 
@@ -214,10 +213,20 @@ class MemoryCore:
             raise RuntimeError(f"memory index unavailable: {self.failure or 'not open'}")
         return self._index
 
+    @property
+    def versioned(self) -> VersionedMemory:
+        if self._versioned is None:
+            raise RuntimeError(f"memory index unavailable: {self.failure or 'not open'}")
+        return self._versioned
+
     def sync(self, force: bool = False) -> SyncReport:
+        """Re-indexes changed files; what changed by hand becomes a `hand` revision."""
         index = self.index
         try:
-            return index.sync(force=force)
+            with index.lock:
+                report = index.sync(force=force)
+                self.versioned.record_scan()
+                return report
         finally:
             # Even a failed first sync must not leave searches waiting forever.
             index.ready.set()
@@ -239,17 +248,32 @@ class MemoryCore:
             lines = to_lines(file, read_bytes(file))
         return read_lines(lines, file.path, start_line, line_count, self.settings.get_max_lines)
 
-    def write(self, text: str, path: str = "") -> WriteResult:
-        """Appends a note (default: today's memory/YYYY-MM-DD.md) and indexes it at once."""
-        rel = normalize(path) if path else today_path()
-        if not rel.startswith("memory/"):
-            raise ValueError("notes are written under memory/ only")
-        index = self.index
-        workspace, _ = index.roots
-        with index.lock, refused_as_path_error():
-            start, end = append_note(workspace, rel, text, PurePosixPath(rel).stem)
-            index.sync(only={rel})
-        return WriteResult(rel, start, end)
+    def write(
+        self, text: str, path: str = "", author: str = "api", reason: str = ""
+    ) -> WriteResult:
+        """Appends a note (default: today's memory/YYYY-MM-DD.md) as a revision; indexed at once."""
+        with self.index.lock, refused_as_path_error():
+            return self.versioned.write(text, path, author, reason)[0]
+
+    def edit(self, path: str, old_text: str, new_text: str, author: str, reason: str) -> Revision:
+        """Replaces the one occurrence of old_text in a memory file, as a revision."""
+        with self.index.lock, refused_as_path_error():
+            revision = self.versioned.edit(path, old_text, new_text, author, reason)
+        if revision is None:
+            raise ValueError("old_text and new_text are the same: nothing to change")
+        return revision
+
+    def history(self, limit: int = 50, path: str = "") -> list[Revision]:
+        """Revisions of the memory files, newest first (of one file with `path`)."""
+        return self.versioned.history.log(limit, path)
+
+    def revision(self, rev: str) -> RevisionDiff:
+        return self.versioned.history.show(rev)
+
+    def restore(self, rev: str, author: str = "api", reason: str = "", path: str = "") -> Restored:
+        """The files (or one) as they were at `rev`, as a new revision; the index follows."""
+        with self.index.lock, refused_as_path_error():
+            return self.versioned.restore(rev, author, reason, path)
 
     def delete(self, path: str) -> tuple[int, bool]:
         """Removes a file from the index, and deletes it when it is a workspace memory file."""
@@ -261,6 +285,8 @@ class MemoryCore:
             if file.source == "memory":
                 with refused_as_path_error():
                     deleted = file.root.remove(file.rel)
+                if deleted:
+                    self.versioned.history.commit({file.path: None}, "api", f"deleted {file.path}")
         if not removed and not deleted:
             raise FileNotFoundError(f"no memory file {file.path!r}")
         return removed, deleted

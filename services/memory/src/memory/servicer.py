@@ -10,6 +10,7 @@ from crayfish_common.tool_service import ToolServicerMixin
 from crayfish_common.tools import ToolSet
 
 from memory.core import MemoryCore
+from memory.history import Revision, RevisionNotFound
 from memory.notes import MemoryPathError
 from memory.tools import memory_tools
 
@@ -88,9 +89,13 @@ class MemoryServicer(ToolServicerMixin, memory_pb2_grpc.MemoryServiceServicer):
     async def WriteMemory(self, request, context):
         core = await self._core(context)
         try:
-            written = await asyncio.to_thread(core.write, request.text, request.path)
+            written = await asyncio.to_thread(
+                core.write, request.text, request.path, "api", request.reason
+            )
         except (ValueError, MemoryPathError) as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except FileNotFoundError as exc:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         return memory_pb2.WriteMemoryResponse(
             path=written.path,
             start_line=written.start_line,
@@ -132,3 +137,45 @@ class MemoryServicer(ToolServicerMixin, memory_pb2_grpc.MemoryServiceServicer):
             default_strategy=stats.default_strategy,
             skipped=stats.skipped,
         )
+
+    async def ListMemoryHistory(self, request, context):
+        core = await self._core(context)
+        revisions = await asyncio.to_thread(core.history, request.limit or 50, request.path)
+        return memory_pb2.ListMemoryHistoryResponse(revisions=[_revision(r) for r in revisions])
+
+    async def GetMemoryRevision(self, request, context):
+        core = await self._core(context)
+        try:
+            shown = await asyncio.to_thread(core.revision, request.rev)
+        except RevisionNotFound as exc:
+            await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+        except ValueError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return memory_pb2.GetMemoryRevisionResponse(
+            revision=_revision(shown.revision), diff=shown.diff
+        )
+
+    async def RestoreMemory(self, request, context):
+        core = await self._core(context)
+        try:
+            done = await asyncio.to_thread(
+                core.restore, request.rev, "api", request.reason, request.path
+            )
+        except RevisionNotFound as exc:
+            await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+        except (ValueError, MemoryPathError) as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        reply = memory_pb2.RestoreMemoryResponse(restored=done.source, files=done.files)
+        if done.revision is not None:
+            reply.revision.CopyFrom(_revision(done.revision))
+        return reply
+
+
+def _revision(revision: Revision) -> memory_pb2.MemoryRevision:
+    return memory_pb2.MemoryRevision(
+        rev=revision.rev,
+        time=revision.time,
+        author=revision.author,
+        reason=revision.reason,
+        files=revision.files,
+    )

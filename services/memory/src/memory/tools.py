@@ -1,4 +1,4 @@
-"""memory_search, memory_get and memory_write: the model's tools, on the shared tool contract."""
+"""memory_search, memory_get, memory_write, memory_edit: the model's tools (shared contract)."""
 
 from __future__ import annotations
 
@@ -99,17 +99,43 @@ class MemoryGet(MemoryTool):
         return ToolResult(True, output, data)
 
 
+def session_author(call: CallContext) -> str:
+    """The author of a revision the model makes: the calling session."""
+    return f"session:{call.session_id or 'unknown'}"
+
+
+REASON = {
+    "type": "string",
+    "description": "Why, in a few words; name the session or message it came from.",
+}
+
+
 class MemoryWrite(MemoryTool):
     name = "memory_write"
     description = (
-        "Save a durable fact, decision or todo to today's memory note so it can be recalled later."
+        "Save a durable fact, decision or todo to memory (default: today's note "
+        "memory/YYYY-MM-DD.md; or append to MEMORY.md, USER.md, SOUL.md, memory/*.md)."
     )
     parameters = object_schema(
-        {"text": {"type": "string", "description": "The note, in Markdown."}}, required=["text"]
+        {
+            "text": {"type": "string", "description": "The note, in Markdown."},
+            "path": {
+                "type": "string",
+                "description": "MEMORY.md, USER.md, SOUL.md or memory/....md; default today's note",
+            },
+            "reason": REASON,
+        },
+        required=["text"],
     )
 
     async def run(self, args: dict[str, Any], call: CallContext) -> ToolResult:
-        written = await asyncio.to_thread(self.core.write, args["text"])
+        written = await asyncio.to_thread(
+            self.core.write,
+            args["text"],
+            args.get("path", ""),
+            session_author(call),
+            args.get("reason", ""),
+        )
         data = {
             "path": written.path,
             "start_line": written.start_line,
@@ -119,6 +145,40 @@ class MemoryWrite(MemoryTool):
         return ToolResult(True, f"Saved to memory. Source: {written.citation}", data)
 
 
+class MemoryEdit(MemoryTool):
+    name = "memory_edit"
+    description = (
+        "Change a small part of MEMORY.md, USER.md, SOUL.md or memory/*.md: old_text (copied "
+        "exactly, occurring once) becomes new_text; every change is kept in memory's history."
+    )
+    parameters = object_schema(
+        {
+            "path": {
+                "type": "string",
+                "description": "MEMORY.md, USER.md, SOUL.md or memory/....md",
+            },
+            "old_text": {"type": "string", "minLength": 1, "description": "Exact text, once."},
+            "new_text": {"type": "string", "description": "Its replacement ('' deletes it)."},
+            "reason": {**REASON, "minLength": 1},
+        },
+        required=["path", "old_text", "new_text", "reason"],
+    )
+
+    async def run(self, args: dict[str, Any], call: CallContext) -> ToolResult:
+        revision = await asyncio.to_thread(
+            self.core.edit,
+            args["path"],
+            args["old_text"],
+            args["new_text"],
+            session_author(call),
+            args["reason"],
+        )
+        path = revision.files[0] if revision.files else args["path"]
+        output = f"Edited {path} (revision {revision.rev[:12]})."
+        return ToolResult(True, output, {"path": path, "rev": revision.rev})
+
+
 def memory_tools(core: MemoryCore) -> ToolSet:
-    """The three tools over one façade; failures come back as results the model can read."""
-    return ToolSet([MemorySearch(core), MemoryGet(core), MemoryWrite(core)], expected=EXPECTED)
+    """The four tools over one façade; failures come back as results the model can read."""
+    tools = [MemorySearch(core), MemoryGet(core), MemoryWrite(core), MemoryEdit(core)]
+    return ToolSet(tools, expected=EXPECTED)

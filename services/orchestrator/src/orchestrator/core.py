@@ -25,7 +25,15 @@ from orchestrator.approvals.desk import ApprovalDesk
 from orchestrator.approvals.policy import ExecPolicy, default_policy
 from orchestrator.clients import ServiceClients
 from orchestrator.clients.health import DependencyState
-from orchestrator.clients.memory import FileLines, NoteWritten, SearchResult, SyncReport
+from orchestrator.clients.memory import (
+    FileLines,
+    MemoryHistory,
+    MemoryRestored,
+    MemoryRevisionDiff,
+    NoteWritten,
+    SearchResult,
+    SyncReport,
+)
 from orchestrator.clients.skills import Installation, SkillCatalog
 from orchestrator.clients.tool_runner import SandboxInfo
 from orchestrator.config import Settings
@@ -510,14 +518,26 @@ class OrchestratorCore:
         return await self.clients.memory.read_lines(path, start_line, line_count, deadline)
 
     async def write_memory_note(
-        self, text: str, path: str = "", deadline: float | None = None
+        self, text: str, path: str = "", deadline: float | None = None, reason: str = ""
     ) -> NoteWritten:
         """Appends a note to memory (today's file without a path) and indexes it."""
-        return await self.clients.memory.write_note(text, path, deadline)
+        return await self.clients.memory.write_note(text, path, deadline, reason)
 
     async def sync_memory(self, force: bool, deadline: float | None = None) -> SyncReport:
         """Brings the memory index up to date with the files now."""
         return await self.clients.memory.sync(force, deadline)
+
+    async def memory_history(self, limit: int = 50, path: str = "") -> MemoryHistory:
+        """Revisions of MEMORY.md, USER.md, SOUL.md and memory/, newest first."""
+        return await self.clients.memory.history(limit, path)
+
+    async def memory_revision(self, rev: str) -> MemoryRevisionDiff:
+        """One revision of the memory files and its diff."""
+        return await self.clients.memory.revision(rev)
+
+    async def restore_memory(self, rev: str, reason: str = "", path: str = "") -> MemoryRestored:
+        """The memory files (or one) as they were at `rev`, as a new revision (author `api`)."""
+        return await self.clients.memory.restore(rev, reason, path)
 
     async def list_skills(self) -> SkillCatalog:
         """Every skill with its availability, and each broken SKILL.md's diagnostic."""

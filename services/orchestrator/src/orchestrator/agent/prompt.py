@@ -118,7 +118,8 @@ MEMORY_RECALL = """## Memory Recall
 Before answering anything about prior work, decisions, dates, people, preferences or todos, search
 memory with `memory_search`, then read the lines you need with `memory_get`. Cite what you used as
 `Source: path#Lx-Ly`. If memory has nothing, say you checked and found nothing. Write durable facts
-the user wants kept with `memory_write`."""
+the user wants kept with `memory_write`; correct one with `memory_edit` (every change is kept in
+memory's history and can be restored)."""
 
 SILENT_REPLIES = f"""## Silent Replies
 When you have nothing to say to the user (for example after a background task), reply with exactly

@@ -36,7 +36,7 @@ BUILTIN_TOOLS: dict[str, tuple[str, ...]] = {
         "list_dir",
         "read_spreadsheet",
     ),
-    "memory": ("memory_search", "memory_get", "memory_write"),
+    "memory": ("memory_search", "memory_get", "memory_write", "memory_edit"),
     "skills": ("read_skill",),
     "connectors": ("web_fetch", "web_search"),
 }

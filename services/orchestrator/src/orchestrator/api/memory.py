@@ -1,15 +1,23 @@
-"""Memory routes: search with citations, read lines, write a note, sync the index."""
+"""Memory routes: search with citations, read lines, write a note, sync, history and restore."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 from pydantic import Field
 
 from orchestrator.api.deps import CoreDep
 from orchestrator.api.schemas import RequestBody
-from orchestrator.clients.memory import FileLines, NoteWritten, SearchResult, SyncReport
+from orchestrator.clients.memory import (
+    FileLines,
+    MemoryHistory,
+    MemoryRestored,
+    MemoryRevisionDiff,
+    NoteWritten,
+    SearchResult,
+    SyncReport,
+)
 from orchestrator.core import OrchestratorCore
 
 router = APIRouter(tags=["memory"])
@@ -28,7 +36,17 @@ class MemorySearch(RequestBody):
 
 class MemoryNote(RequestBody):
     text: str = Field(min_length=1, max_length=100_000)
-    path: str = Field("", description="under memory/; empty = memory/YYYY-MM-DD.md of today")
+    path: str = Field(
+        "",
+        description="MEMORY.md, USER.md, SOUL.md or memory/...md; empty = memory/YYYY-MM-DD.md",
+    )
+    reason: str = Field("", max_length=2000, description="kept with the revision")
+
+
+class MemoryRestore(RequestBody):
+    rev: str = Field(min_length=4, max_length=40, pattern="^[0-9a-fA-F]+$")
+    reason: str = Field("", max_length=2000, description="empty = 'restore ... as at <rev>'")
+    path: str = Field("", max_length=1000, description="only this file; empty = all of them")
 
 
 def _timeout(core: OrchestratorCore) -> float:
@@ -62,10 +80,34 @@ async def read_memory_lines(
 @router.post("/api/memory/notes", response_model=NoteWritten, status_code=201)
 async def write_memory(body: MemoryNote, core: CoreDep) -> NoteWritten:
     """Appends a note and indexes it at once."""
-    return await core.write_memory_note(body.text, body.path, _timeout(core))
+    return await core.write_memory_note(body.text, body.path, _timeout(core), body.reason)
 
 
 @router.post("/api/memory/sync", response_model=SyncReport)
 async def sync_memory(core: CoreDep, force: bool = False) -> SyncReport:
     """Brings the index up to date with the files now."""
     return await core.sync_memory(force, _timeout(core) * 10)
+
+
+@router.get("/api/memory/history", response_model=MemoryHistory)
+async def memory_history(
+    core: CoreDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    path: Annotated[str, Query(max_length=1000)] = "",
+) -> MemoryHistory:
+    """Revisions of MEMORY.md, USER.md, SOUL.md and memory/ (newest first; of one file)."""
+    return await core.memory_history(limit, path)
+
+
+@router.get("/api/memory/history/{rev}", response_model=MemoryRevisionDiff)
+async def memory_revision(
+    core: CoreDep, rev: Annotated[str, Path(pattern="^[0-9a-fA-F]{4,40}$")]
+) -> MemoryRevisionDiff:
+    """One revision and its unified diff (a unique prefix of 4+ hex digits will do)."""
+    return await core.memory_revision(rev)
+
+
+@router.post("/api/memory/restore", response_model=MemoryRestored)
+async def restore_memory(body: MemoryRestore, core: CoreDep) -> MemoryRestored:
+    """The memory files as they were at `rev`, as a new revision; the index follows."""
+    return await core.restore_memory(body.rev, body.reason, body.path)

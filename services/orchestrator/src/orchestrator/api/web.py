@@ -19,6 +19,7 @@ ASSETS = {
     "markdown.js": "text/javascript; charset=utf-8",
     "menu.js": "text/javascript; charset=utf-8",
     "usage.js": "text/javascript; charset=utf-8",
+    "memory_history.js": "text/javascript; charset=utf-8",
     "model_command.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
     "favicon.svg": "image/svg+xml",

@@ -1,4 +1,4 @@
-"""The memory service's client: search with citations, read lines, write a note, sync.
+"""The memory service's client: search with citations, read lines, write a note, sync, history.
 
 Its dataclasses are the orchestrator's one shape of each reply: the routes send them as they are.
 """
@@ -64,6 +64,43 @@ class SyncReport:
     ] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class MemoryRevision:
+    rev: str  # the git commit id
+    time: str  # UTC, ISO 8601
+    author: Annotated[str, Field(description="session:<id> (the model), api (REST) or hand")]
+    reason: str
+    files: list[str]
+
+
+@dataclass(frozen=True)
+class MemoryHistory:
+    revisions: list[MemoryRevision]
+
+
+@dataclass(frozen=True)
+class MemoryRevisionDiff:
+    rev: str
+    time: str
+    author: str
+    reason: str
+    files: list[str]
+    diff: Annotated[str, Field(description="unified diff against the revision before it")]
+
+
+@dataclass(frozen=True)
+class MemoryRestored:
+    restored: Annotated[str, Field(description="the full id of the revision restored")]
+    revision: Annotated[
+        MemoryRevision | None, Field(description="the new revision; null if nothing changed")
+    ]
+    files: list[str]
+
+
+def _revision(r: memory_pb2.MemoryRevision) -> MemoryRevision:
+    return MemoryRevision(r.rev, r.time, r.author, r.reason, list(r.files))
+
+
 class MemoryClient(ToolServiceClient):
     """Each call takes a deadline in seconds; by default the client's RPC timeout."""
 
@@ -109,10 +146,10 @@ class MemoryClient(ToolServiceClient):
         )
 
     async def write_note(
-        self, text: str, path: str = "", deadline: float | None = None
+        self, text: str, path: str = "", deadline: float | None = None, reason: str = ""
     ) -> NoteWritten:
         """Appends a note (to today's memory/YYYY-MM-DD.md without a path) and indexes it."""
-        request = memory_pb2.WriteMemoryRequest(text=text, path=path)
+        request = memory_pb2.WriteMemoryRequest(text=text, path=path, reason=reason)
         with raising_typed_errors(self.name):
             reply = await self._stub.WriteMemory(request, timeout=deadline or self.rpc_timeout)
         return NoteWritten(reply.path, reply.start_line, reply.end_line, reply.citation)
@@ -129,3 +166,34 @@ class MemoryClient(ToolServiceClient):
             reply.duration_ms,
             dict(reply.skipped),
         )
+
+    async def history(
+        self, limit: int = 50, path: str = "", deadline: float | None = None
+    ) -> MemoryHistory:
+        """Revisions of the memory files, newest first."""
+        request = memory_pb2.ListMemoryHistoryRequest(limit=limit, path=path)
+        with raising_typed_errors(self.name):
+            reply = await self._stub.ListMemoryHistory(
+                request, timeout=deadline or self.rpc_timeout
+            )
+        return MemoryHistory([_revision(r) for r in reply.revisions])
+
+    async def revision(self, rev: str, deadline: float | None = None) -> MemoryRevisionDiff:
+        """One revision and its diff."""
+        request = memory_pb2.GetMemoryRevisionRequest(rev=rev)
+        with raising_typed_errors(self.name):
+            reply = await self._stub.GetMemoryRevision(
+                request, timeout=deadline or self.rpc_timeout
+            )
+        r = reply.revision
+        return MemoryRevisionDiff(r.rev, r.time, r.author, r.reason, list(r.files), reply.diff)
+
+    async def restore(
+        self, rev: str, reason: str = "", path: str = "", deadline: float | None = None
+    ) -> MemoryRestored:
+        """The files (or one, `path`) as they were at `rev`, as a new revision."""
+        request = memory_pb2.RestoreMemoryRequest(rev=rev, reason=reason, path=path)
+        with raising_typed_errors(self.name):
+            reply = await self._stub.RestoreMemory(request, timeout=deadline or self.rpc_timeout)
+        made = _revision(reply.revision) if reply.HasField("revision") else None
+        return MemoryRestored(reply.restored, made, list(reply.files))

@@ -3,6 +3,7 @@
 import { HttpError, TOKEN_KEY, api, followAll, followTask } from "/static/api.js";
 import { closeMenu, menuIsOpen, openMenu, wireMenu } from "/static/menu.js";
 import { modelCommand } from "/static/model_command.js";
+import { wireHistory } from "/static/memory_history.js";
 import { wireUsage } from "/static/usage.js";
 import {
   $, TurnView, addUserMessage, el, setStatus, showApprovalCard, showBanner, showNotification,
@@ -378,6 +379,7 @@ function wire() {
 wire();
 wireMenu();
 wireUsage();
+wireHistory();
 watchNotifications();
 loadSessions().then(() => {
   const match = location.hash.match(/^#session=(.+)$/);

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from crayfish.common.v1 import tools_pb2 as crayfish_dot_common_dot_v1_dot_tools__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x63rayfish/memory/v1/memory.proto\x12\x12\x63rayfish.memory.v1\x1a\x1e\x63rayfish/common/v1/tools.proto\"\x97\x01\n\x13SearchMemoryRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05top_k\x18\x02 \x01(\x05\x12\x16\n\tmin_score\x18\x03 \x01(\x02H\x00\x88\x01\x01\x12\x13\n\x0bpath_prefix\x18\x04 \x01(\t\x12\x10\n\x08strategy\x18\x05 \x01(\t\x12\x15\n\rsnippet_chars\x18\x06 \x01(\x05\x42\x0c\n\n_min_score\"\x81\x01\n\tMemoryHit\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nstart_line\x18\x02 \x01(\x05\x12\x10\n\x08\x65nd_line\x18\x03 \x01(\x05\x12\r\n\x05score\x18\x04 \x01(\x02\x12\x0f\n\x07snippet\x18\x05 \x01(\t\x12\x10\n\x08\x63itation\x18\x06 \x01(\t\x12\x0e\n\x06source\x18\x07 \x01(\t\"U\n\x14SearchMemoryResponse\x12+\n\x04hits\x18\x01 \x03(\x0b\x32\x1d.crayfish.memory.v1.MemoryHit\x12\x10\n\x08strategy\x18\x02 \x01(\t\"H\n\x10GetMemoryRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nstart_line\x18\x02 \x01(\x05\x12\x12\n\nline_count\x18\x03 \x01(\x05\"j\n\x11GetMemoryResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x12\n\nstart_line\x18\x03 \x01(\x05\x12\x10\n\x08\x65nd_line\x18\x04 \x01(\x05\x12\x13\n\x0btotal_lines\x18\x05 \x01(\x05\"0\n\x12WriteMemoryRequest\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\"[\n\x13WriteMemoryResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nstart_line\x18\x02 \x01(\x05\x12\x10\n\x08\x65nd_line\x18\x03 \x01(\x05\x12\x10\n\x08\x63itation\x18\x04 \x01(\t\"#\n\x13\x44\x65leteMemoryRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\"D\n\x14\x44\x65leteMemoryResponse\x12\x16\n\x0e\x63hunks_removed\x18\x01 \x01(\x05\x12\x14\n\x0c\x66ile_deleted\x18\x02 \x01(\x08\"\"\n\x11SyncMemoryRequest\x12\r\n\x05\x66orce\x18\x01 \x01(\x08\"\xfe\x01\n\x12SyncMemoryResponse\x12\x15\n\rfiles_indexed\x18\x01 \x01(\x05\x12\x17\n\x0f\x66iles_unchanged\x18\x02 \x01(\x05\x12\x15\n\rfiles_removed\x18\x03 \x01(\x05\x12\x16\n\x0e\x63hunks_indexed\x18\x04 \x01(\x05\x12\x13\n\x0b\x64uration_ms\x18\x05 \x01(\x01\x12\x44\n\x07skipped\x18\x06 \x03(\x0b\x32\x33.crayfish.memory.v1.SyncMemoryResponse.SkippedEntry\x1a.\n\x0cSkippedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x17\n\x15GetMemoryStatsRequest\"\xfe\x01\n\x16GetMemoryStatsResponse\x12\r\n\x05\x66iles\x18\x01 \x01(\x05\x12\x0e\n\x06\x63hunks\x18\x02 \x01(\x05\x12\x0f\n\x07\x62\x61\x63kend\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x11\n\tdimension\x18\x05 \x01(\x05\x12\x18\n\x10\x64\x65\x66\x61ult_strategy\x18\x06 \x01(\t\x12H\n\x07skipped\x18\x07 \x03(\x0b\x32\x37.crayfish.memory.v1.GetMemoryStatsResponse.SkippedEntry\x1a.\n\x0cSkippedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x32\x83\x06\n\rMemoryService\x12X\n\tListTools\x12$.crayfish.common.v1.ListToolsRequest\x1a%.crayfish.common.v1.ListToolsResponse\x12R\n\x07RunTool\x12\".crayfish.common.v1.RunToolRequest\x1a#.crayfish.common.v1.RunToolResponse\x12\x61\n\x0cSearchMemory\x12\'.crayfish.memory.v1.SearchMemoryRequest\x1a(.crayfish.memory.v1.SearchMemoryResponse\x12X\n\tGetMemory\x12$.crayfish.memory.v1.GetMemoryRequest\x1a%.crayfish.memory.v1.GetMemoryResponse\x12^\n\x0bWriteMemory\x12&.crayfish.memory.v1.WriteMemoryRequest\x1a\'.crayfish.memory.v1.WriteMemoryResponse\x12\x61\n\x0c\x44\x65leteMemory\x12\'.crayfish.memory.v1.DeleteMemoryRequest\x1a(.crayfish.memory.v1.DeleteMemoryResponse\x12[\n\nSyncMemory\x12%.crayfish.memory.v1.SyncMemoryRequest\x1a&.crayfish.memory.v1.SyncMemoryResponse\x12g\n\x0eGetMemoryStats\x12).crayfish.memory.v1.GetMemoryStatsRequest\x1a*.crayfish.memory.v1.GetMemoryStatsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1f\x63rayfish/memory/v1/memory.proto\x12\x12\x63rayfish.memory.v1\x1a\x1e\x63rayfish/common/v1/tools.proto\"\x97\x01\n\x13SearchMemoryRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05top_k\x18\x02 \x01(\x05\x12\x16\n\tmin_score\x18\x03 \x01(\x02H\x00\x88\x01\x01\x12\x13\n\x0bpath_prefix\x18\x04 \x01(\t\x12\x10\n\x08strategy\x18\x05 \x01(\t\x12\x15\n\rsnippet_chars\x18\x06 \x01(\x05\x42\x0c\n\n_min_score\"\x81\x01\n\tMemoryHit\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nstart_line\x18\x02 \x01(\x05\x12\x10\n\x08\x65nd_line\x18\x03 \x01(\x05\x12\r\n\x05score\x18\x04 \x01(\x02\x12\x0f\n\x07snippet\x18\x05 \x01(\t\x12\x10\n\x08\x63itation\x18\x06 \x01(\t\x12\x0e\n\x06source\x18\x07 \x01(\t\"U\n\x14SearchMemoryResponse\x12+\n\x04hits\x18\x01 \x03(\x0b\x32\x1d.crayfish.memory.v1.MemoryHit\x12\x10\n\x08strategy\x18\x02 \x01(\t\"H\n\x10GetMemoryRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nstart_line\x18\x02 \x01(\x05\x12\x12\n\nline_count\x18\x03 \x01(\x05\"j\n\x11GetMemoryResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x12\n\nstart_line\x18\x03 \x01(\x05\x12\x10\n\x08\x65nd_line\x18\x04 \x01(\x05\x12\x13\n\x0btotal_lines\x18\x05 \x01(\x05\"@\n\x12WriteMemoryRequest\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"[\n\x13WriteMemoryResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x12\n\nstart_line\x18\x02 \x01(\x05\x12\x10\n\x08\x65nd_line\x18\x03 \x01(\x05\x12\x10\n\x08\x63itation\x18\x04 \x01(\t\"#\n\x13\x44\x65leteMemoryRequest\x12\x0c\n\x04path\x18\x01 \x01(\t\"D\n\x14\x44\x65leteMemoryResponse\x12\x16\n\x0e\x63hunks_removed\x18\x01 \x01(\x05\x12\x14\n\x0c\x66ile_deleted\x18\x02 \x01(\x08\"\"\n\x11SyncMemoryRequest\x12\r\n\x05\x66orce\x18\x01 \x01(\x08\"\xfe\x01\n\x12SyncMemoryResponse\x12\x15\n\rfiles_indexed\x18\x01 \x01(\x05\x12\x17\n\x0f\x66iles_unchanged\x18\x02 \x01(\x05\x12\x15\n\rfiles_removed\x18\x03 \x01(\x05\x12\x16\n\x0e\x63hunks_indexed\x18\x04 \x01(\x05\x12\x13\n\x0b\x64uration_ms\x18\x05 \x01(\x01\x12\x44\n\x07skipped\x18\x06 \x03(\x0b\x32\x33.crayfish.memory.v1.SyncMemoryResponse.SkippedEntry\x1a.\n\x0cSkippedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x17\n\x15GetMemoryStatsRequest\"\xfe\x01\n\x16GetMemoryStatsResponse\x12\r\n\x05\x66iles\x18\x01 \x01(\x05\x12\x0e\n\x06\x63hunks\x18\x02 \x01(\x05\x12\x0f\n\x07\x62\x61\x63kend\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x11\n\tdimension\x18\x05 \x01(\x05\x12\x18\n\x10\x64\x65\x66\x61ult_strategy\x18\x06 \x01(\t\x12H\n\x07skipped\x18\x07 \x03(\x0b\x32\x37.crayfish.memory.v1.GetMemoryStatsResponse.SkippedEntry\x1a.\n\x0cSkippedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"Z\n\x0eMemoryRevision\x12\x0b\n\x03rev\x18\x01 \x01(\t\x12\x0c\n\x04time\x18\x02 \x01(\t\x12\x0e\n\x06\x61uthor\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\r\n\x05\x66iles\x18\x05 \x03(\t\"7\n\x18ListMemoryHistoryRequest\x12\r\n\x05limit\x18\x01 \x01(\x05\x12\x0c\n\x04path\x18\x02 \x01(\t\"R\n\x19ListMemoryHistoryResponse\x12\x35\n\trevisions\x18\x01 \x03(\x0b\x32\".crayfish.memory.v1.MemoryRevision\"\'\n\x18GetMemoryRevisionRequest\x12\x0b\n\x03rev\x18\x01 \x01(\t\"_\n\x19GetMemoryRevisionResponse\x12\x34\n\x08revision\x18\x01 \x01(\x0b\x32\".crayfish.memory.v1.MemoryRevision\x12\x0c\n\x04\x64iff\x18\x02 \x01(\t\"A\n\x14RestoreMemoryRequest\x12\x0b\n\x03rev\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0c\n\x04path\x18\x03 \x01(\t\"n\n\x15RestoreMemoryResponse\x12\x10\n\x08restored\x18\x01 \x01(\t\x12\x34\n\x08revision\x18\x02 \x01(\x0b\x32\".crayfish.memory.v1.MemoryRevision\x12\r\n\x05\x66iles\x18\x03 \x03(\t2\xcd\x08\n\rMemoryService\x12X\n\tListTools\x12$.crayfish.common.v1.ListToolsRequest\x1a%.crayfish.common.v1.ListToolsResponse\x12R\n\x07RunTool\x12\".crayfish.common.v1.RunToolRequest\x1a#.crayfish.common.v1.RunToolResponse\x12\x61\n\x0cSearchMemory\x12\'.crayfish.memory.v1.SearchMemoryRequest\x1a(.crayfish.memory.v1.SearchMemoryResponse\x12X\n\tGetMemory\x12$.crayfish.memory.v1.GetMemoryRequest\x1a%.crayfish.memory.v1.GetMemoryResponse\x12^\n\x0bWriteMemory\x12&.crayfish.memory.v1.WriteMemoryRequest\x1a\'.crayfish.memory.v1.WriteMemoryResponse\x12\x61\n\x0c\x44\x65leteMemory\x12\'.crayfish.memory.v1.DeleteMemoryRequest\x1a(.crayfish.memory.v1.DeleteMemoryResponse\x12[\n\nSyncMemory\x12%.crayfish.memory.v1.SyncMemoryRequest\x1a&.crayfish.memory.v1.SyncMemoryResponse\x12g\n\x0eGetMemoryStats\x12).crayfish.memory.v1.GetMemoryStatsRequest\x1a*.crayfish.memory.v1.GetMemoryStatsResponse\x12p\n\x11ListMemoryHistory\x12,.crayfish.memory.v1.ListMemoryHistoryRequest\x1a-.crayfish.memory.v1.ListMemoryHistoryResponse\x12p\n\x11GetMemoryRevision\x12,.crayfish.memory.v1.GetMemoryRevisionRequest\x1a-.crayfish.memory.v1.GetMemoryRevisionResponse\x12\x64\n\rRestoreMemory\x12(.crayfish.memory.v1.RestoreMemoryRequest\x1a).crayfish.memory.v1.RestoreMemoryResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -47,25 +47,39 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETMEMORYRESPONSE']._serialized_start=534
   _globals['_GETMEMORYRESPONSE']._serialized_end=640
   _globals['_WRITEMEMORYREQUEST']._serialized_start=642
-  _globals['_WRITEMEMORYREQUEST']._serialized_end=690
-  _globals['_WRITEMEMORYRESPONSE']._serialized_start=692
-  _globals['_WRITEMEMORYRESPONSE']._serialized_end=783
-  _globals['_DELETEMEMORYREQUEST']._serialized_start=785
-  _globals['_DELETEMEMORYREQUEST']._serialized_end=820
-  _globals['_DELETEMEMORYRESPONSE']._serialized_start=822
-  _globals['_DELETEMEMORYRESPONSE']._serialized_end=890
-  _globals['_SYNCMEMORYREQUEST']._serialized_start=892
-  _globals['_SYNCMEMORYREQUEST']._serialized_end=926
-  _globals['_SYNCMEMORYRESPONSE']._serialized_start=929
-  _globals['_SYNCMEMORYRESPONSE']._serialized_end=1183
-  _globals['_SYNCMEMORYRESPONSE_SKIPPEDENTRY']._serialized_start=1137
-  _globals['_SYNCMEMORYRESPONSE_SKIPPEDENTRY']._serialized_end=1183
-  _globals['_GETMEMORYSTATSREQUEST']._serialized_start=1185
-  _globals['_GETMEMORYSTATSREQUEST']._serialized_end=1208
-  _globals['_GETMEMORYSTATSRESPONSE']._serialized_start=1211
-  _globals['_GETMEMORYSTATSRESPONSE']._serialized_end=1465
-  _globals['_GETMEMORYSTATSRESPONSE_SKIPPEDENTRY']._serialized_start=1137
-  _globals['_GETMEMORYSTATSRESPONSE_SKIPPEDENTRY']._serialized_end=1183
-  _globals['_MEMORYSERVICE']._serialized_start=1468
-  _globals['_MEMORYSERVICE']._serialized_end=2239
+  _globals['_WRITEMEMORYREQUEST']._serialized_end=706
+  _globals['_WRITEMEMORYRESPONSE']._serialized_start=708
+  _globals['_WRITEMEMORYRESPONSE']._serialized_end=799
+  _globals['_DELETEMEMORYREQUEST']._serialized_start=801
+  _globals['_DELETEMEMORYREQUEST']._serialized_end=836
+  _globals['_DELETEMEMORYRESPONSE']._serialized_start=838
+  _globals['_DELETEMEMORYRESPONSE']._serialized_end=906
+  _globals['_SYNCMEMORYREQUEST']._serialized_start=908
+  _globals['_SYNCMEMORYREQUEST']._serialized_end=942
+  _globals['_SYNCMEMORYRESPONSE']._serialized_start=945
+  _globals['_SYNCMEMORYRESPONSE']._serialized_end=1199
+  _globals['_SYNCMEMORYRESPONSE_SKIPPEDENTRY']._serialized_start=1153
+  _globals['_SYNCMEMORYRESPONSE_SKIPPEDENTRY']._serialized_end=1199
+  _globals['_GETMEMORYSTATSREQUEST']._serialized_start=1201
+  _globals['_GETMEMORYSTATSREQUEST']._serialized_end=1224
+  _globals['_GETMEMORYSTATSRESPONSE']._serialized_start=1227
+  _globals['_GETMEMORYSTATSRESPONSE']._serialized_end=1481
+  _globals['_GETMEMORYSTATSRESPONSE_SKIPPEDENTRY']._serialized_start=1153
+  _globals['_GETMEMORYSTATSRESPONSE_SKIPPEDENTRY']._serialized_end=1199
+  _globals['_MEMORYREVISION']._serialized_start=1483
+  _globals['_MEMORYREVISION']._serialized_end=1573
+  _globals['_LISTMEMORYHISTORYREQUEST']._serialized_start=1575
+  _globals['_LISTMEMORYHISTORYREQUEST']._serialized_end=1630
+  _globals['_LISTMEMORYHISTORYRESPONSE']._serialized_start=1632
+  _globals['_LISTMEMORYHISTORYRESPONSE']._serialized_end=1714
+  _globals['_GETMEMORYREVISIONREQUEST']._serialized_start=1716
+  _globals['_GETMEMORYREVISIONREQUEST']._serialized_end=1755
+  _globals['_GETMEMORYREVISIONRESPONSE']._serialized_start=1757
+  _globals['_GETMEMORYREVISIONRESPONSE']._serialized_end=1852
+  _globals['_RESTOREMEMORYREQUEST']._serialized_start=1854
+  _globals['_RESTOREMEMORYREQUEST']._serialized_end=1919
+  _globals['_RESTOREMEMORYRESPONSE']._serialized_start=1921
+  _globals['_RESTOREMEMORYRESPONSE']._serialized_end=2031
+  _globals['_MEMORYSERVICE']._serialized_start=2034
+  _globals['_MEMORYSERVICE']._serialized_end=3135
 # @@protoc_insertion_point(module_scope)

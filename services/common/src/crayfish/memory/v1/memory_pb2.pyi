@@ -74,12 +74,14 @@ class GetMemoryResponse(_message.Message):
     def __init__(self, path: _Optional[str] = ..., text: _Optional[str] = ..., start_line: _Optional[int] = ..., end_line: _Optional[int] = ..., total_lines: _Optional[int] = ...) -> None: ...
 
 class WriteMemoryRequest(_message.Message):
-    __slots__ = ("text", "path")
+    __slots__ = ("text", "path", "reason")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     text: str
     path: str
-    def __init__(self, text: _Optional[str] = ..., path: _Optional[str] = ...) -> None: ...
+    reason: str
+    def __init__(self, text: _Optional[str] = ..., path: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class WriteMemoryResponse(_message.Message):
     __slots__ = ("path", "start_line", "end_line", "citation")
@@ -164,3 +166,65 @@ class GetMemoryStatsResponse(_message.Message):
     default_strategy: str
     skipped: _containers.ScalarMap[str, str]
     def __init__(self, files: _Optional[int] = ..., chunks: _Optional[int] = ..., backend: _Optional[str] = ..., model: _Optional[str] = ..., dimension: _Optional[int] = ..., default_strategy: _Optional[str] = ..., skipped: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class MemoryRevision(_message.Message):
+    __slots__ = ("rev", "time", "author", "reason", "files")
+    REV_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    rev: str
+    time: str
+    author: str
+    reason: str
+    files: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, rev: _Optional[str] = ..., time: _Optional[str] = ..., author: _Optional[str] = ..., reason: _Optional[str] = ..., files: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ListMemoryHistoryRequest(_message.Message):
+    __slots__ = ("limit", "path")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    path: str
+    def __init__(self, limit: _Optional[int] = ..., path: _Optional[str] = ...) -> None: ...
+
+class ListMemoryHistoryResponse(_message.Message):
+    __slots__ = ("revisions",)
+    REVISIONS_FIELD_NUMBER: _ClassVar[int]
+    revisions: _containers.RepeatedCompositeFieldContainer[MemoryRevision]
+    def __init__(self, revisions: _Optional[_Iterable[_Union[MemoryRevision, _Mapping]]] = ...) -> None: ...
+
+class GetMemoryRevisionRequest(_message.Message):
+    __slots__ = ("rev",)
+    REV_FIELD_NUMBER: _ClassVar[int]
+    rev: str
+    def __init__(self, rev: _Optional[str] = ...) -> None: ...
+
+class GetMemoryRevisionResponse(_message.Message):
+    __slots__ = ("revision", "diff")
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    DIFF_FIELD_NUMBER: _ClassVar[int]
+    revision: MemoryRevision
+    diff: str
+    def __init__(self, revision: _Optional[_Union[MemoryRevision, _Mapping]] = ..., diff: _Optional[str] = ...) -> None: ...
+
+class RestoreMemoryRequest(_message.Message):
+    __slots__ = ("rev", "reason", "path")
+    REV_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    rev: str
+    reason: str
+    path: str
+    def __init__(self, rev: _Optional[str] = ..., reason: _Optional[str] = ..., path: _Optional[str] = ...) -> None: ...
+
+class RestoreMemoryResponse(_message.Message):
+    __slots__ = ("restored", "revision", "files")
+    RESTORED_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    restored: str
+    revision: MemoryRevision
+    files: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, restored: _Optional[str] = ..., revision: _Optional[_Union[MemoryRevision, _Mapping]] = ..., files: _Optional[_Iterable[str]] = ...) -> None: ...

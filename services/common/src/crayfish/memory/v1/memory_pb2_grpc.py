@@ -75,6 +75,21 @@ class MemoryServiceStub:
                 request_serializer=crayfish_dot_memory_dot_v1_dot_memory__pb2.GetMemoryStatsRequest.SerializeToString,
                 response_deserializer=crayfish_dot_memory_dot_v1_dot_memory__pb2.GetMemoryStatsResponse.FromString,
                 _registered_method=True)
+        self.ListMemoryHistory = channel.unary_unary(
+                '/crayfish.memory.v1.MemoryService/ListMemoryHistory',
+                request_serializer=crayfish_dot_memory_dot_v1_dot_memory__pb2.ListMemoryHistoryRequest.SerializeToString,
+                response_deserializer=crayfish_dot_memory_dot_v1_dot_memory__pb2.ListMemoryHistoryResponse.FromString,
+                _registered_method=True)
+        self.GetMemoryRevision = channel.unary_unary(
+                '/crayfish.memory.v1.MemoryService/GetMemoryRevision',
+                request_serializer=crayfish_dot_memory_dot_v1_dot_memory__pb2.GetMemoryRevisionRequest.SerializeToString,
+                response_deserializer=crayfish_dot_memory_dot_v1_dot_memory__pb2.GetMemoryRevisionResponse.FromString,
+                _registered_method=True)
+        self.RestoreMemory = channel.unary_unary(
+                '/crayfish.memory.v1.MemoryService/RestoreMemory',
+                request_serializer=crayfish_dot_memory_dot_v1_dot_memory__pb2.RestoreMemoryRequest.SerializeToString,
+                response_deserializer=crayfish_dot_memory_dot_v1_dot_memory__pb2.RestoreMemoryResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -133,6 +148,27 @@ class MemoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListMemoryHistory(self, request, context):
+        """Revisions of MEMORY.md, USER.md, SOUL.md and memory/ (a git repository outside the workspace).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetMemoryRevision(self, request, context):
+        """One revision and its diff. NOT_FOUND for an unknown revision.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RestoreMemory(self, request, context):
+        """Makes the files what they were at a revision, as a new revision; the index follows.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -175,6 +211,21 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.GetMemoryStats,
                     request_deserializer=crayfish_dot_memory_dot_v1_dot_memory__pb2.GetMemoryStatsRequest.FromString,
                     response_serializer=crayfish_dot_memory_dot_v1_dot_memory__pb2.GetMemoryStatsResponse.SerializeToString,
+            ),
+            'ListMemoryHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMemoryHistory,
+                    request_deserializer=crayfish_dot_memory_dot_v1_dot_memory__pb2.ListMemoryHistoryRequest.FromString,
+                    response_serializer=crayfish_dot_memory_dot_v1_dot_memory__pb2.ListMemoryHistoryResponse.SerializeToString,
+            ),
+            'GetMemoryRevision': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMemoryRevision,
+                    request_deserializer=crayfish_dot_memory_dot_v1_dot_memory__pb2.GetMemoryRevisionRequest.FromString,
+                    response_serializer=crayfish_dot_memory_dot_v1_dot_memory__pb2.GetMemoryRevisionResponse.SerializeToString,
+            ),
+            'RestoreMemory': grpc.unary_unary_rpc_method_handler(
+                    servicer.RestoreMemory,
+                    request_deserializer=crayfish_dot_memory_dot_v1_dot_memory__pb2.RestoreMemoryRequest.FromString,
+                    response_serializer=crayfish_dot_memory_dot_v1_dot_memory__pb2.RestoreMemoryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -393,6 +444,87 @@ class MemoryService:
             '/crayfish.memory.v1.MemoryService/GetMemoryStats',
             crayfish_dot_memory_dot_v1_dot_memory__pb2.GetMemoryStatsRequest.SerializeToString,
             crayfish_dot_memory_dot_v1_dot_memory__pb2.GetMemoryStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMemoryHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/crayfish.memory.v1.MemoryService/ListMemoryHistory',
+            crayfish_dot_memory_dot_v1_dot_memory__pb2.ListMemoryHistoryRequest.SerializeToString,
+            crayfish_dot_memory_dot_v1_dot_memory__pb2.ListMemoryHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetMemoryRevision(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/crayfish.memory.v1.MemoryService/GetMemoryRevision',
+            crayfish_dot_memory_dot_v1_dot_memory__pb2.GetMemoryRevisionRequest.SerializeToString,
+            crayfish_dot_memory_dot_v1_dot_memory__pb2.GetMemoryRevisionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RestoreMemory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/crayfish.memory.v1.MemoryService/RestoreMemory',
+            crayfish_dot_memory_dot_v1_dot_memory__pb2.RestoreMemoryRequest.SerializeToString,
+            crayfish_dot_memory_dot_v1_dot_memory__pb2.RestoreMemoryResponse.FromString,
             options,
             channel_credentials,
             insecure,
