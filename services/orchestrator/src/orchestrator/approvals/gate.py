@@ -19,16 +19,27 @@ from orchestrator.turns.events import EventSink
 
 log = logging.getLogger(__name__)
 GATED_TOOLS = ("exec",)
+# Turns from outside (a chat channel's): CRAYFISH_APPROVAL_POLICY_OUTSIDE judges their commands.
+CHANNEL_KIND = "channel"
+OUTSIDE_KINDS = frozenset({CHANNEL_KIND})
 
 
 class ExecGate:
     """One turn's check of its exec calls."""
 
-    def __init__(self, desk: ApprovalDesk, task_id: str, session_id: str, emit: EventSink):
+    def __init__(
+        self,
+        desk: ApprovalDesk,
+        task_id: str,
+        session_id: str,
+        emit: EventSink,
+        outside: bool = False,
+    ):
         self.desk = desk
         self.task_id = task_id
         self.session_id = session_id
         self.emit = emit
+        self.outside = outside  # a turn from a chat channel: the outside policy
 
     async def check(self, name: str, raw_arguments: str, call_id: str) -> ToolResult | None:
         """None when the call may run; else the result the model reads instead. When the
@@ -45,7 +56,7 @@ class ExecGate:
             return _refused(f"the exec policy could not be checked ({exc})")
 
     async def _check(self, arguments: dict[str, Any], call_id: str) -> ToolResult | None:
-        policy = await self.desk.policy()
+        policy = await self.desk.policy(self.outside)
         if policy.security == "full" and policy.ask != "always":
             return None
         command, workdir = arguments["command"], str(arguments.get("workdir") or "")

@@ -28,7 +28,7 @@ from orchestrator.agent.tool_search import CallGate, initial_offer
 from orchestrator.agent.tools import ToolRegistry
 from orchestrator.agent.turn_context import turn_context, with_turn_context
 from orchestrator.approvals.desk import ApprovalDesk
-from orchestrator.approvals.gate import ExecGate
+from orchestrator.approvals.gate import OUTSIDE_KINDS, ExecGate
 from orchestrator.clients import ServiceClients, ServiceError, ToolServiceClient
 from orchestrator.clients.memory import MemoryHit
 from orchestrator.config import Settings
@@ -200,7 +200,8 @@ class Assistant:
     def _gate(self, turn: Turn, emit: EventSink) -> CallGate | None:
         if self.approvals is None:
             return None
-        return ExecGate(self.approvals, turn.id, turn.session_id, emit).check
+        outside = turn.kind in OUTSIDE_KINDS
+        return ExecGate(self.approvals, turn.id, turn.session_id, emit, outside).check
 
     async def deliver(self, text: str, rounds: int, turn: Turn, emit: EventSink) -> str:
         if text.strip() == SILENT_TOKEN:

@@ -57,6 +57,7 @@ MIGRATIONS = [
     Migration(12, "model presets of sessions and turns", sql_file("0012_models.sql")),
     Migration(13, "exec policies and approvals", sql_file("0013_approvals.sql")),
     Migration(14, "model presets of schedules", sql_file("0014_schedule_models.sql")),
+    Migration(18, "channels: pairings and replies owed", sql_file("0018_channels.sql")),
 ]
 
 # The current definition of every function, re-applied with CREATE OR REPLACE after the steps.
