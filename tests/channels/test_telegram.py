@@ -1,0 +1,48 @@
+"""Telegram end to end: python-telegram-bot against the fake Bot API on loopback, the channels
+service as its own process, the real stack behind it; the conformance suite and Telegram's own."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.channels.conformance import ChannelConformance, Start
+from tests.channels.platform import new_person
+from tests.channels.telegram_platform import TelegramPlatform
+from tests.fakes import FakeLLM
+from tests.fakes.telegram_api import FakeTelegram
+
+
+@pytest.fixture
+def platform() -> Iterator[TelegramPlatform]:
+    with FakeTelegram() as fake:
+        yield TelegramPlatform(fake)
+
+
+class TestTelegram(ChannelConformance):
+    def test_markdown_is_shown_as_telegram_renders_it(
+        self, platform: TelegramPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        llm.reply_text("# Plan\n\n- **bold** step with `a < b`\n- [docs](https://example.org/a_b)")
+        platform.say("plan?", person)
+        platform.wait_texts(person, 1)
+        sent = platform.fake.wait_for(
+            lambda: [m for m in platform.fake.shown if m.chat_id == int(person)
+                     and "docs" in m.text]
+        )[0]
+        assert sent.text == "Plan\n\n• bold step with a < b\n• docs"
+        assert "<b>bold</b>" in sent.html and '<a href="https://example.org/a_b">' in sent.html
+
+    def test_a_wrong_token_shows_in_readyz_and_nothing_else_breaks(
+        self, platform: TelegramPlatform, start_service: Start
+    ) -> None:
+        env = {**self.settings(platform), "CHANNELS_TELEGRAM_TOKEN": "999:wrong"}
+        service = start_service(env)
+        platform.fake.wait_for(lambda: any(s == 401 for _, _, s in platform.fake.calls))
+        reply = service.readyz()
+        assert reply.status_code == 503
+        state = reply.json()["channels"]["telegram"]
+        assert state["state"] == "reconnecting" and "token" in state["error"].lower()
