@@ -12,6 +12,7 @@ from tests.channels.platform import new_person
 from tests.channels.telegram_platform import TelegramPlatform
 from tests.fakes import FakeLLM
 from tests.fakes.telegram_api import FakeTelegram
+from tests.stacks import running_stack
 
 
 @pytest.fixture
@@ -46,3 +47,23 @@ class TestTelegram(ChannelConformance):
         assert reply.status_code == 503
         state = reply.json()["channels"]["telegram"]
         assert state["state"] == "reconnecting" and "token" in state["error"].lower()
+
+
+def test_the_stack_runs_the_channels_service_when_telegram_is_configured() -> None:
+    """`make run`'s launcher: the channels service starts with the orchestrators' address and
+    the channels token (never the owner's), and answers in Telegram."""
+    with FakeLLM() as llm, FakeTelegram() as fake:
+        platform = TelegramPlatform(fake)
+        person = new_person()
+        env = {
+            **platform.env(),
+            "CHANNELS_TELEGRAM_ALLOW_FROM": person,
+            "CRAYFISH_API_TOKEN": "owner-token",
+            "CRAYFISH_CHANNELS_TOKEN": "channels-token",
+        }
+        with running_stack(llm.base_url, env=env, channels=True) as stack:
+            llm.reply_text("hello from the stack")
+            platform.say("hi", person)
+            answered = lambda: fake.texts(int(person)) == ["hello from the stack"]  # noqa: E731
+            assert fake.wait_for(answered, 60)
+            assert "channels" in stack.processes
