@@ -78,9 +78,7 @@ class ChannelConformance:
         person = new_person()
         start_service(self.settings(platform, **open_to(person))).ready()
         llm.reply_tool_calls(("list_dir", {"path": "."}), content="Let me look.")
-        llm.reply_with(
-            lambda body: Reply(text=f"Your workspace has **{_tool_output(body)[:40]}**")
-        )
+        llm.reply_with(lambda body: Reply(text=f"Your workspace has **{_tool_output(body)[:40]}**"))
         sent_at = time.monotonic()
         platform.say("what is in my workspace?", person)
         shown = _settled_all(platform, person, 1)
@@ -149,9 +147,9 @@ class ChannelConformance:
         platform.hold_acks(False)
         start_service(env).ready()
         shown = _settled_all(platform, person, 1)
-        assert shown == ["Answered once."], (shown, getattr(platform, "fake").calls[-12:])
+        assert shown == ["Answered once."]
         time.sleep(1.5)
-        assert platform.texts(person) == ["Answered once."], getattr(platform, "fake").calls
+        assert platform.texts(person) == ["Answered once."]
         assert len(llm.requests) == 1 and platform.deliveries(message) >= 2
 
     def test_a_hung_platform_call_times_out_and_other_chats_keep_answering(

@@ -31,8 +31,9 @@ class TestTelegram(ChannelConformance):
         platform.say("plan?", person)
         platform.wait_texts(person, 1)
         sent = platform.fake.wait_for(
-            lambda: [m for m in platform.fake.shown if m.chat_id == int(person)
-                     and "docs" in m.text]
+            lambda: [
+                m for m in platform.fake.shown if m.chat_id == int(person) and "docs" in m.text
+            ]
         )[0]
         assert sent.text == "Plan\n\n• bold step with a < b\n• docs"
         assert "<b>bold</b>" in sent.html and '<a href="https://example.org/a_b">' in sent.html

@@ -24,8 +24,24 @@ from urllib.parse import parse_qsl, urlsplit
 BOT_ID = 7000001
 BOT_USERNAME = "crayfish_test_bot"
 TEXT_LIMIT = 4096
-HTML_TAGS = {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "a", "code", "pre",
-             "blockquote", "span", "tg-spoiler", "tg-emoji"}
+HTML_TAGS = {
+    "b",
+    "strong",
+    "i",
+    "em",
+    "u",
+    "ins",
+    "s",
+    "strike",
+    "del",
+    "a",
+    "code",
+    "pre",
+    "blockquote",
+    "span",
+    "tg-spoiler",
+    "tg-emoji",
+}
 
 
 class ApiError(Exception):
@@ -104,8 +120,11 @@ class FakeTelegram:
         with self.lock:
             self.chats[chat_id] = chat
             message: dict[str, Any] = {
-                "message_id": self._message_id(), "date": int(time.time()), "chat": chat,
-                "from": user, "text": text,
+                "message_id": self._message_id(),
+                "date": int(time.time()),
+                "chat": chat,
+                "from": user,
+                "text": text,
             }
             mentions = [m.start() for m in re.finditer(f"@{BOT_USERNAME}", text)]
             if mentions:
@@ -116,7 +135,11 @@ class FakeTelegram:
             if reply_to_bot:
                 bot = {"id": BOT_ID, "is_bot": True, "first_name": "Crayfish"}
                 message["reply_to_message"] = {
-                    "message_id": 1, "date": 0, "chat": chat, "from": bot, "text": "earlier"
+                    "message_id": 1,
+                    "date": 0,
+                    "chat": chat,
+                    "from": bot,
+                    "text": "earlier",
                 }
             self.updates.append({"update_id": self.next_update, "message": message})
             self.next_update += 1
@@ -175,9 +198,15 @@ class FakeTelegram:
         return handler(params)
 
     def _api_getme(self, params: dict[str, Any]) -> Any:
-        return {"id": BOT_ID, "is_bot": True, "first_name": "Crayfish", "username": BOT_USERNAME,
-                "can_join_groups": True, "can_read_all_group_messages": False,
-                "supports_inline_queries": False}
+        return {
+            "id": BOT_ID,
+            "is_bot": True,
+            "first_name": "Crayfish",
+            "username": BOT_USERNAME,
+            "can_join_groups": True,
+            "can_read_all_group_messages": False,
+            "supports_inline_queries": False,
+        }
 
     def _api_deletewebhook(self, params: dict[str, Any]) -> Any:
         return True
@@ -228,8 +257,11 @@ class FakeTelegram:
                 raise ApiError(400, "Bad Request: message to edit not found")
             shown = found[0]
             if shown.html == raw:
-                raise ApiError(400, "Bad Request: message is not modified: specified new "
-                               "message content and reply markup are exactly the same")
+                raise ApiError(
+                    400,
+                    "Bad Request: message is not modified: specified new "
+                    "message content and reply markup are exactly the same",
+                )
             shown.text, shown.html = text, raw
             shown.versions.append(text)
             self.lock.notify_all()
@@ -247,8 +279,13 @@ class FakeTelegram:
 
     def _message_json(self, shown: Shown) -> dict[str, Any]:
         bot = {"id": BOT_ID, "is_bot": True, "first_name": "Crayfish", "username": BOT_USERNAME}
-        return {"message_id": shown.message_id, "date": int(time.time()), "from": bot,
-                "chat": self.chats[shown.chat_id], "text": shown.text}
+        return {
+            "message_id": shown.message_id,
+            "date": int(time.time()),
+            "from": bot,
+            "chat": self.chats[shown.chat_id],
+            "text": shown.text,
+        }
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -288,12 +325,12 @@ class _TagChecker(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag not in HTML_TAGS:
-            raise ValueError(f"unsupported start tag \"{tag}\"")
+            raise ValueError(f'unsupported start tag "{tag}"')
         self.open.append(tag)
 
     def handle_endtag(self, tag: str) -> None:
         if not self.open or self.open[-1] != tag:
-            raise ValueError(f"unmatched end tag \"{tag}\"")
+            raise ValueError(f'unmatched end tag "{tag}"')
         self.open.pop()
 
     def handle_data(self, data: str) -> None:

@@ -9,6 +9,7 @@ import sys
 import uvicorn
 from crayfish_common.logs import configure_logging
 from crayfish_common.settings_errors import settings_or_exit
+from crayfish_common.tracing import setup_tracing
 
 from channels.api_client import OrchestratorClient
 from channels.config import ChannelsSettings
@@ -33,8 +34,12 @@ async def serve(settings: ChannelsSettings) -> None:
         lifespan="off",
     )
     await hub.start()
-    log.info("channels: %s; health on %s:%d", [c.name for c in channels] or "none",
-             settings.http_host, settings.http_port)
+    log.info(
+        "channels: %s; health on %s:%d",
+        [c.name for c in channels] or "none",
+        settings.http_host,
+        settings.http_port,
+    )
     try:
         await uvicorn.Server(config).serve()  # returns on SIGTERM/SIGINT
     finally:
@@ -46,6 +51,7 @@ def main() -> int:
     settings = settings_or_exit(ChannelsSettings, "channels")
     configure_logging("channels", settings.log_level, settings.log_json)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per poll and per call
+    setup_tracing("channels")  # on when OTEL_EXPORTER_OTLP_ENDPOINT is set
     asyncio.run(serve(settings))
     return 0
 

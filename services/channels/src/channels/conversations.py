@@ -66,9 +66,7 @@ class Conversations:
         if message.sender_id in self.paired:
             return True
         try:
-            pairing = await self.api.pair(
-                self.channel.name, message.sender_id, message.sender_name
-            )
+            pairing = await self.api.pair(self.channel.name, message.sender_id, message.sender_name)
         except OrchestratorError as exc:
             if exc.status >= 500:
                 raise

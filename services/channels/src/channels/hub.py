@@ -28,7 +28,9 @@ class ChannelState:
 
 
 class Hub:
-    def __init__(self, channels: list[Channel], api: OrchestratorClient, settings: ChannelsSettings):
+    def __init__(
+        self, channels: list[Channel], api: OrchestratorClient, settings: ChannelsSettings
+    ):
         self.channels = channels
         self.api = api
         self.settings = settings

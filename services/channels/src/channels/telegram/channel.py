@@ -12,8 +12,15 @@ import logging
 
 from telegram import Bot, Message, Update
 from telegram.constants import ChatAction, ParseMode
-from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, RetryAfter
-from telegram.error import TelegramError, TimedOut
+from telegram.error import (
+    BadRequest,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+    TimedOut,
+)
 from telegram.request import HTTPXRequest
 
 from channels.config import ChannelsSettings
@@ -111,9 +118,9 @@ class TelegramChannel(Channel):
             if replied.from_user.id == self.bot.id:
                 return True
         mention = f"@{self.bot.username}".lower()
-        for entity, text in message.parse_entities(["mention", "bot_command"]).items():
-            if text.lower() == mention or text.lower().endswith(mention):
-                return True
+        named = message.parse_entities(["mention", "bot_command"]).values()
+        if any(text.lower() == mention or text.lower().endswith(mention) for text in named):
+            return True
         for entity in message.entities:
             if entity.type == "text_mention" and entity.user and entity.user.id == self.bot.id:
                 return True

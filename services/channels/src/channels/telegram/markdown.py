@@ -18,7 +18,9 @@ QUOTE = re.compile(r"^\s{0,3}>\s?")
 CODE_SPAN = re.compile(r"`([^`\n]+)`")
 LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
 BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|__(?=\S)(.+?)(?<=\S)__")
-ITALIC = re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])|(?<!\w)_(?=\S)([^_\n]+?)(?<=\S)_(?!\w)")
+ITALIC = re.compile(
+    r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])|(?<!\w)_(?=\S)([^_\n]+?)(?<=\S)_(?!\w)"
+)
 STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
 
 
@@ -61,7 +63,7 @@ def _line(line: str) -> str:
         return f"<b>{inline(heading.group(1))}</b>"
     bullet = BULLET.match(line)
     if bullet:
-        return f"{bullet.group(1)}• {inline(line[bullet.end():])}"
+        return f"{bullet.group(1)}• {inline(line[bullet.end() :])}"
     return inline(line)
 
 
