@@ -5,6 +5,7 @@ between receiving and queueing, a platform call that hangs. A channel's test mod
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
@@ -88,6 +89,20 @@ class ChannelConformance:
         sign = platform.first_sign(person, sent_at)
         assert sign is not None
         print(f"{platform.name}: first visible sign {1000 * (sign - sent_at):.0f} ms after")
+
+    def test_a_command_from_outside_waits_for_the_chats_approval(
+        self, platform: Platform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, **open_to(person))).ready()
+        llm.reply_tool_calls(("exec", {"command": "uname -s"}))
+        llm.reply_with(lambda body: Reply(text=f"It said {_tool_output(body).strip()}"))
+        platform.say("which kernel?", person)
+        question = _text_with(platform, person, "/approve ")
+        approval = re.search(r"/approve (\w+)", question)
+        assert approval is not None and "uname -s" in question
+        platform.say(f"/approve {approval[1]}", person)
+        assert "Linux" in _text_with(platform, person, "It said")
 
     def test_a_long_answer_arrives_in_pieces_split_between_paragraphs(
         self, platform: Platform, start_service: Start, llm: FakeLLM
@@ -175,6 +190,17 @@ def _tool_output(body: dict[str, object]) -> str:
     messages = body["messages"]
     assert isinstance(messages, list)
     return str([m for m in messages if m["role"] == "tool"][-1]["content"])
+
+
+def _text_with(platform: Platform, chat: str, part: str, timeout: float = 30.0) -> str:
+    """The first text of the chat holding `part`, once there is one."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [text for text in platform.texts(chat) if part in text]
+        if found:
+            return found[0]
+        time.sleep(0.1)
+    raise AssertionError(f"no text with {part!r} in {chat}: {platform.texts(chat)}")
 
 
 def _settled(platform: Platform, chat: str, timeout: float = 30.0) -> str:

@@ -91,8 +91,9 @@ class OrchestratorClient:
                 async for sse in source.aiter_sse():
                     if not sse.data:
                         continue
-                    data = json.loads(sse.data)
-                    yield TurnEvent(int(data.get("id", 0)), sse.event, data)
+                    # The SSE id, not the body's: an event's own data may hold an `id`.
+                    number = int(sse.id) if sse.id and sse.id.isdigit() else 0
+                    yield TurnEvent(number, sse.event, json.loads(sse.data))
                     if sse.event in TERMINAL:
                         return
         except httpx.TransportError as exc:

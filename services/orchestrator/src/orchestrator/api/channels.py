@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
 from orchestrator.api.retries import settled
-from orchestrator.api.schemas import ChatAccepted
+from orchestrator.api.schemas import ChatAccepted, RequestBody
 from orchestrator.store import InvalidSessionId
 from orchestrator.store.channels import ChannelReply, Pairing, PairingsFull
 from orchestrator.store.turn_requests import TurnRequest
@@ -20,14 +20,17 @@ from orchestrator.store.turn_requests import TurnRequest
 router = APIRouter(tags=["channels"])
 CHANNEL_NAME = r"^[a-z][a-z0-9_-]{0,31}$"
 ChannelName = Annotated[str, Path(pattern=CHANNEL_NAME)]
+NO_NUL = r"^[^\x00]*$"  # a PostgreSQL text column cannot hold NUL
+TASK_ID = r"^[A-Za-z0-9_-]{1,64}$"
+TaskId = Annotated[str, Path(pattern=TASK_ID)]
 # A repeat of a platform message is recognised by its key for as long as turn requests are
 # kept (24 h, as long as Telegram keeps an unacknowledged update).
 TURN_ROUTE = "/api/channels/{channel}/turns"
 
 
-class PairingRequest(BaseModel):
-    sender_id: str = Field(min_length=1, max_length=128)
-    sender_name: str = Field("", max_length=200)
+class PairingRequest(RequestBody):
+    sender_id: str = Field(min_length=1, max_length=128, pattern=NO_NUL)
+    sender_name: str = Field("", max_length=200, pattern=NO_NUL)
 
 
 class PairingView(BaseModel):
@@ -43,9 +46,11 @@ class PairingList(BaseModel):
     pairings: list[PairingView]
 
 
-class ChannelTurnRequest(BaseModel):
-    chat_id: str = Field(min_length=1, max_length=128)
-    message_id: str = Field(min_length=1, max_length=128, description="The platform's id")
+class ChannelTurnRequest(RequestBody):
+    chat_id: str = Field(min_length=1, max_length=128, pattern=NO_NUL)
+    message_id: str = Field(
+        min_length=1, max_length=128, pattern=NO_NUL, description="The platform's id"
+    )
     session_id: str
     text: str = Field(min_length=1, max_length=100_000)
 
@@ -64,9 +69,9 @@ class ReplyList(BaseModel):
     replies: list[ReplyView]
 
 
-class ReplySettled(BaseModel):
+class ReplySettled(RequestBody):
     status: Literal["delivered", "failed"]
-    error: str = Field("", max_length=2000)
+    error: str = Field("", max_length=2000, pattern=NO_NUL)
 
 
 def pairing_view(pairing: Pairing) -> PairingView:
@@ -106,7 +111,7 @@ async def list_pairings(core: CoreDep) -> PairingList:
 
 @router.post("/api/pairings/{code}/approve", response_model=PairingView)
 async def approve_pairing(
-    code: str,
+    code: Annotated[str, Path(pattern=r"^[A-Za-z0-9]{1,32}$")],
     core: CoreDep,
     channel: Annotated[str | None, Query(pattern=CHANNEL_NAME)] = None,
 ) -> PairingView:
@@ -145,7 +150,7 @@ async def list_replies(
     channel: ChannelName,
     core: CoreDep,
     status: Annotated[Literal["pending", "delivered", "failed"] | None, Query()] = None,
-    task_id: Annotated[str | None, Query(max_length=64)] = None,
+    task_id: Annotated[str | None, Query(pattern=TASK_ID)] = None,
 ) -> ReplyList:
     """The replies the channel owes (status=pending), has delivered, or gave up on, oldest
     first (200 at most)."""
@@ -156,7 +161,7 @@ async def list_replies(
 
 @router.post("/api/channels/{channel}/replies/{task_id}", status_code=204)
 async def settle_reply(
-    channel: ChannelName, task_id: str, body: ReplySettled, core: CoreDep
+    channel: ChannelName, task_id: TaskId, body: ReplySettled, core: CoreDep
 ) -> None:
     """The channel delivered the turn's reply, or gave up on it (its error stays visible)."""
     if not await core.settle_channel_reply(channel, task_id, body.status, body.error):

@@ -92,7 +92,7 @@ class ExecGate:
         await self.emit("approval.requested", approval_json(row))
         answered = await self.desk.wait(row.id)
         if answered is None:
-            settled = fallback(await self.desk.policy(), analysis)
+            settled = fallback(await self.desk.policy(self.outside), analysis)
             if await self.desk.expire(row.id, f"fallback-{settled.action}"):
                 await self.emit(
                     "approval.expired", {"id": row.id, "call_id": call_id, "action": settled.action}
