@@ -1,7 +1,7 @@
 """What every channel must do, against its platform's fake and the real stack: who may talk,
 groups, a turn with a tool call answered in the chat, long answers, a 429 storm, a crash
 between receiving and queueing, a platform call that hangs. A channel's test module subclasses
-`ChannelConformance` and provides the `platform` fixture (tests/channels/platform.py)."""
+`ChannelConformance` and provides the `platform` fixture (tests/chat_channels/platform.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import httpx
 
-from tests.channels.platform import Platform, new_person
-from tests.channels.service import ChannelService
+from tests.chat_channels.platform import Platform, new_person
+from tests.chat_channels.service import ChannelService
 from tests.fakes import FakeLLM, Reply
 
 Start = Callable[..., ChannelService]

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.channels.conformance import ChannelConformance, Start
-from tests.channels.platform import new_person
-from tests.channels.telegram_platform import TelegramPlatform
+from tests.chat_channels.conformance import ChannelConformance, Start
+from tests.chat_channels.platform import new_person
+from tests.chat_channels.telegram_platform import TelegramPlatform
 from tests.fakes import FakeLLM
 from tests.fakes.telegram_api import FakeTelegram
 from tests.stacks import running_stack

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
-from tests.channels.service import ChannelService
+from tests.chat_channels.service import ChannelService
 from tests.fakes import FakeLLM
 from tests.stacks import running_stack
 
