@@ -73,6 +73,26 @@ class ChannelConformance:
         asked = [m["content"] for r in llm.requests for m in r["messages"] if m["role"] == "user"]
         assert not any("among ourselves" in str(text) for text in asked)
 
+    def test_a_stranger_in_a_group_gets_no_code_and_takes_no_pairing_slot(
+        self, platform: Platform, start_service: Start, owner: httpx.Client, llm: FakeLLM
+    ) -> None:
+        stranger, group = new_person(), f"-100{new_person()}"
+        start_service(self.settings(platform)).ready()
+        llm.reply_forever_text("should not be said")
+
+        def codes() -> list[dict[str, object]]:
+            pending = owner.get("/api/pairings").json()["pairings"]
+            return [p for p in pending if p["sender_id"] == stranger]
+
+        heard = platform.say("hello bot", stranger, chat=group, group=True, mention=True)
+        _wait(lambda: platform.deliveries(heard) >= 1)
+        time.sleep(1.5)  # handled by now: a code would be listed
+        assert codes() == [] and platform.texts(group) == []
+        platform.say("hello bot", stranger)  # in private the same stranger does get one
+        code_message = _settled_all(platform, stranger, 1)[0]
+        assert len(codes()) == 1 and str(codes()[0]["code"]) in code_message
+        assert llm.requests == []
+
     def test_a_turn_with_a_tool_call_is_answered_in_the_chat(
         self, platform: Platform, start_service: Start, llm: FakeLLM
     ) -> None:

@@ -129,3 +129,13 @@ async def test_outside_turns_get_the_outside_policy_with_the_workspace_allowlist
     outside = await core.approvals.policy(outside=True)
     assert (inside.security, outside.security) == ("full", "allowlist")
     assert outside.ask == "on-miss" and outside.allowlist == ("/usr/bin/ls",)
+
+
+def test_a_look_up_without_a_new_code_makes_none(client: TestClient) -> None:
+    path = "/api/channels/telegram/pairings"
+    look = client.post(path, json={"sender_id": "77", "new_code": False}, headers=CHANNEL)
+    assert look.status_code == 404
+    assert client.get("/api/pairings", headers=OWNER).json()["pairings"] == []
+    code = pair(client, "77")["code"]
+    again = client.post(path, json={"sender_id": "77", "new_code": False}, headers=CHANNEL)
+    assert again.status_code == 200 and again.json()["code"] == code

@@ -54,8 +54,10 @@ class OrchestratorClient:
             raise _error_of(response)
         return response.json() if response.content else None
 
-    async def pair(self, channel: str, sender_id: str, sender_name: str) -> dict[str, Any]:
-        body = {"sender_id": sender_id, "sender_name": sender_name[:200]}
+    async def pair(
+        self, channel: str, sender_id: str, sender_name: str, new_code: bool
+    ) -> dict[str, Any]:
+        body = {"sender_id": sender_id, "sender_name": sender_name[:200], "new_code": new_code}
         result: dict[str, Any] = await self.call(
             "POST", f"/api/channels/{channel}/pairings", json=body
         )

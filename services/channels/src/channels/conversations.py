@@ -66,13 +66,15 @@ class Conversations:
         if message.sender_id in self.paired:
             return True
         try:
-            pairing = await self.api.pair(self.channel.name, message.sender_id, message.sender_name)
+            pairing = await self.api.pair(
+                self.channel.name, message.sender_id, message.sender_name, not message.group
+            )
         except OrchestratorError as exc:
             if exc.status >= 500:
                 raise
-            if not message.group:
+            if exc.status == 429:
                 self.replies.say(message.chat_id, PAIRINGS_FULL)
-            return False
+            return False  # 404: a stranger in a group, who gets no code
         if pairing["status"] == "approved":
             self.paired.add(message.sender_id)
             return True

@@ -322,9 +322,12 @@ class OrchestratorCore:
         """Which of these turns wait for a person's answer now."""
         return await self.approvals.waiting(turn_ids)
 
-    async def pair_sender(self, channel: str, sender_id: str, sender_name: str) -> Pairing:
-        """A channel's sender: approved, or its code to approve (PairingsFull past the cap)."""
-        return await self.channels.pair(channel, sender_id, sender_name)
+    async def pair_sender(
+        self, channel: str, sender_id: str, sender_name: str, new_code: bool = True
+    ) -> Pairing | None:
+        """A channel's sender: approved, or its code to approve (PairingsFull past the cap;
+        None for a sender without one when no `new_code` may be made)."""
+        return await self.channels.pair(channel, sender_id, sender_name, new_code)
 
     async def pending_pairings(self) -> list[Pairing]:
         return await self.channels.pending()

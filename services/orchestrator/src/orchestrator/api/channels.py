@@ -31,6 +31,7 @@ TURN_ROUTE = "/api/channels/{channel}/turns"
 class PairingRequest(RequestBody):
     sender_id: str = Field(min_length=1, max_length=128, pattern=NO_NUL)
     sender_name: str = Field("", max_length=200, pattern=NO_NUL)
+    new_code: bool = Field(True, description="False: only look (a group message gets no code)")
 
 
 class PairingView(BaseModel):
@@ -95,11 +96,14 @@ def reply_view(reply: ChannelReply) -> ReplyView:
 @router.post("/api/channels/{channel}/pairings", response_model=PairingView)
 async def pair_sender(channel: ChannelName, body: PairingRequest, core: CoreDep) -> PairingView:
     """A sender's standing: approved, or pending with the code the owner approves (the same
-    code until it expires). 429 when the channel has 3 codes waiting."""
+    code until it expires). 429 when the channel has 3 codes waiting; 404 with `new_code`
+    false for a sender that has none."""
     try:
-        pairing = await core.pair_sender(channel, body.sender_id, body.sender_name)
+        pairing = await core.pair_sender(channel, body.sender_id, body.sender_name, body.new_code)
     except PairingsFull as exc:
         raise ApiError(429, str(exc), "pairings_full") from exc
+    if pairing is None:
+        raise ApiError(404, f"sender {body.sender_id!r} has no pairing", "pairing_not_found")
     return pairing_view(pairing)
 
 

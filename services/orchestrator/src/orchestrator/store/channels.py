@@ -52,9 +52,12 @@ class ChannelStore:
         self.code_ttl = code_ttl
         self.max_pending = max_pending
 
-    async def pair(self, channel: str, sender_id: str, sender_name: str) -> Pairing:
+    async def pair(
+        self, channel: str, sender_id: str, sender_name: str, new_code: bool = True
+    ) -> Pairing | None:
         """The sender's pairing: approved, its live code, or a new code (PairingsFull when the
-        channel has `max_pending` live codes). One channel's requests are serialised."""
+        channel has `max_pending` live codes; None when `new_code` is False). One channel's
+        requests are serialised."""
         now = time.time()
         async with self.db.transaction() as conn:
             await conn.execute(
@@ -68,6 +71,8 @@ class ChannelStore:
             row = await cursor.fetchone()
             if row and (row["status"] == "approved" or row["expires_at"] > now):
                 return Pairing(**row)
+            if not new_code:
+                return None
             cursor = await conn.execute(
                 "SELECT count(*) AS n FROM channel_pairings"
                 " WHERE channel = %s AND status = 'pending' AND expires_at > %s",
