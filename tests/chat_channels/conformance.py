@@ -188,7 +188,7 @@ class ChannelConformance:
         assert len(llm.requests) == 1 and platform.deliveries(message) >= 2
 
     def test_a_hung_platform_call_times_out_and_other_chats_keep_answering(
-        self, platform: Platform, start_service: Start, llm: FakeLLM
+        self, platform: Platform, start_service: Start, llm: FakeLLM, owner: httpx.Client
     ) -> None:
         stuck, other = new_person(), new_person()
         service = start_service(
@@ -204,6 +204,15 @@ class ChannelConformance:
         assert service.readyz().status_code == 200
         platform.say("and again", other)
         assert _settled_all(platform, other, 2)[1] == "an answer"
+        # The stuck chat's reply gives up after its attempts, and says so on its task.
+        path = f"/api/channels/{platform.name}/replies"
+
+        def failed() -> list[dict[str, str]]:
+            replies = owner.get(path, params={"status": "failed"}).json()["replies"]
+            return [r for r in replies if r["chat_id"] == stuck]
+
+        _wait(lambda: bool(failed()), timeout=60)
+        assert failed()[0]["task_status"] == "completed" and failed()[0]["error"]
 
 
 def _tool_output(body: dict[str, object]) -> str:
