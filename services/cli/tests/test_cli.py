@@ -412,3 +412,16 @@ def test_without_crayfish_url_the_cli_follows_crayfish_http_port(stack: LocalSta
     )
     assert done.returncode == 0, done.stderr
     assert stack.http_port != 8080
+
+
+def test_pairing_list_and_approve_let_a_chat_sender_talk(stack: LocalStack):
+    pair = f"{stack.url}/api/channels/telegram/pairings"
+    code = httpx.post(pair, json={"sender_id": "4242", "sender_name": "Bo"}).json()["code"]
+    listed = crayfish(stack.url, "pairing", "list")
+    assert listed.returncode == 0 and f"telegram  {code}  sender 4242 (Bo)" in listed.stdout
+    wrong = crayfish(stack.url, "pairing", "approve", "slack", code)
+    assert wrong.returncode == 2 and "no pending pairing code" in wrong.stderr
+    done = crayfish(stack.url, "pairing", "approve", "telegram", code.lower())
+    assert done.returncode == 0, done.stderr
+    assert "telegram: sender 4242 (Bo) may talk to the assistant" in done.stdout
+    assert httpx.post(pair, json={"sender_id": "4242"}).json()["status"] == "approved"

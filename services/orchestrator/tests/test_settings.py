@@ -126,6 +126,8 @@ NAMES: dict[str, tuple[str, object]] = {
     "CRAYFISH_BACKGROUND_HISTORY_TURNS": ("background_history_turns", 9),
     "CRAYFISH_APPROVAL_POLICY": ("approval_policy", '{"security": "allowlist"}'),
     "CRAYFISH_APPROVAL_TIMEOUT": ("approval_timeout", 30.0),
+    "CRAYFISH_APPROVAL_POLICY_OUTSIDE": ("approval_policy_outside", '{"security": "deny"}'),
+    "CRAYFISH_CHANNELS_TOKEN": ("channels_token", "a-channels-token"),
 }
 
 

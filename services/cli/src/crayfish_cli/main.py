@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from crayfish_cli import approvals, chat, listings, memory_history, schedules, usage
 from crayfish_cli.api import DEFAULT_URL, CrayfishClient, RequestFailed, Unreachable
 from crayfish_cli.consolidation import consolidate
+from crayfish_cli.pairing import add_pairing_commands, run_pairing
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_approval_commands(
         commands.add_parser("approvals", help="the exec policy; commands waiting for a person")
     )
+    add_pairing_commands(commands.add_parser("pairing", help="chat senders waiting to pair"))
     mcp_cmd = commands.add_parser("mcp", help="Crayfish as an MCP server for MCP clients")
     mcp_actions = mcp_cmd.add_subparsers(dest="mcp_command", required=True, metavar="ACTION")
     mcp_actions.add_parser(
@@ -191,6 +193,8 @@ def run(args: argparse.Namespace, client: CrayfishClient) -> int:
         return run_schedules(args, client)
     if args.command == "approvals":
         return run_approvals(args, client)
+    if args.command == "pairing":
+        return run_pairing(args, client)
     if args.command == "tools":
         return listings.list_tools(client, args.json)
     if args.command == "mcp":

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 from orchestrator.api import (
     approvals,
+    channels,
     consolidation,
     health,
     memory,
@@ -63,8 +64,20 @@ def create_app(settings: Settings, freeze_heap: bool = False) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    routers = [health, approvals, tasks, sessions, schedules, memory, skills, tools, usage, ops]
-    routers += [consolidation]
+    routers = [
+        health,
+        approvals,
+        channels,
+        tasks,
+        sessions,
+        schedules,
+        memory,
+        skills,
+        tools,
+        usage,
+        ops,
+        consolidation,
+    ]
     routers += [openai_compat, web]
     for module in routers:
         app.include_router(module.router, responses=ERROR_RESPONSES)
@@ -83,7 +96,9 @@ def create_app(settings: Settings, freeze_heap: bool = False) -> FastAPI:
         },
     )
     if settings.api_token:
-        app.add_middleware(BearerAuth, token=settings.api_token)
+        app.add_middleware(
+            BearerAuth, token=settings.api_token, channels_token=settings.channels_token
+        )
     # Outermost: a request from a rebound name or another site's page goes no further.
     trusted = TrustedHosts.for_bind(settings.http_host, settings.trusted_hosts)
     app.add_middleware(HostGuard, trusted=trusted)

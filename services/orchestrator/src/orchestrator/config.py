@@ -101,6 +101,10 @@ class Settings(BaseSettings):
     http_port: int = 8080
     # The bearer token every route but /healthz needs; empty: none (loopback only).
     api_token: str = Field("", repr=False)
+    # The channels service's bearer token (services/channels): it may use only the routes a
+    # channel needs, and its turns are outside input (CRAYFISH_APPROVAL_POLICY_OUTSIDE); empty:
+    # no channel can connect (unless the API has no token at all).
+    channels_token: str = Field("", repr=False)
     # SO_REUSEPORT: replicas on one host (host networking) share the port; the kernel spreads
     # connections over them.
     http_reuse_port: bool = False
@@ -174,6 +178,9 @@ class Settings(BaseSettings):
     # JSON {"security", "ask", "ask_fallback", "allowlist"}; empty: `full` (every turn comes
     # through the operator's token today).
     approval_policy: str = ""
+    # The exec policy of turns from outside (chat channels), as JSON like
+    # CRAYFISH_APPROVAL_POLICY; the workspace's allowlist entries count for them too.
+    approval_policy_outside: str = '{"security": "allowlist", "ask": "on-miss"}'
     # Seconds a turn paused for an approval waits for an answer before the fallback applies.
     approval_timeout: float = Field(600.0, gt=0)
 
@@ -366,7 +373,7 @@ class Settings(BaseSettings):
             raise ValueError(f"CRAYFISH_TRUSTED_HOSTS: {exc}") from exc
         return value
 
-    @field_validator("approval_policy")
+    @field_validator("approval_policy", "approval_policy_outside")
     @classmethod
     def _check_approval_policy(cls, value: str) -> str:
         default_policy(value)  # a bad policy stops start-up, naming the field at fault

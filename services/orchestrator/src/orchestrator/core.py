@@ -22,6 +22,7 @@ from orchestrator.agent.tool_search import ToolCatalog, tool_catalog
 from orchestrator.agent.tools import SEARCH_TOOLS
 from orchestrator.agent.turn_models import TurnModels
 from orchestrator.approvals.desk import ApprovalDesk
+from orchestrator.approvals.gate import CHANNEL_KIND
 from orchestrator.approvals.policy import ExecPolicy, default_policy
 from orchestrator.clients import ServiceClients
 from orchestrator.clients.health import DependencyState
@@ -55,11 +56,12 @@ from orchestrator.schedules.heartbeat import Heartbeats
 from orchestrator.schedules.scheduler import Scheduler
 from orchestrator.store import Database, SessionStore, StoredEvent, legacy_import
 from orchestrator.store.approvals import ApprovalRow, ApprovalStore
+from orchestrator.store.channels import ChannelReply, ChannelStore, Pairing
 from orchestrator.store.model_choices import ModelChoices
 from orchestrator.store.notifications import NotificationStore
 from orchestrator.store.openai_turns import OpenAITurnStore
 from orchestrator.store.schedules import ScheduledTurn, ScheduleStore
-from orchestrator.store.sessions import SessionInfo, check_session_id
+from orchestrator.store.sessions import InvalidSessionId, SessionInfo, check_session_id
 from orchestrator.store.subagents import KIND as CHILD_KIND
 from orchestrator.store.subagents import REPORT_KIND, Child, SubagentStore
 from orchestrator.store.summaries import SummaryStore
@@ -79,6 +81,9 @@ from orchestrator.turns.turn_worker import WorkerTiming
 from orchestrator.usage.budgets import BudgetExceeded, BudgetGuard
 from orchestrator.usage.report import budget_status, usage_report
 
+# Pairing codes of chat channels (issue #31): an hour to approve, three waiting per channel.
+PAIRING_CODE_TTL = 3600.0
+MAX_PENDING_PAIRINGS = 3
 log = logging.getLogger(__name__)
 
 
@@ -161,6 +166,7 @@ class OrchestratorCore:
             str(settings.workspace.resolve()),
             default_policy(settings.approval_policy),
             settings.approval_timeout,
+            default_policy(settings.approval_policy_outside),
         )
         children = SubagentStore(self.db)
         self.subagents = Subagents(settings, children, self.turns, self.models, self.budgets)
@@ -179,6 +185,7 @@ class OrchestratorCore:
         self.reports = Reports(children, self.notifier)
         self.turns.observers.append(self.reports.observe)
         self.assistant.session_note = self.subagents.active_note
+        self.channels = ChannelStore(self.db, PAIRING_CODE_TTL, MAX_PENDING_PAIRINGS)
         self.heartbeats = Heartbeats(self.assistant.workspace, self.turns)
         self.consolidation = Consolidation(
             summaries,
@@ -365,6 +372,48 @@ class OrchestratorCore:
     async def awaiting_approval(self, turn_ids: list[str]) -> set[str]:
         """Which of these turns wait for a person's answer now."""
         return await self.approvals.waiting(turn_ids)
+
+    async def pair_sender(
+        self, channel: str, sender_id: str, sender_name: str, new_code: bool = True
+    ) -> Pairing | None:
+        """A channel's sender: approved, or its code to approve (PairingsFull past the cap;
+        None for a sender without one when no `new_code` may be made)."""
+        return await self.channels.pair(channel, sender_id, sender_name, new_code)
+
+    async def pending_pairings(self) -> list[Pairing]:
+        return await self.channels.pending()
+
+    async def approve_pairing(self, code: str, channel: str | None) -> Pairing | None:
+        return await self.channels.approve(code, channel)
+
+    async def submit_channel_turn(
+        self, request: TurnRequest, channel: str, chat_id: str, session_id: str, message: str
+    ) -> Turn | Earlier:
+        """A chat message as an outside turn, once per platform message (`request.key`), with
+        the reply it owes the chat recorded (again on a repeat: a crash may have come between)."""
+        check_session_id(session_id)
+        if not session_id.startswith(f"{channel}."):  # approvals/gate.py: a chat's session
+            raise InvalidSessionId(f"a {channel} chat's session id starts with `{channel}.`")
+        await self.budgets.check(CHANNEL_KIND)
+        task_id = await self.models.ask("")
+        submitted = await self.turns.create_once(
+            request, session_id, message, None, CHANNEL_KIND, task_id
+        )
+        if isinstance(submitted, Turn):
+            await self.channels.owe_reply(submitted.id, channel, chat_id)
+        else:
+            await self.channels.owe_reply(submitted.task_id, channel, chat_id)
+        return submitted
+
+    async def channel_replies(
+        self, channel: str, status: str | None, task_id: str | None = None
+    ) -> list[ChannelReply]:
+        return await self.channels.replies(channel, status, task_id)
+
+    async def settle_channel_reply(
+        self, channel: str, task_id: str, status: str, error: str
+    ) -> bool:
+        return await self.channels.settle_reply(channel, task_id, status, error)
 
     async def delete_session(self, session_id: str) -> None:
         """Closes the session's sandbox, then deletes its history, holding the session: a turn

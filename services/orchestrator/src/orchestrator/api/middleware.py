@@ -8,6 +8,7 @@ the OpenAPI page too) with one constant-time check; Starlette has no body-size l
 from __future__ import annotations
 
 import hmac
+import re
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -20,6 +21,18 @@ from orchestrator.metrics import Metrics
 # it loads a page: they are open; the page sends the token on its own API calls.
 OPEN_PATHS = {"/healthz", "/"}
 OPEN_PREFIXES = ("/static/",)
+# What the channels service's token may do (CRAYFISH_CHANNELS_TOKEN): its own routes, follow,
+# stop and answer its turns, and the sessions of chats (ids `<channel>.<chat>`); never approve
+# a pairing, change a policy or read other sessions.
+CHANNEL_ROUTES = (
+    ("POST", re.compile(r"/api/channels/[^/]+/(pairings|turns|replies/[^/]+)")),
+    ("GET", re.compile(r"/api/channels/[^/]+/replies")),
+    ("GET", re.compile(r"/api/tasks/[^/]+(/events)?")),
+    ("POST", re.compile(r"/api/tasks/[^/]+/cancel")),
+    ("POST", re.compile(r"/api/approvals/[^/]+")),
+    ("GET|PATCH|DELETE", re.compile(r"/api/sessions/[a-z][a-z0-9_-]*\.[^/]+")),
+    ("GET", re.compile(r"/readyz")),
+)
 
 
 class HostGuard:
@@ -48,11 +61,13 @@ class HostGuard:
 
 
 class BearerAuth:
-    """ASGI middleware comparing the token in constant time; 401 JSON otherwise."""
+    """ASGI middleware comparing the token in constant time; 401 JSON otherwise. The channels
+    token (when set) passes on CHANNEL_ROUTES only; elsewhere 403."""
 
-    def __init__(self, app: ASGIApp, token: str):
+    def __init__(self, app: ASGIApp, token: str, channels_token: str = ""):
         self.app = app
         self.expected = f"Bearer {token}".encode()
+        self.channels = f"Bearer {channels_token}".encode() if channels_token else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope["path"] if scope["type"] == "http" else ""
@@ -60,12 +75,24 @@ class BearerAuth:
             await self.app(scope, receive, send)
             return
         given = dict(scope["headers"]).get(b"authorization", b"")
-        if not hmac.compare_digest(given, self.expected):
+        if self.channels is not None and hmac.compare_digest(given, self.channels):
+            if not channel_route(scope["method"], path):
+                message = "the channels token may not use this route"
+                await error_response(403, message, "route_forbidden")(scope, receive, send)
+                return
+        elif not hmac.compare_digest(given, self.expected):
             response = error_response(401, "missing or wrong bearer token", "invalid_api_key")
             response.headers["WWW-Authenticate"] = "Bearer"
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+def channel_route(method: str, path: str) -> bool:
+    return any(
+        method in methods.split("|") and pattern.fullmatch(path)
+        for methods, pattern in CHANNEL_ROUTES
+    )
 
 
 class BodyLimit:

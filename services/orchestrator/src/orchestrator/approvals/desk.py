@@ -51,16 +51,27 @@ class Question:
 
 
 class ApprovalDesk:
-    def __init__(self, store: ApprovalStore, workspace: str, default: ExecPolicy, timeout: float):
+    def __init__(
+        self,
+        store: ApprovalStore,
+        workspace: str,
+        default: ExecPolicy,
+        timeout: float,
+        outside: ExecPolicy | None = None,
+    ):
         self.store = store
         self.workspace = workspace
         self.default = default
+        self.outside = outside or ExecPolicy("allowlist", "on-miss")
         self.timeout = timeout
         self._answered: dict[str, asyncio.Event] = {}  # questions waited on here
 
-    async def policy(self) -> ExecPolicy:
+    async def policy(self, outside: bool = False) -> ExecPolicy:
+        """The workspace's policy; for a turn from outside (a chat channel) the outside policy,
+        with the workspace's allowlist entries (what a person allowed always) added."""
         stored = await self.store.policy(self.workspace)
-        return self.default if stored is None else policy_from_json(stored)
+        policy = self.default if stored is None else policy_from_json(stored)
+        return self.outside.with_entries(list(policy.allowlist)) if outside else policy
 
     async def replace_policy(self, body: Any) -> ExecPolicy:
         """Replaces the policy (fields left out keep their defaults); PolicyInvalid names the

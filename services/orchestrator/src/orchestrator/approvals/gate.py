@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from typing import Any
 
 from crayfish_common.tools import ToolResult
@@ -22,16 +23,36 @@ log = logging.getLogger(__name__)
 # policy other than `full` the text is judged like a command line (asked or refused when it is
 # no allowlisted program's), never passed by.
 GATED_TOOLS = ("exec", "process")
+# Turns from outside (a chat channel's): CRAYFISH_APPROVAL_POLICY_OUTSIDE judges their commands.
+CHANNEL_KIND = "channel"
+OUTSIDE_KINDS = frozenset({CHANNEL_KIND})
+# A chat's session (`<channel>.<chat>`, the only sessions a channel's turns may use): every turn
+# there or in its sandbox (a subagent a chat's turn spawned, a background process's wake-up, a
+# subagent's report) is outside input too, so the outside policy cannot be stepped around.
+CHAT_SESSION = re.compile(r"[a-z][a-z0-9_-]*\.[^/]+")
+
+
+def is_outside(kind: str, session_id: str) -> bool:
+    """Whether a turn of this kind, using this session's sandbox, is judged as outside input."""
+    return kind in OUTSIDE_KINDS or CHAT_SESSION.fullmatch(session_id) is not None
 
 
 class ExecGate:
     """One turn's check of its exec calls."""
 
-    def __init__(self, desk: ApprovalDesk, task_id: str, session_id: str, emit: EventSink):
+    def __init__(
+        self,
+        desk: ApprovalDesk,
+        task_id: str,
+        session_id: str,
+        emit: EventSink,
+        outside: bool = False,
+    ):
         self.desk = desk
         self.task_id = task_id
         self.session_id = session_id
         self.emit = emit
+        self.outside = outside  # a turn from a chat channel: the outside policy
 
     async def check(self, name: str, raw_arguments: str, call_id: str) -> ToolResult | None:
         """None when the call may run; else the result the model reads instead. When the
@@ -50,7 +71,7 @@ class ExecGate:
     async def _check(
         self, command: str, workdir: str, env: dict[str, Any] | None, call_id: str
     ) -> ToolResult | None:
-        policy = await self.desk.policy()
+        policy = await self.desk.policy(self.outside)
         if policy.security == "full" and policy.ask != "always":
             return None
         analysis = await asyncio.to_thread(analyse, command, workdir, env=env)
@@ -84,7 +105,7 @@ class ExecGate:
         await self.emit("approval.requested", approval_json(row))
         answered = await self.desk.wait(row.id)
         if answered is None:
-            settled = fallback(await self.desk.policy(), analysis)
+            settled = fallback(await self.desk.policy(self.outside), analysis)
             if await self.desk.expire(row.id, f"fallback-{settled.action}"):
                 await self.emit(
                     "approval.expired", {"id": row.id, "call_id": call_id, "action": settled.action}

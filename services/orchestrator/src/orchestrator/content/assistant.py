@@ -30,7 +30,7 @@ from orchestrator.agent.tool_search import CallGate, initial_offer
 from orchestrator.agent.tools import ToolRegistry
 from orchestrator.agent.turn_context import turn_context, with_turn_context
 from orchestrator.approvals.desk import ApprovalDesk
-from orchestrator.approvals.gate import ExecGate
+from orchestrator.approvals.gate import ExecGate, is_outside
 from orchestrator.clients import ServiceClients, ServiceError, ToolServiceClient
 from orchestrator.clients.memory import MemoryHit
 from orchestrator.config import Settings
@@ -218,10 +218,12 @@ class Assistant:
             model=turn.model,
         )
 
-    def gate(self, turn: Turn, emit: EventSink) -> CallGate | None:
+    def gate(self, turn: Turn, emit: EventSink, sandbox_session: str = "") -> CallGate | None:
+        """The approval check of the turn's calls; a subagent's sandbox is its parent's."""
         if self.approvals is None:
             return None
-        return ExecGate(self.approvals, turn.id, turn.session_id, emit).check
+        outside = is_outside(turn.kind, sandbox_session or turn.session_id)
+        return ExecGate(self.approvals, turn.id, turn.session_id, emit, outside).check
 
     async def deliver(self, text: str, rounds: int, turn: Turn, emit: EventSink) -> str:
         if text.strip() == SILENT_TOKEN:

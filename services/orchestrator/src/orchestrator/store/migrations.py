@@ -61,6 +61,7 @@ MIGRATIONS = [
     Migration(
         17, "session summaries and memory consolidations", sql_file("0017_session_summaries.sql")
     ),
+    Migration(18, "channels: pairings and replies owed", sql_file("0018_channels.sql")),
 ]
 
 # The current definition of every function, re-applied with CREATE OR REPLACE after the steps.

@@ -73,7 +73,7 @@ class ChildRun:
             turn.usage,
             only=offered,
             origin=origin_of(turn),
-            gate=assistant.gate(turn, emit),
+            gate=assistant.gate(turn, emit, child.sandbox_session),
             model=turn.model,
             inbox=steering,
         )

@@ -1,0 +1,1 @@
+"""Crayfish's chat channels: Telegram and the interface later platforms plug into."""

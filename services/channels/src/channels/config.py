@@ -1,0 +1,67 @@
+"""Settings of the channels service, read from `CHANNELS_*` environment variables."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DM_POLICIES = ("pairing", "allowlist", "open", "disabled")
+
+
+class ChannelsSettings(BaseSettings):
+    """Where the orchestrator is, this service's own port, limits, and each channel's settings
+    (`CHANNELS_<NAME>_…`); a channel runs when its token is set."""
+
+    model_config = SettingsConfigDict(env_prefix="CHANNELS_", extra="ignore")
+
+    # The orchestrator's REST API (its public address, as any client's).
+    orchestrator_url: str = "http://127.0.0.1:8080"
+    # The orchestrator's CRAYFISH_CHANNELS_TOKEN: this service's own bearer token.
+    api_token: str = Field("", repr=False)
+    # /healthz and /readyz (each channel's state) listen here.
+    http_host: str = "127.0.0.1"
+    # The port of /healthz and /readyz.
+    http_port: int = 8091
+    # DEBUG, INFO, WARNING or ERROR.
+    log_level: str = "INFO"
+    # One JSON object per log line (for containers) instead of text.
+    log_json: bool = False
+    # Seconds any one call to a platform or the orchestrator may take (a long poll: its own
+    # wait on top); past it the call is dropped and retried later.
+    call_timeout: float = Field(15.0, gt=0)
+    # Attempts at delivering one reply (a platform's 429 retry_after is waited out between
+    # them) before it counts as failed, which the task's reply shows.
+    reply_attempts: int = Field(8, ge=1)
+    # Seconds between edits of a streamed answer (Telegram allows about one a second per chat).
+    stream_every: float = Field(1.0, ge=0)
+    # How often replies owed from before a restart are looked for.
+    drain_every: float = Field(30.0, gt=0)
+    # A channel whose loop fails is restarted after a backoff doubling up to this many seconds.
+    backoff_max: float = Field(60.0, gt=0)
+
+    # --- Telegram (a Bot API token from @BotFather) ---
+    # The bot's token; empty: the Telegram channel is off.
+    telegram_token: str = Field("", repr=False)
+    # The Bot API server; requests go to {API_URL}/bot{token}/{method}.
+    telegram_api_url: str = "https://api.telegram.org"
+    # Who may talk in direct messages: pairing (the owner approves a code), allowlist, open
+    # (needs CHANNELS_TELEGRAM_ALLOW_FROM=*) or disabled.
+    telegram_dm_policy: str = "pairing"
+    # User ids (or @usernames) who may talk without pairing, comma-separated; `*`: anyone.
+    telegram_allow_from: str = ""
+    # Group chat ids where the bot answers every message, not only when mentioned or replied to.
+    telegram_open_groups: str = ""
+    # Seconds a getUpdates long poll waits for a message.
+    telegram_poll_timeout: int = Field(25, ge=0, le=50)
+
+    @field_validator("telegram_dm_policy")
+    @classmethod
+    def _check_dm_policy(cls, value: str) -> str:
+        if value not in DM_POLICIES:
+            raise ValueError(f"must be one of {', '.join(DM_POLICIES)}")
+        return value
+
+
+def id_list(text: str) -> frozenset[str]:
+    """A comma-separated setting as a set of its non-empty items."""
+    return frozenset(item.strip() for item in text.split(",") if item.strip())

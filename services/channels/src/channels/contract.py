@@ -1,0 +1,99 @@
+"""What a channel is: a platform adapter that turns the platform's messages into `Inbound`s and
+shows text in a chat. The service (Conversations, Replies, Hub) does everything else: who may
+talk, sessions, commands, turns, progress, durable replies, supervision.
+
+A third-party channel registers `factory(settings) -> Channel | None` in the
+`crayfish.channels` entry-point group (registry.py) and passes channels.conformance."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from channels.config import id_list
+
+
+@dataclass(frozen=True)
+class Inbound:
+    """One message from a platform. `message_id` is the platform's own id, unique within the
+    chat: a message delivered again (the platform resends what was not acknowledged) has the
+    same one, which is how the orchestrator knows the repeat."""
+
+    chat_id: str
+    message_id: str
+    sender_id: str
+    text: str
+    sender_name: str = ""
+    sender_handle: str = ""  # e.g. a Telegram @username, which an allowlist may name
+    group: bool = False
+    addressed: bool = True  # in a group: the bot was mentioned or replied to
+    thread_id: str = ""  # the platform's thread, where it has threads
+
+
+@dataclass(frozen=True)
+class Access:
+    """Who may talk: direct messages by `dm_policy` (pairing, allowlist, open, disabled),
+    `allow_from` sender ids or handles (`*` anyone), groups answered unaddressed."""
+
+    dm_policy: str = "pairing"
+    allow_from: frozenset[str] = frozenset()
+    open_groups: frozenset[str] = frozenset()
+
+    @classmethod
+    def parse(cls, dm_policy: str, allow_from: str, open_groups: str) -> Access:
+        return cls(dm_policy, id_list(allow_from), id_list(open_groups))
+
+
+class RetryLater(Exception):
+    """The platform asks to wait (`retry_after` seconds: 429), or did not answer in time."""
+
+    def __init__(self, message: str, retry_after: float):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class PlatformRefused(Exception):
+    """The platform refused the call for good (bad request, blocked, unknown chat)."""
+
+
+# Handles one inbound message; returns once it is safe to acknowledge it to the platform (its
+# turn is queued in PostgreSQL, or it was answered or ignored on purpose). Raises when it is not:
+# the channel then leaves the message unacknowledged, so the platform sends it again.
+Inbox = Callable[[Inbound], Awaitable[None]]
+
+
+class Channel(ABC):
+    """A platform. Every call returns or raises within the service's call timeout."""
+
+    name: str  # lowercase, e.g. "telegram": session ids are `<name>.<chat_id>`
+    text_limit: int  # the most characters one message may show
+    access: Access
+    can_edit: bool = True  # streamed answers are edits of one message
+
+    @abstractmethod
+    async def start(self) -> None:
+        """Connects (checks the credentials); raises when the platform cannot be used."""
+
+    @abstractmethod
+    async def receive(self, inbox: Inbox) -> None:
+        """Receives messages until cancelled, each handed to `inbox` and acknowledged to the
+        platform only after `inbox` returned. Raises when the connection is lost (the hub
+        reconnects with backoff)."""
+
+    @abstractmethod
+    async def send(self, chat_id: str, markdown: str) -> str:
+        """Shows a message (Markdown, converted to what the platform renders, at most
+        `text_limit` characters once converted); returns its id. RetryLater, PlatformRefused."""
+
+    @abstractmethod
+    async def edit(self, chat_id: str, message_id: str, markdown: str) -> None:
+        """Replaces the text of a message this channel sent."""
+
+    @abstractmethod
+    async def typing(self, chat_id: str) -> None:
+        """Shows that the assistant is working (a few seconds; repeat to keep it)."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Releases connections."""

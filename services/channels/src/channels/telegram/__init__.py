@@ -1,0 +1,1 @@
+"""The Telegram channel: the Bot API through python-telegram-bot."""

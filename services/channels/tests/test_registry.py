@@ -1,0 +1,24 @@
+"""Channels by name: the entry points the package declares are the built-ins the registry
+knows, and a channel runs only when configured."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from channels.config import ChannelsSettings
+from channels.registry import BUILTINS, GROUP, configured
+
+PYPROJECT = Path(__file__).parents[1] / "pyproject.toml"
+
+
+def test_the_declared_entry_points_are_the_builtins() -> None:
+    declared = tomllib.loads(PYPROJECT.read_text())["project"]["entry-points"][GROUP]
+    assert declared == BUILTINS
+
+
+def test_telegram_runs_only_with_a_token() -> None:
+    assert configured(ChannelsSettings(telegram_token="")) == []
+    [channel] = configured(ChannelsSettings(telegram_token="1:x", telegram_allow_from="5, @bo"))
+    assert channel.name == "telegram" and channel.text_limit == 4096
+    assert channel.access.allow_from == {"5", "@bo"}
