@@ -13,9 +13,7 @@ from pydantic_settings import SettingsConfigDict
 class BrowserSettings(ServiceSettings):
     """Every setting has a default; the allow-list is shared with web_fetch."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="BROWSER_", extra="ignore", populate_by_name=True
-    )
+    model_config = SettingsConfigDict(env_prefix="BROWSER_", extra="ignore", populate_by_name=True)
 
     port: int = 50056
     # Debian's chromium, driven by Playwright (no browser download at run time).

@@ -79,7 +79,9 @@ class BrowserPool:
         closed: list[str] = []
         cap = self.settings.max_memory_mb * MiB
         while await self.memory() > cap and self.sessions:
-            order = sorted(self.sessions.values(), key=lambda s: (s.session_id == keep, s.last_used))
+            order = sorted(
+                self.sessions.values(), key=lambda s: (s.session_id == keep, s.last_used)
+            )
             victim = order[0].session_id
             log.warning("browser memory over %d MiB: closing session %s", cap // MiB, victim)
             await self.close_session(victim)

@@ -118,9 +118,7 @@ class BrowserBack(BrowserTool):
 
 class BrowserScreenshot(BrowserTool):
     name = "browser_screenshot"
-    description = (
-        "A PNG screenshot of the current browser page, saved in the workspace's inbox/."
-    )
+    description = "A PNG screenshot of the current browser page, saved in the workspace's inbox/."
     parameters = object_schema({})
     shows_page = False
 
