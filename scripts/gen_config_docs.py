@@ -38,6 +38,7 @@ SERVICES = {
     "memory": "memory.config:MemorySettings",
     "skills": "skills.config:SkillsSettings",
     "connectors": "connectors.config:ConnectorsSettings",
+    "browser": "browser.config:BrowserSettings",
 }
 SECTION = re.compile(r"#\s*---\s*(.+?)\s*---\s*$")
 LONG_DEFAULT = 60  # characters; a longer default is left to the source

@@ -17,7 +17,7 @@ class BrowserSettings(ServiceSettings):
 
     port: int = 50056
     # Debian's chromium, driven by Playwright (no browser download at run time).
-    chromium: Path = Path("/usr/bin/chromium")
+    chromium: str = "/usr/bin/chromium"
     # Chromium's own sandbox (user namespaces); off only where the container cannot give them.
     chromium_sandbox: bool = True
     # The workspace: downloads land in its inbox/ folder.

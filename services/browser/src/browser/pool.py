@@ -103,12 +103,12 @@ class BrowserPool:
         async with self._launching:
             if self._browser is not None and self._browser.is_connected():
                 return self._browser
-            if not self.settings.chromium.is_file():
+            if not await asyncio.to_thread(os.path.isfile, self.settings.chromium):
                 raise ToolError(f"the browser is not installed here ({self.settings.chromium})")
             if self._playwright is None:
                 self._playwright = await async_playwright().start()
             self._browser = await self._playwright.chromium.launch(
-                executable_path=str(self.settings.chromium),
+                executable_path=self.settings.chromium,
                 chromium_sandbox=self.settings.chromium_sandbox,
                 args=list(BASE_ARGS),
                 proxy=LAUNCH_PROXY,  # type: ignore[arg-type]

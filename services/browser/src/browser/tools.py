@@ -22,6 +22,7 @@ class BrowserTool(Tool):
     """Runs one step in the calling session's context, then reports the page and notices."""
 
     shows_page: ClassVar[bool] = True  # the answer carries the page snapshot
+    acts: ClassVar[bool] = True  # may start a download the answer should report
 
     def __init__(self, pool: BrowserPool):
         self.pool = pool
@@ -35,7 +36,8 @@ class BrowserTool(Tool):
             session.last_used = time.monotonic()
             try:
                 data = await self.step(session, args)
-                await session.settle()
+                if self.acts:
+                    await session.settle()
                 parts, truncated = await self.report(session)
             finally:
                 session.last_used = time.monotonic()
@@ -75,6 +77,7 @@ class BrowserSnapshot(BrowserTool):
     name = "browser_snapshot"
     description = "The current browser page as text with element refs (bounded; untrusted)."
     parameters = object_schema({})
+    acts = False
 
     async def step(self, session: SessionBrowser, args: dict[str, Any]) -> dict[str, Any]:
         return {}
@@ -121,6 +124,7 @@ class BrowserScreenshot(BrowserTool):
     description = "A PNG screenshot of the current browser page, saved in the workspace's inbox/."
     parameters = object_schema({})
     shows_page = False
+    acts = False
 
     async def step(self, session: SessionBrowser, args: dict[str, Any]) -> dict[str, Any]:
         image = await session.screenshot()
