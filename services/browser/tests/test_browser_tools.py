@@ -83,7 +83,7 @@ async def test_a_form_is_filled_and_submitted(stub: tools_pb2_grpc.ToolServiceSt
     field = ref_of(opened.output, 'textbox "Your name"')
     typed = await call(stub, "browser_type", ref=field, text="Ada Lovelace", submit=True)
     assert typed.ok, typed.output
-    assert "/hello?name=Ada+Lovelace" in typed.output
+    assert f"at {site.url}/hello" in typed.output  # a POST: its body went through the proxy
     assert 'heading "Hello, Ada Lovelace!"' in page_text(typed.output)
     back = await call(stub, "browser_back")
     assert "Sign up" in back.output.splitlines()[0]
@@ -161,6 +161,17 @@ async def test_non_web_navigations_are_refused(stub: tools_pb2_grpc.ToolServiceS
     reply = await call(stub, "browser_open", url=url)
     assert not reply.ok
     assert "only http and https URLs" in reply.output
+
+
+async def test_links_to_file_data_and_chrome_go_nowhere(
+    stub: tools_pb2_grpc.ToolServiceStub, site: Site
+):
+    page = await call(stub, "browser_open", url=f"{site.url}/links")
+    for label in ("passwords", "data", "version"):
+        await call(stub, "browser_click", ref=ref_of(page.output, f'link "{label}"'))
+        after = await call(stub, "browser_snapshot")
+        assert after.output.splitlines()[0].endswith(f"at {site.url}/links"), after.output
+        assert "root:" not in after.output and "from data" not in after.output
 
 
 async def test_a_screenshot_is_a_png_in_the_inbox(

@@ -24,8 +24,8 @@ from browser.proxy import GuardProxy
 log = logging.getLogger(__name__)
 
 REF = re.compile(r"(f\d+)?e\d+")
-# Where a page may be: the web, or the empty page a new tab starts on.
-PAGE_SCHEMES = ("http:", "https:", "about:blank")
+# Where a page may be: the web, the empty page a new tab starts on, Chromium's error page.
+PAGE_SCHEMES = ("http:", "https:", "about:blank", "chrome-error://chromewebdata/")
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,8 @@ class SessionBrowser:
             parse_target(url)
         except UrlRefused as exc:
             raise ToolError(f"browser_open {url[:200]}: {exc}") from exc
+        for stale in [p for p in self.pages if p.url.startswith("chrome-error:")]:
+            await stale.close()  # an error page would interrupt the next navigation
         if not [p for p in self.pages if not p.is_closed()]:
             assert self.context is not None
             page = await self.context.new_page()

@@ -39,6 +39,9 @@ class BrowserTool(Tool):
                 if self.acts:
                     await session.settle()
                 parts, truncated = await self.report(session)
+            except ToolError as exc:  # the guard's reasons belong with the failure
+                said = notices_block(session.take_notices())
+                raise ToolError(f"{exc}\n\n{said}" if said else str(exc)) from exc
             finally:
                 session.last_used = time.monotonic()
         closed = await self.pool.enforce_memory(keep=call.session_id)
