@@ -24,6 +24,12 @@ RENDERED = """<html><head><title>Rendered</title></head><body><div id="root"></d
 <script>setTimeout(() => { const p = document.createElement('p');
 p.textContent = 'Made by JavaScript: ' + (6 * 7); document.getElementById('root').append(p);
 document.title = 'Rendered ' + 42; }, 50);</script></body></html>"""
+CHAT = """<html><title>Chat</title><body><p id="said">waiting</p><script>
+const socket = new WebSocket(location.href.replace('http', 'ws').replace('/chat', '/echo'));
+socket.onopen = () => socket.send('ping');
+socket.onmessage = (event) => {
+  document.getElementById('said').textContent = 'echo: ' + event.data; };
+</script></body></html>"""
 LINKS = """<html><title>Links</title><body>
 <a href="file:///etc/passwd">passwords</a> <a href="data:text/html,<h1>from data</h1>">data</a>
 <a href="chrome://version">version</a></body></html>"""
@@ -50,6 +56,13 @@ def _site_app(private: str, bomb_stopped: list[int]) -> web.Application:
     async def hello(request: web.Request) -> web.Response:
         name = str((await request.post()).get("name", ""))
         return await page(f"<html><title>Hello</title><body><h1>Hello, {name}!</h1></body></html>")
+
+    async def echo(request: web.Request) -> web.WebSocketResponse:
+        socket = web.WebSocketResponse()
+        await socket.prepare(request)
+        async for message in socket:
+            await socket.send_str(message.data)
+        return socket
 
     async def sub_resources(request: web.Request) -> web.Response:
         return await page(
@@ -93,10 +106,12 @@ def _site_app(private: str, bomb_stopped: list[int]) -> web.Application:
         "/rendered": RENDERED,
         "/injection": INJECTION,
         "/links": LINKS,
+        "/chat": CHAT,
     }
     for path, html in html_routes.items():
         app.router.add_get(path, _fixed(html))
     app.router.add_post("/hello", hello)
+    app.router.add_get("/echo", echo)
     app.router.add_get("/widgets", sub_resources)
     app.router.add_get("/files", download_page)
     app.router.add_get("/small.txt", small)

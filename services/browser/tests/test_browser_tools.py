@@ -125,6 +125,19 @@ async def test_sub_resources_fetch_and_websocket_to_a_private_address_are_blocke
     assert site.private_hits == []
 
 
+async def test_a_websocket_to_an_allowed_site_works_through_the_proxy(
+    stub: tools_pb2_grpc.ToolServiceStub, site: Site
+):
+    await call(stub, "browser_open", url=f"{site.url}/chat")
+    for _ in range(50):
+        snapshot = await call(stub, "browser_snapshot")
+        if "echo: ping" in snapshot.output:
+            break
+        await asyncio.sleep(0.1)
+    assert "echo: ping" in page_text(snapshot.output)
+    assert notices(snapshot) == []
+
+
 async def test_a_download_lands_in_inbox_and_a_bomb_stops_at_the_cap(
     stub: tools_pb2_grpc.ToolServiceStub, site: Site, workspace: Path
 ):

@@ -35,6 +35,7 @@ class BrowserPool:
         self._playwright: Playwright | None = None
         self._browser: Browser | None = None
         self._launching = asyncio.Lock()
+        self._creating = asyncio.Lock()
         self._reaper: asyncio.Task[None] | None = None
 
     async def session(self, session_id: str, create: bool = True) -> SessionBrowser | None:
@@ -42,6 +43,10 @@ class BrowserPool:
         found = self.sessions.get(session_id)
         if found is not None or not create:
             return found
+        async with self._creating:  # two first calls of one session make one context
+            return self.sessions.get(session_id) or await self._start(session_id)
+
+    async def _start(self, session_id: str) -> SessionBrowser:
         await self.close_idle()
         if len(self.sessions) >= self.settings.max_contexts:
             raise ToolError(
