@@ -15,16 +15,16 @@ pip=${PIP:-.venv/bin/pip}
 # resolver, sentence-transformers pulls a CUDA build and ~3 GB of nvidia wheels.
 torch=()
 case "${MEMORY_EXTRAS:-}" in *minilm*) torch=("torch==${TORCH_VERSION:-2.13.0}") ;; esac
-# The browser's Playwright wheel (~45 MB, its driver inside) only when that image is built: the
-# wheelhouse goes into every build context.
-browser=()
-[ "${WITH_BROWSER:-0}" = 1 ] && browser=("$copies/browser")
 mkdir -p "$dir"
 rm -f "$dir"/*.whl  # only what this build needs: the folder goes into every build context
 # pip builds a local project in place (build/, *.egg-info): resolve from copies, so the source
 # tree (and the images' build contexts) never get stale build output.
 copies=$(mktemp -d /tmp/crayfish-wheelhouse-XXXXXX)
 trap 'rm -rf "$copies"' EXIT
+# The browser's Playwright wheel (~45 MB, its driver inside) only when that image is built: the
+# wheelhouse goes into every build context.
+browser=()
+[ "${WITH_BROWSER:-0}" = 1 ] && browser=("$copies/browser")
 for service in common cli tool-runner memory skills connectors browser orchestrator; do
   mkdir "$copies/$service"
   cp -r "services/$service/pyproject.toml" "services/$service/src" "$copies/$service/"
