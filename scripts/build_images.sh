@@ -51,8 +51,8 @@ browser_base=${BROWSER_BASE:-crayfish-browser-base:bookworm}
 browser_pid=
 if [ "${WITH_BROWSER:-0}" = 1 ] && ! "$docker" image inspect "$browser_base" >/dev/null 2>&1; then
   mkdir -p build/logs
-  scripts/base_image.sh "$browser_base" python3,python3-venv,ca-certificates,chromium,fonts-liberation \
-    >build/logs/browser-base.log 2>&1 &
+  scripts/base_image.sh "$browser_base" python3,python3-venv,ca-certificates \
+    chromium,fonts-liberation,libatomic1 >build/logs/browser-base.log 2>&1 &
   browser_pid=$!
 fi
 

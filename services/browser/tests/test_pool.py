@@ -92,3 +92,13 @@ async def test_past_the_memory_cap_the_least_recently_used_context_closes_first(
     assert await pool.enforce_memory(keep="old") == ["new", "newest", "old"]
     reply = await run(tools, "browser_open", "again", url=f"{site.url}/form")
     assert "this session's browser was closed: the browser's memory cap was hit" in reply.output
+
+
+async def test_a_browser_that_cannot_start_is_a_readable_tool_error(make_pool, site: Site):
+    tools = browser_tools(make_pool(chromium="/bin/false"))
+    reply = await run(tools, "browser_open", "a", url=f"{site.url}/form")
+    assert not reply.ok
+    assert reply.output.startswith("Error: the browser could not start (")
+    missing = browser_tools(make_pool(chromium="/nonexistent/chromium"))
+    reply = await run(missing, "browser_open", "a", url=f"{site.url}/form")
+    assert reply.output == "Error: the browser is not installed here (/nonexistent/chromium)"

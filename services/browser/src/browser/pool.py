@@ -110,20 +110,28 @@ class BrowserPool:
                 return self._browser
             if not await asyncio.to_thread(os.path.isfile, self.settings.chromium):
                 raise ToolError(f"the browser is not installed here ({self.settings.chromium})")
-            if self._playwright is None:
-                self._playwright = await async_playwright().start()
-            self._browser = await self._playwright.chromium.launch(
-                executable_path=self.settings.chromium,
-                chromium_sandbox=self.settings.chromium_sandbox,
-                args=list(BASE_ARGS),
-                proxy=LAUNCH_PROXY,  # type: ignore[arg-type]
-                headless=True,
-            )
+            try:
+                self._browser = await self._launch()
+            except Exception as exc:  # Playwright's driver or Chromium did not start
+                log.exception("the browser did not start")
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+                raise ToolError(f"the browser could not start ({first}); see its log") from exc
             self._browser.on("disconnected", lambda _: self.sessions.clear())
             if self._reaper is None:
                 self._reaper = asyncio.create_task(self._reap())
             log.info("chromium started (%s)", self._browser.version)
             return self._browser
+
+    async def _launch(self) -> Browser:
+        if self._playwright is None:
+            self._playwright = await async_playwright().start()
+        return await self._playwright.chromium.launch(
+            executable_path=self.settings.chromium,
+            chromium_sandbox=self.settings.chromium_sandbox,
+            args=list(BASE_ARGS),
+            proxy=LAUNCH_PROXY,  # type: ignore[arg-type]
+            headless=True,
+        )
 
     async def _reap(self) -> None:
         while True:
