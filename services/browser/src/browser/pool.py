@@ -36,6 +36,7 @@ class BrowserPool:
         self._browser: Browser | None = None
         self._launching = asyncio.Lock()
         self._creating = asyncio.Lock()
+        self._memory_checked = 0.0
         self._reaper: asyncio.Task[None] | None = None
 
     async def session(self, session_id: str, create: bool = True) -> SessionBrowser | None:
@@ -79,8 +80,14 @@ class BrowserPool:
         """Bytes all Chromium processes of this service use now."""
         return await asyncio.to_thread(chromium_memory, os.getpid())
 
-    async def enforce_memory(self, keep: str) -> list[str]:
-        """Closes least recently used contexts (`keep` last) while over the cap; their ids."""
+    async def enforce_memory(self, keep: str, every: float = 0.0) -> list[str]:
+        """Closes least recently used contexts (`keep` last) while over the cap; their ids.
+        With `every`, does nothing if it looked less than that many seconds ago (reading
+        /proc costs tens of milliseconds, more than a snapshot)."""
+        if every:
+            if time.monotonic() - self._memory_checked < every:
+                return []
+            self._memory_checked = time.monotonic()
         closed: list[str] = []
         cap = self.settings.max_memory_mb * MiB
         while await self.memory() > cap and self.sessions:

@@ -16,6 +16,8 @@ from browser.session_browser import SessionBrowser
 
 REF = {"type": "string", "description": "An element ref from browser_snapshot, e.g. e5."}
 MAX_SCREENSHOT_BYTES = 10 * 1024 * 1024
+# Memory is read at most this often: a page grows over seconds, not between two quick calls.
+MEMORY_CHECK_SECONDS = 2.0
 
 
 class BrowserTool(Tool):
@@ -44,7 +46,7 @@ class BrowserTool(Tool):
                 raise ToolError(f"{exc}\n\n{said}" if said else str(exc)) from exc
             finally:
                 session.last_used = time.monotonic()
-        closed = await self.pool.enforce_memory(keep=call.session_id)
+        closed = await self.pool.enforce_memory(keep=call.session_id, every=MEMORY_CHECK_SECONDS)
         notices = session.take_notices()
         if call.session_id in closed:
             notices.append("this session's browser was closed: the browser's memory cap was hit")
