@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 SERVICES := services/common services/tool-runner services/memory services/skills services/connectors \
-	services/orchestrator services/cli services/channels
+	services/browser services/orchestrator services/cli services/channels
 # Installed into the venv too, so their tests and the integration tests can run them.
 EXAMPLES := examples/db-query-tool
 STAMP := $(VENV)/.installed

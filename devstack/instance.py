@@ -20,6 +20,7 @@ GRPC_PORT_VARIABLES = {
     "memory": "MEMORY_PORT",
     "skills": "SKILLS_PORT",
     "connectors": "CONNECTORS_PORT",
+    "browser": "BROWSER_PORT",
 }
 
 

@@ -40,12 +40,14 @@ GRPC_SERVICES = {
     "memory": "memory",
     "skills": "skills",
     "connectors": "connectors",
+    "browser": "browser",
 }
 ENV_PREFIX = {
     "tool-runner": "TOOL_RUNNER",
     "memory": "MEMORY",
     "skills": "SKILLS",
     "connectors": "CONNECTORS",
+    "browser": "BROWSER",
 }
 # Only the orchestrator needs these; the other services never see them (the channels service
 # gets CRAYFISH_CHANNELS_TOKEN as its CHANNELS_API_TOKEN).
@@ -97,6 +99,9 @@ class LocalStack:
     orchestrators: int = 1
     tool_runners: int = 1
     channels: bool = False  # the channels service (services/channels) runs too
+    # The browser service (its tools reach the orchestrators through CRAYFISH_TOOL_SERVICES);
+    # `make run` starts it, the test stacks only when asked.
+    browser: bool = False
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     postgres: EmbeddedPostgres | None = None
 
@@ -111,7 +116,10 @@ class LocalStack:
 
     @property
     def grpc_names(self) -> list[str]:
-        return [*self.tool_runner_names, *[n for n in GRPC_SERVICES if n != "tool-runner"]]
+        others = [
+            n for n in GRPC_SERVICES if n != "tool-runner" and (n != "browser" or self.browser)
+        ]
+        return [*self.tool_runner_names, *others]
 
     def address(self, service: str) -> str:
         return f"127.0.0.1:{self.grpc_ports[service]}"
@@ -145,6 +153,8 @@ class LocalStack:
         env.setdefault("HF_HUB_OFFLINE", "1")
         env.setdefault("TRANSFORMERS_OFFLINE", "1")
         for name, prefix in ENV_PREFIX.items():
+            if name not in self.grpc_ports:
+                continue
             env[f"{prefix}_PORT"] = str(self.grpc_ports[name])
             env[f"{prefix}_HOST"] = "127.0.0.1"
             env[f"{prefix}_WORKSPACE"] = str(self.workspace)
@@ -157,6 +167,10 @@ class LocalStack:
         env.setdefault("CRAYFISH_HTTP_HOST", "127.0.0.1")
         if self.database_url:
             env["CRAYFISH_DATABASE_URL"] = self.database_url
+        if self.browser:
+            listed = env.get("CRAYFISH_TOOL_SERVICES", "").strip().strip(",")
+            entry = f"browser={self.address('browser')}"
+            env["CRAYFISH_TOOL_SERVICES"] = f"{listed},{entry}" if listed else entry
         return env
 
     def skill_roots(self) -> dict[str, str]:
@@ -301,6 +315,7 @@ def prepare(env: dict[str, str]) -> tuple[LocalStack, InstanceLock]:
         orchestrators=orchestrators,
         tool_runners=tool_runners,
         channels=channels,
+        browser=True,
     )
     return stack, lock
 

@@ -4,6 +4,8 @@
 # (bubblewrap for the tool-runner, procps for the docker sandbox), then `docker import`.
 #   scripts/base_image.sh [TAG [PACKAGES]]   default TAG crayfish-base:bookworm
 # PACKAGES (comma-separated) replaces the list below, e.g. `nginx-light` for the gateway's base.
+# APT_PACKAGES (comma-separated, a third argument) are installed afterwards with apt-get in the
+# rootfs: debootstrap's own resolver cannot configure some (chromium's dconf-service).
 # The rootfs tarball is kept in build/base/ (keyed by the package list) so the next import is quick.
 # Needs root, debootstrap and a Debian mirror (DEBIAN_MIRROR, default deb.debian.org).
 set -euo pipefail
@@ -12,7 +14,8 @@ tag=${1:-crayfish-base:bookworm}
 docker=${DOCKER:-$(command -v /usr/bin/docker || command -v docker)}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 packages=${2:-python3,python3-venv,ca-certificates,bubblewrap,procps}
-key=$(echo "bookworm $packages" | sha256sum | cut -c1-12)
+apt_packages=${3:-}
+key=$(echo "bookworm $packages $apt_packages" | sha256sum | cut -c1-12)
 tarball=build/base/bookworm-$key.tar
 
 if [ ! -s "$tarball" ]; then
@@ -31,6 +34,16 @@ if [ ! -s "$tarball" ]; then
     rm -rf --one-file-system "${root:?}"/*
   done
   rm -f "$root.log"
+  if [ -n "$apt_packages" ]; then
+    mount -t proc proc "$root/proc"
+    trap 'umount "$root/proc" 2>/dev/null; rm -rf --one-file-system "$root"' EXIT
+    echo "apt-get install ${apt_packages//,/ } in the rootfs"
+    # shellcheck disable=SC2046  # the list is split on purpose
+    DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -qq --no-install-recommends \
+      $(echo "$apt_packages" | tr , ' ') >"$root.log" 2>&1 || { tail -20 "$root.log" >&2; exit 1; }
+    umount "$root/proc"
+    rm -f "$root.log"
+  fi
   # What an image never needs: package downloads and lists, manuals, translations, docs
   # (licences stay).
   rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* "$root"/var/log/* \

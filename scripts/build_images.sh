@@ -7,6 +7,8 @@
 # Python packages: a host-built wheelhouse (scripts/wheelhouse.sh), installed with --no-index.
 # The gateway: GATEWAY_BASE if set; else nginx:stable when present or pullable; else a local
 # Debian base with nginx-light (scripts/base_image.sh again, built beside the wheelhouse).
+# WITH_BROWSER=1 also builds crayfish-browser:latest on BROWSER_BASE, else a local Debian base
+# with chromium (scripts/base_image.sh; not by default: it needs root, debootstrap and ~2 min).
 # DOCKER picks the client (default: Debian's /usr/bin/docker when present, it matches its daemon);
 # PULL_BASE=no never asks a registry for python:3.11-slim (tests and CI).
 set -euo pipefail
@@ -45,6 +47,15 @@ if [ -z "$gateway_base" ]; then
   fi
 fi
 
+browser_base=${BROWSER_BASE:-crayfish-browser-base:bookworm}
+browser_pid=
+if [ "${WITH_BROWSER:-0}" = 1 ] && ! "$docker" image inspect "$browser_base" >/dev/null 2>&1; then
+  mkdir -p build/logs
+  scripts/base_image.sh "$browser_base" python3,python3-venv,ca-certificates \
+    chromium,fonts-liberation,libatomic1 >build/logs/browser-base.log 2>&1 &
+  browser_pid=$!
+fi
+
 scripts/wheelhouse.sh build/wheels
 echo "wheelhouse ready ($(elapsed))"
 if [ -n "$gateway_pid" ]; then
@@ -70,9 +81,18 @@ build crayfish-sandbox:latest services/tool-runner/sandbox-image/Dockerfile \
   services/tool-runner/sandbox-image & pids+=($!)
 build crayfish-gateway:latest services/gateway/Dockerfile . \
   --build-arg GATEWAY_BASE="$gateway_base" & pids+=($!)
+if [ "${WITH_BROWSER:-0}" = 1 ]; then
+  if [ -n "$browser_pid" ]; then
+    wait "$browser_pid" || { cat build/logs/browser-base.log >&2; exit 1; }
+  fi
+  build crayfish-browser:latest services/browser/Dockerfile . \
+    --build-arg BROWSER_BASE="$browser_base" & pids+=($!)
+fi
 failed=0
 for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
-for image in tool-runner memory skills connectors orchestrator channels postgres gateway sandbox; do
+images=(tool-runner memory skills connectors orchestrator channels postgres gateway sandbox)
+[ "${WITH_BROWSER:-0}" = 1 ] && images+=(browser)
+for image in "${images[@]}"; do
   if "$docker" image inspect "crayfish-$image:latest" >/dev/null 2>&1 && [ $failed = 0 ]; then
     echo "crayfish-$image:latest $("$docker" image inspect -f '{{.Size}}' "crayfish-$image:latest" \
       | awk '{printf "%.0f MB", $1 / 1e6}')"

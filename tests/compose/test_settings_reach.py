@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser.config import BrowserSettings
 from channels.config import ChannelsSettings
 from connectors.config import ConnectorsSettings
 from memory.config import MemorySettings
@@ -34,6 +35,7 @@ SETTINGS: dict[str, tuple[type[BaseSettings], str]] = {
     "skills": (SkillsSettings, "skills"),
     "connectors": (ConnectorsSettings, "connectors"),
     "channels": (ChannelsSettings, "channels"),
+    "browser": (BrowserSettings, "browser"),
 }
 # What compose does with a variable instead of passing it on by name: (the override file that
 # uses it, or None for the main file; the services whose rendered configuration must hold its
@@ -43,9 +45,10 @@ SETTINGS: dict[str, tuple[type[BaseSettings], str]] = {
 # may see the value.
 COMPOSE_OWN: dict[str, tuple[Path | None, tuple[str, ...]]] = {
     "COMPOSE_FILE": (None, ()),
+    "COMPOSE_PROFILES": (None, ()),
     "CRAYFISH_WORKSPACE": (
         None,
-        ("workspace-init", "tool-runner", "memory", "skills", "orchestrator"),
+        ("workspace-init", "tool-runner", "memory", "skills", "orchestrator", "browser"),
     ),
     "CRAYFISH_HTTP_PORT": (None, ("gateway",)),
     "CRAYFISH_POSTGRES_PASSWORD": (TEST, ("postgres", "orchestrator")),  # its database URL
@@ -144,6 +147,7 @@ def distinct_values(names: list[str]) -> dict[str, str]:
         numeric = name.endswith("_PORT") or name == "DOCKER_GID"
         values[name] = str(20000 + index) if numeric else f"/v{index:03d}-{name.lower()}"
     values["COMPOSE_FILE"] = "docker-compose.yml"  # read by compose itself
+    values["COMPOSE_PROFILES"] = "browser"  # the profile's services rendered too
     return values
 
 
@@ -209,7 +213,11 @@ def test_a_container_gets_only_the_settings_its_service_reads(
         for service in config["services"]:
             for key, got in environment(config, service).items():
                 for name, value in VALUES.items():
-                    if name == "COMPOSE_FILE" or not got or value not in str(got):
+                    if (
+                        name in ("COMPOSE_FILE", "COMPOSE_PROFILES")
+                        or not got
+                        or value not in str(got)
+                    ):
                         continue
                     if service not in allowed_services(name):
                         file = (override or MAIN).name

@@ -150,6 +150,12 @@ def test_an_llm_that_does_not_answer_is_said_at_start_up_and_in_readyz(launched:
     assert any("not reachable" in w for w in ready.json()["warnings"]), ready.text
 
 
+def test_make_run_offers_the_browser_tools(launched: Launched):
+    listed = httpx.get(f"{launched.url}/api/tools", timeout=10).json()
+    browser = {tool["name"] for tool in listed["tools"] if tool.get("service") == "browser"}
+    assert {"browser_open", "browser_snapshot", "browser_click", "browser_close"} <= browser, listed
+
+
 def test_a_turn_failing_on_the_provider_logs_one_line_not_a_traceback(launched: Launched):
     with httpx.Client(base_url=launched.url, timeout=30) as api:
         task_id = api.post("/api/chat", json={"message": "hello?"}).json()["task_id"]
@@ -200,7 +206,8 @@ def test_the_orchestrator_alone_names_its_port_in_use():
 
 
 @pytest.mark.parametrize(
-    ("module", "variable"), [("skills", "SKILLS_PORT"), ("connectors", "CONNECTORS_PORT")]
+    ("module", "variable"),
+    [("skills", "SKILLS_PORT"), ("connectors", "CONNECTORS_PORT"), ("browser", "BROWSER_PORT")],
 )
 def test_a_grpc_service_alone_names_its_port_in_use(module: str, variable: str, tmp_path: Path):
     with socket.socket() as taken:

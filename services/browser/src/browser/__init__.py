@@ -1,0 +1,1 @@
+"""Crayfish browser service: a Chromium per session behind the SSRF guard, as tools over gRPC."""
