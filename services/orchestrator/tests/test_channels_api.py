@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from orchestrator.app import create_app
+from orchestrator.store.turn_rows import Turn
 
 from tests.fakes import FakeLLM
 
@@ -139,3 +140,41 @@ def test_a_look_up_without_a_new_code_makes_none(client: TestClient) -> None:
     code = pair(client, "77")["code"]
     again = client.post(path, json={"sender_id": "77", "new_code": False}, headers=CHANNEL)
     assert again.status_code == 200 and again.json()["code"] == code
+
+
+def test_a_channels_turn_may_use_only_its_chats_sessions(client: TestClient) -> None:
+    body = {"chat_id": "77", "message_id": "1", "session_id": "main", "text": "hi"}
+    refused = client.post("/api/channels/telegram/turns", json=body, headers=CHANNEL)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["code"] == "invalid_session_id"
+    body["session_id"] = "slack.77"  # another channel's chat
+    assert (
+        client.post("/api/channels/telegram/turns", json=body, headers=CHANNEL).status_code == 400
+    )
+
+
+async def test_every_turn_in_a_chats_sandbox_is_judged_as_outside_input(
+    core_factory: object,
+) -> None:
+    """A subagent a chat's turn spawned (the chat's sandbox), a process wake-up or a report in
+    the chat's session: the outside policy, not the workspace's, so a stranger's turn cannot
+    step around it. The owner's own turns keep the workspace's."""
+    core = await core_factory(CRAYFISH_APPROVAL_POLICY_OUTSIDE='{"security": "deny"}')  # type: ignore[operator]
+    events: list[tuple[str, object]] = []
+
+    async def emit(kind: str, data: object) -> None:
+        events.append((kind, data))
+
+    command = '{"command": "ls"}'
+    cases = [
+        (Turn("t1", "subagent-abc", "look"), "telegram.77"),  # a chat's child
+        (Turn("t2", "telegram.77", "done", kind="process"), ""),  # a wake-up in the chat
+        (Turn("t3", "telegram.77", "report", kind="subagent_report"), ""),
+    ]
+    for turn, sandbox in cases:
+        gate = core.assistant.gate(turn, emit, sandbox)
+        refusal = await gate("exec", command, "call-1")
+        assert refusal is not None and "security=deny" in refusal.output, turn
+    owners = [(Turn("t4", "subagent-abc", "look"), "main"), (Turn("t5", "main", "hi"), "")]
+    for turn, sandbox in owners:
+        assert await core.assistant.gate(turn, emit, sandbox)("exec", command, "c") is None
