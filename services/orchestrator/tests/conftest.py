@@ -36,6 +36,7 @@ class ScriptedToolService(tool_runner_pb2_grpc.ToolRunnerServiceServicer):
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, object], float, float]] = []
         self.sessions: list[str] = []  # each call's session (its sandbox's), in order
+        self.closed: list[str] = []  # the sessions closed (deleted), in order
 
     async def ListTools(self, request, context):
         return tools_pb2.ListToolsResponse(
@@ -75,6 +76,10 @@ class ScriptedToolService(tool_runner_pb2_grpc.ToolRunnerServiceServicer):
 
     async def DescribeSandbox(self, request, context):
         return tool_runner_pb2.DescribeSandboxResponse(backend="scripted")
+
+    async def CloseSession(self, request, context):
+        self.closed.append(request.session_id)
+        return tool_runner_pb2.CloseSessionResponse()
 
 
 @pytest.fixture

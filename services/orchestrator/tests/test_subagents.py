@@ -229,6 +229,35 @@ async def test_cancelling_the_parent_cancels_its_children(core_factory, fake_llm
     assert await core.get_task(f"{child.child_id}-report") is None
 
 
+async def test_deleting_the_session_cancels_its_children_at_work(core_factory, fake_llm: FakeLLM):
+    """A child works in its parent's sandbox: the session's deletion takes the child with it,
+    and no report brings the deleted session back."""
+    core: OrchestratorCore = await core_factory(**FAST)
+
+    def script(body: dict[str, Any]) -> Reply:
+        if is_child(body):
+            return Reply(text="never", delay=30)
+        if tool_results(body):
+            return Reply(text="It is at work.")
+        return Reply(tool_calls=[fake_llm.tool_call("spawn", {"task": "long job"})])
+
+    fake_llm.reply_forever_with(script)
+    parent = await core.wait_for_task(await start_parent(core, "doomed", "start"), 20)
+    assert parent.status == "completed", parent.error
+
+    async def child_running() -> bool:
+        children = await core.subagents_of(parent.id)
+        return bool(children) and children[0].status == "running"
+
+    await wait_for(child_running)
+    await core.delete_session("doomed")
+    (child,) = await core.subagents_of(parent.id)
+    assert (await core.wait_for_task(child.child_id, 10)).status == "cancelled"
+    assert await core.reports.report_due() == []
+    assert await core.get_task(f"{child.child_id}-report") is None
+    assert not await core.session_exists("doomed")
+
+
 async def test_steering_reaches_a_running_child_and_the_prompt_shows_it(
     core_factory, fake_llm: FakeLLM
 ):

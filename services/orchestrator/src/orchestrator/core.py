@@ -416,13 +416,15 @@ class OrchestratorCore:
         return await self.channels.settle_reply(channel, task_id, status, error)
 
     async def delete_session(self, session_id: str) -> None:
-        """Closes the session's sandbox, then deletes its history, holding the session: a turn
-        sent meanwhile waits and starts afresh. Raises SessionBusy while a turn is queued or
+        """Cancels the subagents its turns spawned still at work (they use its sandbox), closes
+        the session's sandbox, then deletes its history, holding the session: a turn sent
+        meanwhile waits and starts afresh. Raises SessionBusy while a turn is queued or
         running, and the client's ServiceError (nothing deleted) if the sandbox stays open."""
 
         async def close_sandbox() -> None:
             if await self.turns.active(session_id):
                 raise SessionBusy("the session has a queued or running task")
+            await self.subagents.cancel_in_session(session_id)
             await self.clients.tool_runner.close_session(session_id)
 
         await self.store.delete_locked(session_id, close_sandbox)

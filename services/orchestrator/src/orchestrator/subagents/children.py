@@ -161,6 +161,18 @@ class Subagents:
             cancelled += await self.cancel_children(child.child_id)
         return cancelled
 
+    async def cancel_in_session(self, session_id: str) -> list[tuple[Child, Turn]]:
+        """Cancels the children the session's turns spawned that are still at work, and
+        theirs (a deleted session's sandbox goes with it): no report reaches it."""
+        cancelled: list[tuple[Child, Turn]] = []
+        for child in await self.store.of_session(session_id, active_only=True):
+            if child.turn is not None and not child.turn.done:
+                await self.store.claim_report(child.child_id)
+                cancelled.append((child, await self.turns.cancel(child.turn)))
+                log.info("subagent %s cancelled with its session %s", child.child_id, session_id)
+            cancelled += await self.cancel_children(child.child_id)
+        return cancelled
+
     async def active_note(self, session_id: str) -> str:
         """The prompt's line on the session's children still at work (none: "")."""
         active = await self.store.of_session(session_id, active_only=True)
