@@ -25,6 +25,7 @@ from orchestrator.agent.pseudo_calls import CallSniffer, find_pseudo_calls, stri
 from orchestrator.agent.text_tools import to_text_protocol
 from orchestrator.agent.tool_search import CallGate, TurnTools
 from orchestrator.agent.tools import OfferedTool, ToolRegistry
+from orchestrator.content.tool_images import ToolImages
 from orchestrator.turns.events import EventSink
 
 log = logging.getLogger(__name__)
@@ -75,12 +76,20 @@ class TurnOutcome:
 
 
 class AgentLoop:
-    """Runs one turn; `persist` receives each complete message group as it is final."""
+    """Runs one turn; `persist` receives each complete message group as it is final;
+    `images` takes the images tool results name (None: their data is ignored)."""
 
-    def __init__(self, llm: LLMClient, registry: ToolRegistry, limits: LoopLimits):
+    def __init__(
+        self,
+        llm: LLMClient,
+        registry: ToolRegistry,
+        limits: LoopLimits,
+        images: ToolImages | None = None,
+    ):
         self.llm = llm
         self.registry = registry
         self.limits = limits
+        self.images = images
 
     async def run(
         self,
@@ -131,7 +140,8 @@ class AgentLoop:
             group, stop_reason = await self._run_calls(
                 calls, content, session_id, guard, emit, tools, client.tool_names
             )
-            messages.extend(group)
+            # History keeps image references; this turn's requests carry the images.
+            messages.extend(await self.images.for_llm(group) if self.images else group)
             await persist(group)
             handed = [c for c in calls if c.name in client.tool_names]
             if handed:
@@ -277,11 +287,22 @@ class AgentLoop:
                 for c in calls
             ],
         }
+        shown = await self._attach_images(own, outcomes, len(own) < len(calls))
         results = [
             {"role": "tool", "tool_call_id": c.id, "content": o.output}
             for c, o in zip(own, outcomes, strict=True)
         ]
-        return [assistant, *results], stop_reason
+        return [assistant, *results, *shown], stop_reason
+
+    async def _attach_images(
+        self, calls: list[ToolCall], outcomes: list[ToolResult], handed: bool
+    ) -> list[dict[str, Any]]:
+        """The user message showing the images the results name (their notes added to the
+        results). Not when the client answers some calls: its results must follow the calls."""
+        if self.images is None or handed:
+            return []
+        named = [(c.name, c.id, o) for c, o in zip(calls, outcomes, strict=True)]
+        return await self.images.attach(named)
 
     async def _run_one(
         self, call: ToolCall, session_id: str, emit: EventSink, tools: TurnTools

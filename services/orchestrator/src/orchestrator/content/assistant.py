@@ -41,6 +41,7 @@ from orchestrator.content.media import (
     vision_enabled,
     vision_refusal,
 )
+from orchestrator.content.tool_images import ToolImages
 from orchestrator.content.workspace import WorkspaceFile, WorkspaceFiles
 from orchestrator.schedules.heartbeat import is_acknowledgement
 from orchestrator.store import SessionStore, TurnStore
@@ -106,6 +107,7 @@ class Assistant:
                 first_tool_choice=settings.llm_first_tool_choice,
                 tool_mode=settings.llm_tool_mode,
             ),
+            ToolImages(settings.workspace, self.media, self.vision),
         )
         self.compactor = Compactor(
             llm, self.loop, store, settings.context_tokens, SummaryStore(store.db)
