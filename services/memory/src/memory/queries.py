@@ -116,6 +116,9 @@ class QueryBatcher:
             return cached
         pending = _Pending(key)
         with self._cond:
+            cached = self.cache.get(key)  # embedded while this one came in
+            if cached is not None:
+                return cached
             self._queue.append(pending)
             busy = time.monotonic() - self._last_query < self.BUSY_SECONDS
             self._last_query = time.monotonic()
@@ -143,11 +146,18 @@ class QueryBatcher:
                 self._cond.notify_all()
 
     def _embed(self, batch: list[_Pending]) -> None:
-        """Embeds each distinct text of `batch` once (or hands every query the failure)."""
-        texts = list(dict.fromkeys(p.text for p in batch))
+        """Embeds each distinct text of `batch` once, none the cache holds since it was queued
+        (or hands every query the failure)."""
+        vectors: dict[str, np.ndarray] = {}
+        for text in dict.fromkeys(p.text for p in batch):
+            cached = self.cache.get(text)
+            if cached is not None:
+                vectors[text] = cached
+        texts = [t for t in dict.fromkeys(p.text for p in batch) if t not in vectors]
         try:
-            embedded = self.inner.embed_queries(texts)
-            vectors = {t: self.cache.put(t, v) for t, v in zip(texts, embedded, strict=True)}
+            embedded = self.inner.embed_queries(texts) if texts else []
+            for text, vector in zip(texts, embedded, strict=True):
+                vectors[text] = self.cache.put(text, vector)
         except Exception as exc:  # each waiting search gets the failure
             for pending in batch:
                 pending.error = exc
