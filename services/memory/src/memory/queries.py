@@ -6,6 +6,7 @@ import threading
 import time
 import unicodedata
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
@@ -155,7 +156,7 @@ class QueryBatcher:
                 vectors[text] = cached
         texts = [t for t in dict.fromkeys(p.text for p in batch) if t not in vectors]
         try:
-            embedded = self.inner.embed_queries(texts) if texts else []
+            embedded: Sequence[np.ndarray] = self.inner.embed_queries(texts) if texts else []
             for text, vector in zip(texts, embedded, strict=True):
                 vectors[text] = self.cache.put(text, vector)
         except Exception as exc:  # each waiting search gets the failure
