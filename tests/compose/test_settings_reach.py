@@ -147,7 +147,7 @@ def distinct_values(names: list[str]) -> dict[str, str]:
         numeric = name.endswith("_PORT") or name == "DOCKER_GID"
         values[name] = str(20000 + index) if numeric else f"/v{index:03d}-{name.lower()}"
     values["COMPOSE_FILE"] = "docker-compose.yml"  # read by compose itself
-    values["COMPOSE_PROFILES"] = "browser"  # the profile's services rendered too
+    values["COMPOSE_PROFILES"] = "browser,channels"  # the profiles' services rendered too
     return values
 
 
@@ -162,7 +162,7 @@ def renders(tmp_path_factory: pytest.TempPathFactory) -> dict[Path | None, dict[
     env_file = folder / "all.env"
     env_file.write_text("".join(f"{name}={value}\n" for name, value in VALUES.items()))
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(folder)}
-    env["COMPOSE_PROFILES"] = "channels"  # services of a profile are rendered only with it
+    env["COMPOSE_PROFILES"] = "browser,channels"  # services of a profile: rendered only with it
     found: dict[Path | None, dict[str, Any]] = {}
     for override in (None, TEST, DOCKER_SANDBOX):
         files = [MAIN] if override is None else [MAIN, override]

@@ -6,7 +6,6 @@ import threading
 import time
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
@@ -156,9 +155,10 @@ class QueryBatcher:
                 vectors[text] = cached
         texts = [t for t in dict.fromkeys(p.text for p in batch) if t not in vectors]
         try:
-            embedded: Sequence[np.ndarray] = self.inner.embed_queries(texts) if texts else []
-            for text, vector in zip(texts, embedded, strict=True):
-                vectors[text] = self.cache.put(text, vector)
+            if texts:
+                embedded = self.inner.embed_queries(texts)
+                for text, vector in zip(texts, embedded, strict=True):
+                    vectors[text] = self.cache.put(text, vector)
         except Exception as exc:  # each waiting search gets the failure
             for pending in batch:
                 pending.error = exc
