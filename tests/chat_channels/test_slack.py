@@ -8,9 +8,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.chat_channels.conformance import ChannelConformance
+from tests.chat_channels.conformance import ChannelConformance, Start
+from tests.chat_channels.platform import new_person
 from tests.chat_channels.slack_platform import SlackPlatform
-from tests.fakes.slack_api import FakeSlack
+from tests.fakes import FakeLLM, Reply
+from tests.fakes.slack_api import BOT_USER, FakeSlack
 
 
 @pytest.fixture
@@ -20,4 +22,62 @@ def platform() -> Iterator[SlackPlatform]:
 
 
 class TestSlack(ChannelConformance):
-    pass
+    def test_a_streamed_answer_is_one_message_edited_with_chat_update(
+        self, platform: SlackPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        answer = " ".join(f"word{i}" for i in range(60))
+        llm.reply_text(answer, delay=4.0)  # its deltas arrive over about two seconds
+        platform.say("talk to me", person)
+        shown = platform.fake.wait_for(
+            lambda: [m for m in platform.fake.bot_messages(person) if m.text == answer]
+        )
+        assert len(platform.fake.bot_messages(person)) == 1
+        versions = shown[0].versions
+        assert len(versions) >= 2 and versions[0] != answer and answer.startswith(versions[0])
+        assert any(method == "chat.update" for method, _, _ in platform.fake.calls)
+
+    def test_markdown_is_shown_as_slack_renders_it(
+        self, platform: SlackPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        llm.reply_text(
+            "# Plan\n\n- **bold** step with `a < b`\n- [docs](https://example.org/a_b) <!channel>"
+        )
+        platform.say("plan?", person)
+        sent = platform.fake.wait_for(
+            lambda: [m for m in platform.fake.bot_messages(person) if "docs" in m.text]
+        )[0]
+        assert sent.text == "Plan\n\n• bold step with a < b\n• docs <!channel>"
+        assert "*bold*" in sent.raw and "<https://example.org/a_b|docs>" in sent.raw
+        assert "&lt;!channel&gt;" in sent.raw  # shown as typed, never a mention of everyone
+
+    def test_a_thread_is_a_session_of_its_own_answered_in_the_thread(
+        self, platform: SlackPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person, group = new_person(), f"-100{new_person()}"
+        start_service(self.settings(platform, allow_from=person)).ready()
+        llm.reply_forever_with(lambda body: Reply(text=f"answer {len(llm.requests)}"))
+        mention = f"<@{BOT_USER}>"
+        first = platform.fake.user_says(f"{mention} first question", person, group, "channel")
+        platform.fake.wait_for(lambda: platform.fake.texts(group) == ["answer 1"])
+        platform.fake.user_says(f"{mention} in a thread", person, group, "channel", first, person)
+        answers = platform.fake.wait_for(
+            lambda: [m for m in platform.fake.bot_messages(group) if m.text == "answer 2"]
+        )
+        assert answers[0].thread_ts == first  # answered in the thread, not the channel
+        asked = [str(m["content"]) for m in llm.requests[-1]["messages"] if m["role"] == "user"]
+        assert any("in a thread" in text for text in asked)
+        assert not any("first question" in text for text in asked)  # a session of its own
+
+    def test_wrong_tokens_show_in_readyz(
+        self, platform: SlackPlatform, start_service: Start
+    ) -> None:
+        env = {**self.settings(platform), "CHANNELS_SLACK_BOT_TOKEN": "xoxb-wrong"}
+        service = start_service(env)
+        platform.fake.wait_for(lambda: any(e == "invalid_auth" for _, _, e in platform.fake.calls))
+        platform.fake.wait_for(lambda: service.readyz().status_code == 503)
+        state = service.readyz().json()["channels"]["slack"]
+        assert state["state"] == "reconnecting" and "token" in state["error"].lower()
