@@ -81,3 +81,16 @@ class TestSlack(ChannelConformance):
         platform.fake.wait_for(lambda: service.readyz().status_code == 503)
         state = service.readyz().json()["channels"]["slack"]
         assert state["state"] == "reconnecting" and "token" in state["error"].lower()
+
+    def test_a_dropped_socket_is_reopened_and_messages_keep_coming(
+        self, platform: SlackPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        llm.reply_forever_text("still here")
+        opened = lambda: sum(m == "apps.connections.open" for m, _, _ in platform.fake.calls)  # noqa: E731
+        before = opened()
+        platform.fake.drop_sockets()
+        platform.fake.wait_for(lambda: opened() > before and platform.fake.sockets)
+        platform.say("are you there?", person)
+        assert platform.fake.wait_for(lambda: platform.fake.texts(person) == ["still here"])

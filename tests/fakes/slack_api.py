@@ -158,6 +158,16 @@ class FakeSlack:
                 self._hand(self.sockets[-1][1], envelope)
             return ts
 
+    def drop_sockets(self) -> None:
+        """Closes every Socket Mode connection from Slack's side (as a deploy of Slack does)."""
+        assert self._loop is not None
+
+        async def close_all() -> None:
+            for socket, _ in list(self.sockets):
+                await socket.close()
+
+        asyncio.run_coroutine_threadsafe(close_all(), self._loop).result(10)
+
     def bot_messages(self, channel: str, top_level: bool = False) -> list[Shown]:
         with self.lock:
             return [
