@@ -94,3 +94,17 @@ class TestSlack(ChannelConformance):
         platform.fake.wait_for(lambda: opened() > before and platform.fake.sockets)
         platform.say("are you there?", person)
         assert platform.fake.wait_for(lambda: platform.fake.texts(person) == ["still here"])
+
+    def test_an_open_channels_threads_are_open_too(
+        self, platform: SlackPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        someone, group = new_person(), f"-100{new_person()}"
+        start_service(self.settings(platform, dm_policy="allowlist", open_groups=group)).ready()
+        llm.reply_forever_with(lambda body: Reply(text=f"answer {len(llm.requests)}"))
+        first = platform.fake.user_says("anyone?", someone, group, "channel")
+        platform.fake.wait_for(lambda: platform.fake.texts(group) == ["answer 1"])
+        platform.fake.user_says("and in here?", someone, group, "channel", first, someone)
+        answers = platform.fake.wait_for(
+            lambda: [m for m in platform.fake.bot_messages(group) if m.text == "answer 2"]
+        )
+        assert answers[0].thread_ts == first

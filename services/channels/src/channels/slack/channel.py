@@ -9,6 +9,7 @@ thread is its own session and its replies go into the thread."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import html
 import logging
 import re
@@ -106,6 +107,8 @@ class SlackChannel(Channel):
         chat = f"{channel}.{thread}" if thread else channel
         self.last_seen[chat] = thread or ts
         group = event.get("channel_type") in GROUP_TYPES
+        if thread and channel in self.access.open_groups:
+            self._open_thread(chat)
         mention = f"<@{self.bot_user}>"
         addressed = mention in text or (
             thread != "" and event.get("parent_user_id") == self.bot_user
@@ -118,6 +121,12 @@ class SlackChannel(Channel):
             group=group,
             addressed=not group or addressed or channel in self.access.open_groups,
         )
+
+    def _open_thread(self, chat: str) -> None:
+        """A thread of an open channel is open too (the service checks the chat id)."""
+        if chat not in self.access.open_groups:
+            groups = self.access.open_groups | {chat}
+            self.access = dataclasses.replace(self.access, open_groups=groups)
 
     async def send(self, chat_id: str, markdown: str) -> str:
         channel, thread = _split(chat_id)
