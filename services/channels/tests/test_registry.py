@@ -22,3 +22,12 @@ def test_telegram_runs_only_with_a_token() -> None:
     [channel] = configured(ChannelsSettings(telegram_token="1:x", telegram_allow_from="5, @bo"))
     assert channel.name == "telegram" and channel.text_limit == 4096
     assert channel.access.allow_from == {"5", "@bo"}
+
+
+def test_slack_runs_only_with_both_tokens() -> None:
+    assert configured(ChannelsSettings(slack_bot_token="xoxb-1")) == []
+    assert configured(ChannelsSettings(slack_app_token="xapp-1")) == []
+    [channel] = configured(
+        ChannelsSettings(slack_bot_token="xoxb-1", slack_app_token="xapp-1", slack_allow_from="U1")
+    )
+    assert channel.name == "slack" and channel.access.allow_from == {"U1"}

@@ -54,7 +54,21 @@ class ChannelsSettings(BaseSettings):
     # Seconds a getUpdates long poll waits for a message.
     telegram_poll_timeout: int = Field(25, ge=0, le=50)
 
-    @field_validator("telegram_dm_policy")
+    # --- Slack (an app with Socket Mode on: a bot token and an app-level token) ---
+    # The bot's token (xoxb-…); with CHANNELS_SLACK_APP_TOKEN set, the Slack channel runs.
+    slack_bot_token: str = Field("", repr=False)
+    # The app-level token (xapp-…, scope connections:write) that opens the Socket Mode link.
+    slack_app_token: str = Field("", repr=False)
+    # The Web API; methods are {API_URL}/{method}, apps.connections.open gives the WebSocket.
+    slack_api_url: str = "https://slack.com/api/"
+    # Who may talk in direct messages: pairing, allowlist, open (ALLOW_FROM=*) or disabled.
+    slack_dm_policy: str = "pairing"
+    # Slack user ids (U…) who may talk without pairing, comma-separated; `*`: anyone.
+    slack_allow_from: str = ""
+    # Channel ids (C…) where the bot answers every message, not only when mentioned.
+    slack_open_groups: str = ""
+
+    @field_validator("telegram_dm_policy", "slack_dm_policy")
     @classmethod
     def _check_dm_policy(cls, value: str) -> str:
         if value not in DM_POLICIES:

@@ -1,0 +1,1 @@
+"""The Slack channel: the Web API and Socket Mode through slack-sdk."""

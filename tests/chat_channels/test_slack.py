@@ -1,0 +1,110 @@
+"""Slack end to end: slack-sdk's AsyncWebClient and Socket Mode client against the fake Slack
+on loopback, the channels service as its own process, the real stack behind it; the
+conformance suite and Slack's own."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.chat_channels.conformance import ChannelConformance, Start
+from tests.chat_channels.platform import new_person
+from tests.chat_channels.slack_platform import SlackPlatform
+from tests.fakes import FakeLLM, Reply
+from tests.fakes.slack_api import BOT_USER, FakeSlack
+
+
+@pytest.fixture
+def platform() -> Iterator[SlackPlatform]:
+    with FakeSlack() as fake:
+        yield SlackPlatform(fake)
+
+
+class TestSlack(ChannelConformance):
+    def test_a_streamed_answer_is_one_message_edited_with_chat_update(
+        self, platform: SlackPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        answer = " ".join(f"word{i}" for i in range(60))
+        llm.reply_text(answer, delay=4.0)  # its deltas arrive over about two seconds
+        platform.say("talk to me", person)
+        shown = platform.fake.wait_for(
+            lambda: [m for m in platform.fake.bot_messages(person) if m.text == answer]
+        )
+        assert len(platform.fake.bot_messages(person)) == 1
+        versions = shown[0].versions
+        assert len(versions) >= 2 and versions[0] != answer and answer.startswith(versions[0])
+        assert any(method == "chat.update" for method, _, _ in platform.fake.calls)
+
+    def test_markdown_is_shown_as_slack_renders_it(
+        self, platform: SlackPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        llm.reply_text(
+            "# Plan\n\n- **bold** step with `a < b`\n- [docs](https://example.org/a_b) <!channel>"
+        )
+        platform.say("plan?", person)
+        sent = platform.fake.wait_for(
+            lambda: [m for m in platform.fake.bot_messages(person) if "docs" in m.text]
+        )[0]
+        assert sent.text == "Plan\n\n• bold step with a < b\n• docs <!channel>"
+        assert "*bold*" in sent.raw and "<https://example.org/a_b|docs>" in sent.raw
+        assert "&lt;!channel&gt;" in sent.raw  # shown as typed, never a mention of everyone
+
+    def test_a_thread_is_a_session_of_its_own_answered_in_the_thread(
+        self, platform: SlackPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person, group = new_person(), f"-100{new_person()}"
+        start_service(self.settings(platform, allow_from=person)).ready()
+        llm.reply_forever_with(lambda body: Reply(text=f"answer {len(llm.requests)}"))
+        mention = f"<@{BOT_USER}>"
+        first = platform.fake.user_says(f"{mention} first question", person, group, "channel")
+        platform.fake.wait_for(lambda: platform.fake.texts(group) == ["answer 1"])
+        platform.fake.user_says(f"{mention} in a thread", person, group, "channel", first, person)
+        answers = platform.fake.wait_for(
+            lambda: [m for m in platform.fake.bot_messages(group) if m.text == "answer 2"]
+        )
+        assert answers[0].thread_ts == first  # answered in the thread, not the channel
+        asked = [str(m["content"]) for m in llm.requests[-1]["messages"] if m["role"] == "user"]
+        assert any("in a thread" in text for text in asked)
+        assert not any("first question" in text for text in asked)  # a session of its own
+
+    def test_wrong_tokens_show_in_readyz(
+        self, platform: SlackPlatform, start_service: Start
+    ) -> None:
+        env = {**self.settings(platform), "CHANNELS_SLACK_BOT_TOKEN": "xoxb-wrong"}
+        service = start_service(env)
+        platform.fake.wait_for(lambda: any(e == "invalid_auth" for _, _, e in platform.fake.calls))
+        platform.fake.wait_for(lambda: service.readyz().status_code == 503)
+        state = service.readyz().json()["channels"]["slack"]
+        assert state["state"] == "reconnecting" and "token" in state["error"].lower()
+
+    def test_a_dropped_socket_is_reopened_and_messages_keep_coming(
+        self, platform: SlackPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        llm.reply_forever_text("still here")
+        opened = lambda: sum(m == "apps.connections.open" for m, _, _ in platform.fake.calls)  # noqa: E731
+        before = opened()
+        platform.fake.drop_sockets()
+        platform.fake.wait_for(lambda: opened() > before and platform.fake.sockets)
+        platform.say("are you there?", person)
+        assert platform.fake.wait_for(lambda: platform.fake.texts(person) == ["still here"])
+
+    def test_an_open_channels_threads_are_open_too(
+        self, platform: SlackPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        someone, group = new_person(), f"-100{new_person()}"
+        start_service(self.settings(platform, dm_policy="allowlist", open_groups=group)).ready()
+        llm.reply_forever_with(lambda body: Reply(text=f"answer {len(llm.requests)}"))
+        first = platform.fake.user_says("anyone?", someone, group, "channel")
+        platform.fake.wait_for(lambda: platform.fake.texts(group) == ["answer 1"])
+        platform.fake.user_says("and in here?", someone, group, "channel", first, someone)
+        answers = platform.fake.wait_for(
+            lambda: [m for m in platform.fake.bot_messages(group) if m.text == "answer 2"]
+        )
+        assert answers[0].thread_ts == first
