@@ -136,7 +136,8 @@ class ChannelConformance:
         approval = re.search(r"/approve (\w+)", question)
         assert approval is not None and "uname -s" in question
         platform.say(f"/approve {approval[1]}", person)
-        assert "Linux" in _text_with(platform, person, "It said")
+        # waits for the whole answer: a streamed one shows "It said" before the output
+        assert _text_with(platform, person, "It said Linux")
 
     def test_a_long_answer_arrives_in_pieces_split_between_paragraphs(
         self, platform: Platform, start_service: Start, llm: FakeLLM

@@ -66,7 +66,7 @@ class FakeHomeserver:
         self.typing: list[tuple[str, float]] = []  # room, monotonic time
         self.account_data: dict[str, dict[str, Any]] = {}
         self.handed: dict[str, int] = {}  # event id → times a sync returned it
-        self.acked = 0  # stream position the bot saved as its sync token
+        self.unacked: dict[str, int] = {}  # message handed → the sync position it came with
         self.transactions: dict[str, str] = {}
         self.calls: list[tuple[str, str, int]] = []  # method, path, status
         self.floods: list[int] = []  # retry_after_ms of the next sends' 429s
@@ -110,6 +110,16 @@ class FakeHomeserver:
             event = self._event(room, sender, "m.room.message", content)
             self.lock.notify_all()
             return str(event["event_id"])
+
+    def bot_joined_before(self, room_id: str) -> None:
+        """The bot joined the room already (e.g. from another client): its history is old."""
+        self._api_join(room_id)
+
+    def bot_events(self, room_id: str) -> list[dict[str, Any]]:
+        """What the bot sent in the room, as events (edits too)."""
+        with self.lock:
+            room = self.rooms[room_id]
+            return [e for e in room.events if e["sender"] == BOT and e["type"] == "m.room.message"]
 
     def texts(self, room_id: str) -> list[str]:
         with self.lock:
@@ -161,8 +171,13 @@ class FakeHomeserver:
                 self.lock.wait(left)
             for info in rooms["join"].values():
                 for event in info["timeline"]["events"]:
-                    self.handed[event["event_id"]] = self.handed.get(event["event_id"], 0) + 1
+                    self._hand(event)
             return {"next_batch": f"s{self.position}", "rooms": rooms}
+
+    def _hand(self, event: dict[str, Any]) -> None:
+        self.handed[event["event_id"]] = self.handed.get(event["event_id"], 0) + 1
+        if event["type"] == "m.room.message" and event["sender"] != BOT:
+            self.unacked.setdefault(event["event_id"], self.position)
 
     def _rooms_since(self, after: int | None) -> dict[str, Any]:
         joined: dict[str, Any] = {}
@@ -267,20 +282,15 @@ class FakeHomeserver:
                 raise MatrixError(403, "M_FORBIDDEN", "Cannot add account data for other users.")
             token = str(body.get("next_batch") or "")
             upto = int(token.removeprefix("s")) if token.startswith("s") else 0
-            if self.hold_acks and self._acknowledges_messages(upto):
+            covered = [e for e, at in self.unacked.items() if at <= upto]
+            if self.hold_acks and covered:
                 while self.hold_acks:  # the acknowledgement never arrives: lost on the way
                     self.lock.wait(0.5)
                 raise MatrixError(504, "M_UNKNOWN", "Gateway Timeout")
-            self.acked = max(self.acked, upto)
+            for event_id in covered:
+                del self.unacked[event_id]
             self.account_data[kind] = body
             return {}
-
-    def _acknowledges_messages(self, upto: int) -> bool:
-        return any(
-            e["sender"] != BOT and self.acked < e["pos"] <= upto and e["event_id"] in self.handed
-            for e in self.events.values()
-            if e["type"] == "m.room.message"
-        )
 
     def _joined(self, room_id: str) -> Room:
         room = self.rooms.get(room_id)
