@@ -22,3 +22,10 @@ def test_telegram_runs_only_with_a_token() -> None:
     [channel] = configured(ChannelsSettings(telegram_token="1:x", telegram_allow_from="5, @bo"))
     assert channel.name == "telegram" and channel.text_limit == 4096
     assert channel.access.allow_from == {"5", "@bo"}
+
+
+def test_matrix_runs_only_with_an_access_token() -> None:
+    assert configured(ChannelsSettings(matrix_access_token="")) == []
+    settings = ChannelsSettings(matrix_access_token="syt_x", matrix_allow_from="@a:b.org")
+    [channel] = configured(settings)
+    assert channel.name == "matrix" and channel.access.allow_from == {"@a:b.org"}
