@@ -113,7 +113,11 @@ class MatrixChannel(Channel):
         if not text:
             return None
         sender = str(event.get("sender"))
-        group = await self._is_group(room_id)
+        try:
+            group = await self._is_group(room_id)
+        except PlatformRefused as exc:  # left or banned since: a message it cannot answer
+            log.warning("matrix: skipping a message in %s: %s", room_id, exc)
+            return None
         addressed = not group or rooms.mentions(content, self.user_id, self.names)
         if group and not addressed:
             addressed = await self._replies_to_bot(room_id, rooms.replied_to(content))
