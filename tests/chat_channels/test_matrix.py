@@ -13,6 +13,7 @@ from tests.chat_channels.matrix_platform import MatrixPlatform
 from tests.chat_channels.platform import new_person
 from tests.fakes import FakeLLM
 from tests.fakes.matrix_homeserver import FakeHomeserver
+from tests.stacks import running_stack
 
 
 @pytest.fixture
@@ -72,3 +73,23 @@ class TestMatrix(ChannelConformance):
         assert reply.status_code == 503
         state = reply.json()["channels"]["matrix"]
         assert state["state"] == "reconnecting" and "token" in state["error"].lower()
+
+
+def test_the_stack_runs_the_channels_service_when_matrix_is_configured() -> None:
+    """`make run`'s launcher: the channels service gets the Matrix settings (and the channels
+    token, never the owner's) and answers in Matrix."""
+    with FakeLLM() as llm, FakeHomeserver() as fake:
+        platform = MatrixPlatform(fake)
+        person = new_person()
+        env = {
+            **platform.env(),
+            "CHANNELS_MATRIX_ALLOW_FROM": sender_of(platform, person),
+            "CRAYFISH_API_TOKEN": "owner-token",
+            "CRAYFISH_CHANNELS_TOKEN": "channels-token",
+        }
+        with running_stack(llm.base_url, env=env, channels=True) as stack:
+            llm.reply_text("hello from the stack")
+            platform.say("hi", person)
+            answered = lambda: platform.texts(person) == ["hello from the stack"]  # noqa: E731
+            assert fake.wait_for(answered, 60)
+            assert "channels" in stack.processes
