@@ -58,7 +58,11 @@ ORCHESTRATOR_SECRETS = (
     "CRAYFISH_CHANNELS_TOKEN",
 )
 # A chat channel is configured when its token is: then the channels service runs too.
-CHANNEL_TOKENS = ("CHANNELS_TELEGRAM_TOKEN", "CHANNELS_SLACK_BOT_TOKEN")
+CHANNEL_TOKENS = (
+    "CHANNELS_TELEGRAM_TOKEN",
+    "CHANNELS_SLACK_BOT_TOKEN",
+    "CHANNELS_MATRIX_ACCESS_TOKEN",
+)
 
 
 def free_port(count: int = 1) -> int:

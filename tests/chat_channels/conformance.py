@@ -22,6 +22,19 @@ def open_to(person: str) -> dict[str, str]:
     return {"allow_from": person}
 
 
+def sender_of(platform: Platform, person: str) -> str:
+    """The person's id as the channel reports it (where it is not the test's id, e.g. Matrix's
+    @user:server): what allow_from and pairings name."""
+    translate = getattr(platform, "sender_id", None)
+    return str(translate(person)) if translate else person
+
+
+def chat_of(platform: Platform, name: str) -> str:
+    """The chat's id as the channel reports it (a person's name: their direct chat)."""
+    translate = getattr(platform, "chat_id", None)
+    return str(translate(name)) if translate else name
+
+
 class ChannelConformance:
     def settings(self, platform: Platform, **values: str) -> dict[str, str]:
         """The platform's settings plus `CHANNELS_<NAME>_<KEY>` ones."""
@@ -36,7 +49,7 @@ class ChannelConformance:
         platform.say("hello?", person)
         code_message = _settled_all(platform, person, 1)[0]
         pending = owner.get("/api/pairings").json()["pairings"]
-        mine = [p for p in pending if p["sender_id"] == person]
+        mine = [p for p in pending if p["sender_id"] == sender_of(platform, person)]
         assert mine and mine[0]["code"] in code_message
         assert llm.requests == []  # no turn ran for a stranger
         approve = f"/api/pairings/{mine[0]['code']}/approve"
@@ -49,7 +62,7 @@ class ChannelConformance:
         self, platform: Platform, start_service: Start, llm: FakeLLM
     ) -> None:
         friend, stranger = new_person(), new_person()
-        env = self.settings(platform, dm_policy="allowlist", allow_from=friend)
+        env = self.settings(platform, dm_policy="allowlist", allow_from=sender_of(platform, friend))
         start_service(env).ready()
         llm.reply_forever_text("hi friend")
         platform.say("hi", stranger)
@@ -63,7 +76,8 @@ class ChannelConformance:
         self, platform: Platform, start_service: Start, llm: FakeLLM
     ) -> None:
         person, group = new_person(), f"-100{new_person()}"
-        start_service(self.settings(platform, dm_policy="allowlist", allow_from=person)).ready()
+        allowed = sender_of(platform, person)
+        start_service(self.settings(platform, dm_policy="allowlist", allow_from=allowed)).ready()
         llm.reply_forever_with(lambda body: Reply(text=f"answer {len(llm.requests)}"))
         platform.say("chatting among ourselves", person, chat=group, group=True)
         platform.say("what time is it?", person, chat=group, group=True, mention=True)
@@ -82,7 +96,7 @@ class ChannelConformance:
 
         def codes() -> list[dict[str, object]]:
             pending = owner.get("/api/pairings").json()["pairings"]
-            return [p for p in pending if p["sender_id"] == stranger]
+            return [p for p in pending if p["sender_id"] == sender_of(platform, stranger)]
 
         heard = platform.say("hello bot", stranger, chat=group, group=True, mention=True)
         _wait(lambda: platform.deliveries(heard) >= 1)
@@ -97,7 +111,7 @@ class ChannelConformance:
         self, platform: Platform, start_service: Start, llm: FakeLLM
     ) -> None:
         person = new_person()
-        start_service(self.settings(platform, **open_to(person))).ready()
+        start_service(self.settings(platform, **open_to(sender_of(platform, person)))).ready()
         llm.reply_tool_calls(("list_dir", {"path": "."}), content="Let me look.")
         llm.reply_with(lambda body: Reply(text=f"Your workspace has **{_tool_output(body)[:40]}**"))
         sent_at = time.monotonic()
@@ -114,7 +128,7 @@ class ChannelConformance:
         self, platform: Platform, start_service: Start, llm: FakeLLM
     ) -> None:
         person = new_person()
-        start_service(self.settings(platform, **open_to(person))).ready()
+        start_service(self.settings(platform, **open_to(sender_of(platform, person)))).ready()
         llm.reply_tool_calls(("exec", {"command": "uname -s"}))
         llm.reply_with(lambda body: Reply(text=f"It said {_tool_output(body).strip()}"))
         platform.say("which kernel?", person)
@@ -122,13 +136,14 @@ class ChannelConformance:
         approval = re.search(r"/approve (\w+)", question)
         assert approval is not None and "uname -s" in question
         platform.say(f"/approve {approval[1]}", person)
-        assert "Linux" in _text_with(platform, person, "It said")
+        # the whole answer: a streamed one shows "It said" before the output
+        _wait(lambda: any("It said" in t and "Linux" in t for t in platform.texts(person)))
 
     def test_a_long_answer_arrives_in_pieces_split_between_paragraphs(
         self, platform: Platform, start_service: Start, llm: FakeLLM
     ) -> None:
         person = new_person()
-        start_service(self.settings(platform, **open_to(person))).ready()
+        start_service(self.settings(platform, **open_to(sender_of(platform, person)))).ready()
         paragraphs = [f"Paragraph {i}: " + "words " * 150 for i in range(30)]
         llm.reply_text("\n\n".join(paragraphs))
         platform.say("tell me everything", person)
@@ -141,7 +156,7 @@ class ChannelConformance:
         self, platform: Platform, start_service: Start, llm: FakeLLM
     ) -> None:
         person = new_person()
-        start_service(self.settings(platform, **open_to(person))).ready()
+        start_service(self.settings(platform, **open_to(sender_of(platform, person)))).ready()
         platform.flood_sends(1, 1, 1, 2)
         llm.reply_text("made it through the storm")
         platform.say("hello", person)
@@ -153,7 +168,7 @@ class ChannelConformance:
         self, platform: Platform, start_service: Start, llm: FakeLLM, stack_url: str
     ) -> None:
         person = new_person()
-        env = self.settings(platform, **open_to(person))
+        env = self.settings(platform, **open_to(sender_of(platform, person)))
         # First against an orchestrator that accepts connections and never answers.
         with _SilentServer() as silent:
             first = start_service(env, CHANNELS_ORCHESTRATOR_URL=silent.url)
@@ -171,7 +186,7 @@ class ChannelConformance:
         self, platform: Platform, start_service: Start, llm: FakeLLM, owner: httpx.Client
     ) -> None:
         person = new_person()
-        env = self.settings(platform, **open_to(person))
+        env = self.settings(platform, **open_to(sender_of(platform, person)))
         llm.reply_text("Answered once.", delay=1.0)
         platform.hold_acks(True)
         first = start_service(env)
@@ -191,8 +206,9 @@ class ChannelConformance:
         self, platform: Platform, start_service: Start, llm: FakeLLM, owner: httpx.Client
     ) -> None:
         stuck, other = new_person(), new_person()
+        allowed = ",".join(sender_of(platform, p) for p in (stuck, other))
         service = start_service(
-            self.settings(platform, allow_from=f"{stuck},{other}"), CHANNELS_REPLY_ATTEMPTS="2"
+            self.settings(platform, allow_from=allowed), CHANNELS_REPLY_ATTEMPTS="2"
         )
         service.ready()
         platform.hang_sends(stuck)
@@ -209,7 +225,7 @@ class ChannelConformance:
 
         def failed() -> list[dict[str, str]]:
             replies = owner.get(path, params={"status": "failed"}).json()["replies"]
-            return [r for r in replies if r["chat_id"] == stuck]
+            return [r for r in replies if r["chat_id"] == chat_of(platform, stuck)]
 
         _wait(lambda: bool(failed()), timeout=60)
         assert failed()[0]["task_status"] == "completed" and failed()[0]["error"]

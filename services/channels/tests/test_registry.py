@@ -31,3 +31,10 @@ def test_slack_runs_only_with_both_tokens() -> None:
         ChannelsSettings(slack_bot_token="xoxb-1", slack_app_token="xapp-1", slack_allow_from="U1")
     )
     assert channel.name == "slack" and channel.access.allow_from == {"U1"}
+
+
+def test_matrix_runs_only_with_an_access_token() -> None:
+    assert configured(ChannelsSettings(matrix_access_token="")) == []
+    settings = ChannelsSettings(matrix_access_token="syt_x", matrix_allow_from="@a:b.org")
+    [channel] = configured(settings)
+    assert channel.name == "matrix" and channel.access.allow_from == {"@a:b.org"}

@@ -68,7 +68,23 @@ class ChannelsSettings(BaseSettings):
     # Channel ids (C…) where the bot answers every message, not only when mentioned.
     slack_open_groups: str = ""
 
-    @field_validator("telegram_dm_policy", "slack_dm_policy")
+    # --- Matrix (a bot account's access token, e.g. from /login or Element's settings) ---
+    # The bot account's access token; empty: the Matrix channel is off.
+    matrix_access_token: str = Field("", repr=False)
+    # The homeserver's client-server API base URL (requests go to {URL}/_matrix/client/v3/…).
+    matrix_homeserver: str = "https://matrix.org"
+    # Who may talk in direct rooms (a room of the bot and one person): pairing, allowlist,
+    # open (needs CHANNELS_MATRIX_ALLOW_FROM=*) or disabled.
+    matrix_dm_policy: str = "pairing"
+    # Full user ids (@name:server) who may talk without pairing, comma-separated; `*`: anyone.
+    matrix_allow_from: str = ""
+    # Room ids as chat ids (see README) where the bot answers every message, not only when
+    # mentioned or replied to.
+    matrix_open_groups: str = ""
+    # Seconds a /sync long poll waits for events.
+    matrix_poll_timeout: int = Field(25, ge=0, le=50)
+
+    @field_validator("telegram_dm_policy", "slack_dm_policy", "matrix_dm_policy")
     @classmethod
     def _check_dm_policy(cls, value: str) -> str:
         if value not in DM_POLICIES:

@@ -23,6 +23,7 @@ GROUP = "crayfish.channels"
 BUILTINS = {
     "telegram": "channels.telegram.channel:factory",
     "slack": "channels.slack.channel:factory",
+    "matrix": "channels.matrix.channel:factory",
 }
 
 ChannelFactory = Callable[[ChannelsSettings], Channel | None]

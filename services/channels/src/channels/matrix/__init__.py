@@ -1,0 +1,1 @@
+"""The Matrix channel: the client-server API through matrix-nio's AsyncClient."""
