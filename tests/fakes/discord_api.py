@@ -114,7 +114,10 @@ class FakeDiscord:
         mention: bool = False,
         reply_to_bot: bool = False,
     ) -> str:
-        """A person's message, dispatched as MESSAGE_CREATE to every session; returns its id."""
+        """A person's message, dispatched as MESSAGE_CREATE to every session; returns its id.
+        Discord dispatches only to sessions: one said before the bot ever connected would be
+        lost, so this waits for the first IDENTIFY (a session that dropped keeps it)."""
+        self.wait_for(lambda: bool(self.sessions))
         chat_id = chat_id or user_id
         bot = {"id": BOT_ID, "username": BOT_NAME, "bot": True}
         with self.lock:
