@@ -265,9 +265,7 @@ class FakeDiscord:
             if self.floods:
                 retry_after = self.floods.pop(0)
                 body = {"message": "You are being rate limited.", "retry_after": retry_after}
-                return _json(
-                    {**body, "global": False}, status=429, headers={"Via": "1.1 google"}
-                )
+                return _json({**body, "global": False}, status=429, headers={"Via": "1.1 google"})
         return await self._message(request, chat_id, message_id)
 
     async def _message(
@@ -278,7 +276,8 @@ class FakeDiscord:
         if not content.strip():
             return _error(400, 50006, "Cannot send an empty message")
         if len(content) > TEXT_LIMIT:
-            return _error(400, 50035, "Invalid Form Body: content: Must be 2000 or fewer in length.")
+            refused = "Invalid Form Body: content: Must be 2000 or fewer in length."
+            return _error(400, 50035, refused)
         with self.lock:
             if request.method == "POST" and message_id is None:
                 shown = Shown(self._id(), chat_id, content, time.monotonic())

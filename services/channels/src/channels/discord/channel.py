@@ -11,8 +11,14 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 import aiohttp
-from discord.errors import DiscordServerError, Forbidden, HTTPException, LoginFailure, NotFound
-from discord.errors import RateLimited
+from discord.errors import (
+    DiscordServerError,
+    Forbidden,
+    HTTPException,
+    LoginFailure,
+    NotFound,
+    RateLimited,
+)
 from discord.http import HTTPClient, Route, handle_message_parameters
 
 from channels.config import ChannelsSettings
