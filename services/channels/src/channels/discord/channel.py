@@ -56,7 +56,9 @@ class DiscordChannel(Channel):
 
     async def start(self) -> None:
         await self.close()
-        self.http = HTTPClient(asyncio.get_running_loop())
+        # A 429 longer than 30 s (the least discord.py allows) comes back as RateLimited, so
+        # the reply waits it out between attempts instead of inside one call.
+        self.http = HTTPClient(asyncio.get_running_loop(), max_ratelimit_timeout=30.0)
         try:
             me = await self._timed(self.http.static_login(self.token))
         except LoginFailure as exc:
@@ -130,7 +132,7 @@ class DiscordChannel(Channel):
 
     async def _call(self, call: Awaitable[T]) -> T:
         """One REST call within the timeout, its errors as the contract's. discord.py waits
-        out short 429s itself; a long one comes as RateLimited."""
+        out a 429 itself (cut short by the timeout: RetryLater); over 30 s: RateLimited."""
         try:
             return await self._timed(call)
         except RateLimited as exc:

@@ -40,15 +40,19 @@ class ResumeFile:
     """The session to resume, kept on disk (written atomically) so a restart can resume it."""
 
     def __init__(self, path: str):
-        self.path = Path(path).expanduser()
+        self.path = Path(path).expanduser() if path else None  # empty: nothing kept
 
     def load(self) -> Resume:
+        if self.path is None:
+            return Resume()
         try:
             return Resume(**json.loads(self.path.read_text()))
         except (OSError, ValueError, TypeError):
             return Resume()
 
     def save(self, state: Resume) -> None:
+        if self.path is None:
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.path.with_suffix(".tmp")
         temporary.write_text(json.dumps(asdict(state)))
