@@ -22,3 +22,11 @@ def test_telegram_runs_only_with_a_token() -> None:
     [channel] = configured(ChannelsSettings(telegram_token="1:x", telegram_allow_from="5, @bo"))
     assert channel.name == "telegram" and channel.text_limit == 4096
     assert channel.access.allow_from == {"5", "@bo"}
+
+
+def test_discord_runs_only_with_a_token() -> None:
+    assert configured(ChannelsSettings(discord_token="")) == []
+    settings = ChannelsSettings(discord_token="abc", discord_allow_from="42", discord_state_file="")
+    [channel] = configured(settings)
+    assert channel.name == "discord" and channel.text_limit == 2000
+    assert channel.access.allow_from == {"42"}
