@@ -3,6 +3,7 @@ fake Discord on loopback, the channels service as its own process, the real stac
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Iterator
 
@@ -19,7 +20,9 @@ from tests.fakes.discord_api import FakeDiscord
 @pytest.fixture
 def platform() -> Iterator[DiscordPlatform]:
     with FakeDiscord() as fake:
-        yield DiscordPlatform(fake)
+        platform = DiscordPlatform(fake)
+        yield platform
+        shutil.rmtree(platform.state_file.parent, ignore_errors=True)
 
 
 class TestDiscord(ChannelConformance):
