@@ -38,3 +38,11 @@ def test_matrix_runs_only_with_an_access_token() -> None:
     settings = ChannelsSettings(matrix_access_token="syt_x", matrix_allow_from="@a:b.org")
     [channel] = configured(settings)
     assert channel.name == "matrix" and channel.access.allow_from == {"@a:b.org"}
+
+
+def test_discord_runs_only_with_a_token() -> None:
+    assert configured(ChannelsSettings(discord_token="")) == []
+    settings = ChannelsSettings(discord_token="abc", discord_allow_from="42", discord_state_file="")
+    [channel] = configured(settings)
+    assert channel.name == "discord" and channel.text_limit == 2000
+    assert channel.access.allow_from == {"42"}

@@ -84,7 +84,24 @@ class ChannelsSettings(BaseSettings):
     # Seconds a /sync long poll waits for events.
     matrix_poll_timeout: int = Field(25, ge=0, le=50)
 
-    @field_validator("telegram_dm_policy", "slack_dm_policy", "matrix_dm_policy")
+    # --- Discord (a bot token from the Developer Portal; enable the Message Content intent) ---
+    # The bot's token; empty: the Discord channel is off.
+    discord_token: str = Field("", repr=False)
+    # Discord's REST API; the gateway's address comes from its GET /gateway/bot.
+    discord_api_url: str = "https://discord.com/api/v10"
+    # Who may talk in direct messages: pairing, allowlist, open (ALLOW_FROM=*) or disabled.
+    discord_dm_policy: str = "pairing"
+    # User ids (or usernames) who may talk without pairing, comma-separated; `*`: anyone.
+    discord_allow_from: str = ""
+    # Channel ids where the bot answers every message, not only when mentioned or replied to.
+    discord_open_groups: str = ""
+    # Where the gateway session and the last message handled are kept, so that after a crash
+    # the session is resumed and Discord sends again what was not yet queued.
+    discord_state_file: str = "~/.crayfish/channels/discord-session.json"
+
+    @field_validator(
+        "telegram_dm_policy", "slack_dm_policy", "matrix_dm_policy", "discord_dm_policy"
+    )
     @classmethod
     def _check_dm_policy(cls, value: str) -> str:
         if value not in DM_POLICIES:

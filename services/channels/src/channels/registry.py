@@ -24,6 +24,7 @@ BUILTINS = {
     "telegram": "channels.telegram.channel:factory",
     "slack": "channels.slack.channel:factory",
     "matrix": "channels.matrix.channel:factory",
+    "discord": "channels.discord.channel:factory",
 }
 
 ChannelFactory = Callable[[ChannelsSettings], Channel | None]

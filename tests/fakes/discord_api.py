@@ -1,0 +1,311 @@
+"""A fake Discord on loopback: the REST API (`/api/v10/…`, `Authorization: Bot <token>`, JSON
+errors `{"code", "message"}`, 429 with `retry_after` and Cloudflare's `Via` header as Discord
+sends it) and the gateway WebSocket (HELLO, IDENTIFY → READY, RESUME → the missed dispatches then
+RESUMED, heartbeats → HEARTBEAT_ACK, MESSAGE_CREATE dispatches with a sequence number per session).
+
+Like Discord it keeps a session's dispatches after its socket drops, so a RESUME with the last
+sequence the client handled gets everything after it again. It rejects an unknown token (401,
+and gateway close 4004), content over 2000 characters or empty (400, code 50035/50006), unknown
+channels (10003) and messages (10008). Tests inject users' messages, 429s and calls that hang.
+
+DM channels get the person's own id as their id, for readable tests; Discord would give another
+snowflake (the channel never assumes they are equal)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+BOT_ID = "7000002"
+BOT_NAME = "crayfish-test"
+TEXT_LIMIT = 2000
+HEARTBEAT_MS = 1000
+MARKUP = re.compile(r"\*\*|__|~~|`+|(?<!\w)\*(?=\S)|(?<=\S)\*(?!\w)|^#{1,3} ", re.M)
+
+
+@dataclass
+class Shown:
+    """A message the bot shows in a channel: its current content and when it first showed."""
+
+    message_id: str
+    chat_id: str
+    content: str
+    at: float = 0.0
+
+    @property
+    def text(self) -> str:
+        """What a person reads: Discord's Markdown rendered (markers gone)."""
+        return MARKUP.sub("", self.content)
+
+
+@dataclass
+class Session:
+    session_id: str
+    events: list[dict[str, Any]] = field(default_factory=list)  # every dispatch, seq = index+1
+    ws: web.WebSocketResponse | None = None
+
+
+class FakeDiscord:
+    def __init__(self, token: str = "TEST.discord.token"):
+        self.token = token
+        self.lock = threading.Condition()
+        self.sessions: dict[str, Session] = {}
+        self.handed: dict[str, int] = {}  # message id → times a dispatch carried it
+        self.next_id = 900000
+        self.channels: dict[str, dict[str, Any]] = {}
+        self.shown: list[Shown] = []
+        self.typing: list[tuple[str, float]] = []  # channel, monotonic time
+        self.calls: list[tuple[str, str, int]] = []  # method, path, status
+        self.floods: list[float] = []  # retry_after of the next 429s of message sends/edits
+        self.hung: set[str] = set()  # channels whose sends never answer
+        self.heartbeats = 0
+        self._loop = asyncio.new_event_loop()
+        self._runner: web.AppRunner | None = None
+        self._released = asyncio.Event()
+        self.port = 0
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def __enter__(self) -> FakeDiscord:
+        threading.Thread(target=self._loop.run_forever, daemon=True).start()
+        asyncio.run_coroutine_threadsafe(self._serve(), self._loop).result(10)
+        return self
+
+    async def _serve(self) -> None:
+        app = web.Application()
+        app.router.add_get("/gateway", self._gateway)
+        app.router.add_route("*", "/api/v10/{path:.*}", self._rest)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+
+    def __exit__(self, *exc: object) -> None:
+        async def stop() -> None:
+            self._released.set()
+            for session in self.sessions.values():
+                if session.ws is not None:
+                    await session.ws.close()
+            assert self._runner is not None
+            await self._runner.cleanup()
+
+        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/v10"
+
+    # -- what tests do ----------------------------------------------------------------------
+    def user_says(
+        self,
+        text: str,
+        user_id: str,
+        chat_id: str | None = None,
+        group: bool = False,
+        mention: bool = False,
+        reply_to_bot: bool = False,
+    ) -> str:
+        """A person's message, dispatched as MESSAGE_CREATE to every session; returns its id.
+        Discord dispatches only to sessions: one said before the bot ever connected would be
+        lost, so this waits for the first IDENTIFY (a session that dropped keeps it)."""
+        self.wait_for(lambda: bool(self.sessions))
+        chat_id = chat_id or user_id
+        bot = {"id": BOT_ID, "username": BOT_NAME, "bot": True}
+        with self.lock:
+            self.channels[chat_id] = {"id": chat_id, "type": 0 if group else 1}
+            message_id = self._id()
+        message: dict[str, Any] = {
+            "id": message_id,
+            "channel_id": chat_id,
+            "author": {"id": user_id, "username": f"user{user_id}", "global_name": "A Person"},
+            "content": f"<@{BOT_ID}> {text}" if mention else text,
+            "timestamp": "2026-01-01T00:00:00+00:00",
+            "mentions": [bot] if mention else [],
+            "type": 19 if reply_to_bot else 0,
+        }
+        if group:
+            message["guild_id"] = "42"
+        if reply_to_bot:
+            earlier = {"id": "1", "channel_id": chat_id, "author": bot, "content": "earlier"}
+            message["referenced_message"] = earlier
+            message["message_reference"] = {"message_id": "1", "channel_id": chat_id}
+            message["mentions"] = [bot]  # a reply pings its author, as Discord's default
+        asyncio.run_coroutine_threadsafe(self._dispatch("MESSAGE_CREATE", message), self._loop)
+        return message_id
+
+    def flood(self, *retry_after: float) -> None:
+        with self.lock:
+            self.floods.extend(retry_after)
+
+    def hang(self, chat_id: str) -> None:
+        with self.lock:
+            self.hung.add(chat_id)
+
+    def texts(self, chat_id: str) -> list[str]:
+        with self.lock:
+            return [m.text for m in self.shown if m.chat_id == chat_id]
+
+    def first_sign(self, chat_id: str, after: float) -> float | None:
+        with self.lock:
+            times = [at for c, at in self.typing if c == chat_id and at >= after]
+            times += [m.at for m in self.shown if m.chat_id == chat_id and m.at >= after]
+        return min(times, default=None)
+
+    def wait_for(self, check: Any, timeout: float = 30.0) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                found = check()
+            if found:
+                return found
+            time.sleep(0.05)
+        raise AssertionError("the fake Discord never saw it")
+
+    # -- the gateway ------------------------------------------------------------------------
+    async def _dispatch(self, event: str, data: dict[str, Any]) -> None:
+        for session in list(self.sessions.values()):
+            session.events.append({"op": 0, "t": event, "d": data})
+            await self._send_event(session, len(session.events))
+
+    async def _send_event(self, session: Session, seq: int) -> None:
+        if session.ws is None or session.ws.closed:
+            return  # kept: a RESUME gets it
+        event = {**session.events[seq - 1], "s": seq}
+        if event["t"] == "MESSAGE_CREATE":
+            with self.lock:
+                message_id = event["d"]["id"]
+                self.handed[message_id] = self.handed.get(message_id, 0) + 1
+        await session.ws.send_json(event)
+
+    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        await ws.send_json({"op": 10, "d": {"heartbeat_interval": HEARTBEAT_MS}, "s": None})
+        session: Session | None = None
+        async for frame in ws:
+            if frame.type != WSMsgType.TEXT:
+                break
+            payload = json.loads(frame.data)
+            op, data = payload.get("op"), payload.get("d")
+            if op == 1:
+                self.heartbeats += 1
+                await ws.send_json({"op": 11, "d": None})
+            elif op in (2, 6) and data.get("token") != self.token:
+                await ws.close(code=4004, message=b"Authentication failed.")
+            elif op == 2:
+                session = Session(uuid.uuid4().hex)
+                self.sessions[session.session_id] = session
+                session.ws = ws
+                await self._ready(session)
+            elif op == 6:
+                session = self.sessions.get(data.get("session_id", ""))
+                if session is None:
+                    await ws.send_json({"op": 9, "d": False})
+                    continue
+                session.ws = ws
+                for seq in range(int(data.get("seq") or 0) + 1, len(session.events) + 1):
+                    await self._send_event(session, seq)
+                session.events.append({"op": 0, "t": "RESUMED", "d": {}})
+                await self._send_event(session, len(session.events))
+        if session is not None and session.ws is ws:
+            session.ws = None
+        return ws
+
+    async def _ready(self, session: Session) -> None:
+        ready = {
+            "v": 10,
+            "user": {"id": BOT_ID, "username": BOT_NAME, "bot": True},
+            "session_id": session.session_id,
+            "resume_gateway_url": f"ws://127.0.0.1:{self.port}/gateway",
+            "guilds": [],
+            "application": {"id": BOT_ID, "flags": 0},
+        }
+        session.events.append({"op": 0, "t": "READY", "d": ready})
+        await self._send_event(session, len(session.events))
+
+    # -- the REST API -----------------------------------------------------------------------
+    async def _rest(self, request: web.Request) -> web.Response:
+        path = "/" + request.match_info["path"]
+        reply = await self._answer(request, path)
+        with self.lock:
+            self.calls.append((request.method, path, reply.status))
+        return reply
+
+    async def _answer(self, request: web.Request, path: str) -> web.Response:
+        if request.headers.get("Authorization") != f"Bot {self.token}":
+            return _error(401, 0, "401: Unauthorized")
+        if request.method == "GET" and path == "/users/@me":
+            return _json({"id": BOT_ID, "username": BOT_NAME, "bot": True})
+        if request.method == "GET" and path == "/gateway/bot":
+            limit = {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}
+            url = f"ws://127.0.0.1:{self.port}/gateway"
+            return _json({"url": url, "shards": 1, "session_start_limit": limit})
+        found = re.fullmatch(r"/channels/([-\d]+)/(messages|typing)(?:/(\d+))?", path)
+        if found is None:
+            return _error(404, 0, "404: Not Found")
+        chat_id, kind, message_id = found.groups()
+        if chat_id in self.hung:
+            await self._released.wait()
+        if chat_id not in self.channels:
+            return _error(404, 10003, "Unknown Channel")
+        if kind == "typing" and request.method == "POST":
+            with self.lock:
+                self.typing.append((chat_id, time.monotonic()))
+            return web.Response(status=204)
+        with self.lock:
+            if self.floods:
+                retry_after = self.floods.pop(0)
+                body = {"message": "You are being rate limited.", "retry_after": retry_after}
+                return _json({**body, "global": False}, status=429, headers={"Via": "1.1 google"})
+        return await self._message(request, chat_id, message_id)
+
+    async def _message(
+        self, request: web.Request, chat_id: str, message_id: str | None
+    ) -> web.Response:
+        body = await request.json()
+        content = body.get("content") or ""
+        if not content.strip():
+            return _error(400, 50006, "Cannot send an empty message")
+        if len(content) > TEXT_LIMIT:
+            refused = "Invalid Form Body: content: Must be 2000 or fewer in length."
+            return _error(400, 50035, refused)
+        with self.lock:
+            if request.method == "POST" and message_id is None:
+                shown = Shown(self._id(), chat_id, content, time.monotonic())
+                self.shown.append(shown)
+            elif request.method == "PATCH" and message_id is not None:
+                mine = [m for m in self.shown if m.message_id == message_id]
+                if not mine or mine[0].chat_id != chat_id:
+                    return _error(404, 10008, "Unknown Message")
+                shown = mine[0]
+                shown.content = content
+            else:
+                return _error(405, 0, "405: Method Not Allowed")
+        author = {"id": BOT_ID, "username": BOT_NAME, "bot": True}
+        return _json(
+            {"id": shown.message_id, "channel_id": chat_id, "content": content, "author": author}
+        )
+
+    def _id(self) -> str:
+        self.next_id += 1
+        return str(self.next_id)
+
+
+def _json(body: dict[str, Any], status: int = 200, **how: Any) -> web.Response:
+    """JSON as Discord sends it: `Content-Type: application/json` exactly (discord.py parses
+    only that; aiohttp's default adds a charset)."""
+    headers = {"Content-Type": "application/json", **how.pop("headers", {})}
+    return web.Response(body=json.dumps(body).encode(), status=status, headers=headers)
+
+
+def _error(status: int, code: int, message: str) -> web.Response:
+    return _json({"code": code, "message": message}, status=status)
