@@ -13,8 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 from orchestrator.app import create_app
 from orchestrator.core import OrchestratorCore
-from orchestrator.store.usage import Budget
-from orchestrator.usage.budgets import BudgetExceeded
+from orchestrator.store.usage import Budget, UsageStore
+from orchestrator.usage.budgets import BudgetExceeded, BudgetGuard
 
 from tests.fakes import FakeLLM
 
@@ -223,3 +223,33 @@ async def test_a_cap_passed_mid_turn_stops_it_before_its_next_request(
     assert len(fake_llm.requests) == 1 and fake_llm.pending == 1  # round 2 was not sent
     (row,) = await rows(core)
     assert row["error"] == ""  # the refused request never reached the provider
+
+
+class CountedReads(UsageStore):
+    """The real store, counting how often the caps are read from PostgreSQL."""
+
+    reads = 0
+
+    async def budget(self) -> Budget:
+        self.reads += 1
+        return await super().budget()
+
+
+async def test_a_burst_of_turns_reads_the_caps_once_and_a_new_cap_counts_at_once(
+    core_factory,
+):
+    core: OrchestratorCore = await core_factory()
+    store = CountedReads(core.db)
+
+    async def alert(title: str, text: str) -> None:
+        pass
+
+    guard = BudgetGuard(store, "UTC", alert)
+    await asyncio.gather(*(guard.check("openai") for _ in range(50)))
+    assert store.reads == 1  # not one read per turn while the first is on its way
+    await store.put_budget(Budget(daily_tokens=1))  # as another replica would
+    await asyncio.sleep(1.1)  # the caps read are stale now: the next check reads them again
+    reading = asyncio.gather(*(guard.budget() for _ in range(5)), return_exceptions=True)
+    await guard.replace(Budget(daily_tokens=7))  # this replica's change, while reading
+    await reading
+    assert await guard.budget() == Budget(daily_tokens=7)

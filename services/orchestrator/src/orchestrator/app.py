@@ -64,7 +64,9 @@ def create_app(settings: Settings, freeze_heap: bool = False) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    # The OpenAI-compatible routes first: every client turn comes there, matched at the first try.
     routers = [
+        openai_compat,
         health,
         approvals,
         channels,
@@ -77,8 +79,8 @@ def create_app(settings: Settings, freeze_heap: bool = False) -> FastAPI:
         usage,
         ops,
         consolidation,
+        web,
     ]
-    routers += [openai_compat, web]
     for module in routers:
         app.include_router(module.router, responses=ERROR_RESPONSES)
     mcp_sessions = mount_mcp(app)

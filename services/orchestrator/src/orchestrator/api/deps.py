@@ -9,7 +9,7 @@ from fastapi import Depends, Request
 from orchestrator.core import OrchestratorCore
 
 
-def get_core(request: Request) -> OrchestratorCore:
+async def get_core(request: Request) -> OrchestratorCore:
     core: OrchestratorCore = request.app.state.core
     return core
 

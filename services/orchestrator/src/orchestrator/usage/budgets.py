@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from orchestrator.agent.llm_record import BACKGROUND_KINDS, RequestOrigin
+from orchestrator.clients.single_flight import SingleFlight
 from orchestrator.store.usage import Budget, Spend, UsageStore
 
 log = logging.getLogger(__name__)
@@ -47,16 +48,21 @@ class BudgetGuard:
         self.zone = ZoneInfo(timezone or "UTC")
         self.alert = alert
         self._caps: tuple[float, Budget] | None = None  # (read at, monotonic), the caps
+        # One read at a time: a burst of turns finding the caps stale reads them once.
+        self._read = SingleFlight(self.store.budget)
 
     async def budget(self) -> Budget:
         """The caps, as read within the last CAPS_FRESH_FOR seconds."""
-        now = time.monotonic()
-        if self._caps is None or now - self._caps[0] > CAPS_FRESH_FOR:
-            self._caps = (now, await self.store.budget())
+        asked = time.monotonic()
+        if self._caps is None or asked - self._caps[0] > CAPS_FRESH_FOR:
+            read = await self._read()
+            if self._caps is None or self._caps[0] < asked:  # not replaced while it was read
+                self._caps = (asked, read)
         return self._caps[1]
 
     async def replace(self, budget: Budget) -> None:
         await self.store.put_budget(budget)
+        self._read.forget()
         self._caps = (time.monotonic(), budget)
 
     def day_start(self, now: float | None = None) -> tuple[str, float]:
