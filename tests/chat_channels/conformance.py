@@ -28,6 +28,12 @@ def sender_id(platform: Platform, person: str) -> str:
     return str(named(person)) if named else person
 
 
+def person_of(platform: Platform, chat_id: str) -> str:
+    """Whose private chat this is (email's chat ids are address and thread); by default the id."""
+    named = getattr(platform, "person_of", None)
+    return str(named(chat_id)) if named else chat_id
+
+
 class ChannelConformance:
     def settings(self, platform: Platform, **values: str) -> dict[str, str]:
         """The platform's settings plus `CHANNELS_<NAME>_<KEY>` ones (people in `allow_from`
@@ -220,7 +226,7 @@ class ChannelConformance:
 
         def failed() -> list[dict[str, str]]:
             replies = owner.get(path, params={"status": "failed"}).json()["replies"]
-            return [r for r in replies if r["chat_id"] == stuck]
+            return [r for r in replies if person_of(platform, r["chat_id"]) == stuck]
 
         _wait(lambda: bool(failed()), timeout=60)
         assert failed()[0]["task_status"] == "completed" and failed()[0]["error"]

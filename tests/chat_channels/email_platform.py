@@ -31,6 +31,10 @@ class EmailPlatform:
     def sender_id(self, person: str) -> str:
         return address(person)
 
+    def person_of(self, chat_id: str) -> str:
+        """The person whose thread the chat is (its id: their address and the thread)."""
+        return chat_id.partition(" ")[0].removesuffix(f"@{DOMAIN}")
+
     def env(self) -> dict[str, str]:
         return {
             "CHANNELS_EMAIL_IMAP_HOST": "127.0.0.1",

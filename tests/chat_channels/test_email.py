@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from tests.chat_channels.conformance import ChannelConformance, Start
@@ -105,7 +106,14 @@ class TestEmail(ChannelConformance):
     ) -> None:
         env = {**self.settings(platform), "CHANNELS_EMAIL_PASSWORD": "wrong"}
         service = start_service(env)
-        wait(lambda: service.readyz().json()["channels"].get("email", {}).get("error"))
-        reply = service.readyz()
+        def refused() -> httpx.Response | None:
+            try:
+                reply = service.readyz()
+            except httpx.TransportError:
+                return None  # not listening yet
+            return reply if reply.json()["channels"].get("email", {}).get("error") else None
+
+        reply = wait(refused)
         assert reply.status_code == 503
-        assert "login" in reply.json()["channels"]["email"]["error"].lower()
+        state = reply.json()["channels"]["email"]
+        assert state["state"] == "reconnecting" and "login" in state["error"].lower()

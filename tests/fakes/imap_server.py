@@ -2,7 +2,7 @@
 LOGIN, SELECT, UID SEARCH UNSEEN, UID FETCH BODY.PEEK[], UID STORE +FLAGS (\\Seen), NOOP,
 LOGOUT (RFC 3501's wire format: tagged commands, untagged data, literals `{n}`). Anything else
 is answered BAD. It counts how often each mail was fetched, and can hold STOREs unanswered
-(a crash between queueing a turn and flagging its mail)."""
+(lost: a crash between queueing a turn and flagging its mail)."""
 
 from __future__ import annotations
 
@@ -104,8 +104,10 @@ class FakeIMAP:
                 out.write(head.encode() + mail.raw + b")\r\n")
             ok()
         elif name == "STORE" and by_uid and "+FLAGS" in args.upper():
-            with self.lock:  # a held STORE never answers, as a process that died first
-                self.lock.wait_for(lambda: not self.hold_stores)
+            with self.lock:  # a held STORE is lost: never answered, never applied
+                if self.hold_stores:
+                    self.lock.wait_for(lambda: not self.hold_stores)
+                    return False
             mail = self._mail(args)
             if mail is not None:
                 with self.lock:

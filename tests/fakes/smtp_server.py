@@ -26,7 +26,8 @@ class Sent:
     @property
     def text(self) -> str:
         body = self.message.get_body(preferencelist=("plain",))
-        return str(body.get_content()).strip() if body is not None else ""
+        text = str(body.get_content()) if body is not None else ""
+        return text.replace("\r\n", "\n").strip()  # as a mail client shows it
 
 
 class FakeSMTP:
