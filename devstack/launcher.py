@@ -57,8 +57,9 @@ ORCHESTRATOR_SECRETS = (
     "CRAYFISH_NOTIFY_WEBHOOKS",
     "CRAYFISH_CHANNELS_TOKEN",
 )
-# A chat channel is configured when its token is: then the channels service runs too.
-CHANNEL_TOKENS = ("CHANNELS_TELEGRAM_TOKEN",)
+# A chat channel is configured when its token (email: its IMAP host) is: then the channels
+# service runs too.
+CHANNEL_TOKENS = ("CHANNELS_TELEGRAM_TOKEN", "CHANNELS_EMAIL_IMAP_HOST")
 
 
 def free_port(count: int = 1) -> int:

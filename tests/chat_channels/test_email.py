@@ -73,11 +73,13 @@ class TestEmail(ChannelConformance):
         forged = [
             platform.mail("no verdict at all", person, authentication_results=""),
             platform.mail(
-                "dmarc failed", person,
+                "dmarc failed",
+                person,
                 authentication_results=f"{AUTHSERV}; dmarc=fail header.from=example.test",
             ),
             platform.mail(  # a pass written by the sender's own server, not ours
-                "someone else's pass", person,
+                "someone else's pass",
+                person,
                 authentication_results="mx.evil.test; dmarc=pass header.from=example.test",
             ),
         ]
@@ -106,6 +108,7 @@ class TestEmail(ChannelConformance):
     ) -> None:
         env = {**self.settings(platform), "CHANNELS_EMAIL_PASSWORD": "wrong"}
         service = start_service(env)
+
         def refused() -> httpx.Response | None:
             try:
                 reply = service.readyz()

@@ -87,7 +87,8 @@ class FakeIMAP:
         elif name == "SELECT" and args.strip('"').upper() == "INBOX":
             with self.lock:
                 out.write(f"* {len(self.mails)} EXISTS\r\n* 0 RECENT\r\n".encode())
-                out.write(f"* OK [UIDVALIDITY 7] ok\r\n* OK [UIDNEXT {len(self.mails) + 1}] ok\r\n".encode())
+                out.write(b"* OK [UIDVALIDITY 7] ok\r\n")
+                out.write(f"* OK [UIDNEXT {len(self.mails) + 1}] ok\r\n".encode())
             out.write(b"* FLAGS (\\Seen \\Answered)\r\n")
             ok("[READ-WRITE] selected")
         elif name == "SEARCH" and by_uid and args.upper() == "UNSEEN":

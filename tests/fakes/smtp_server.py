@@ -57,7 +57,7 @@ class FakeSMTP:
         given = (data.login, data.password) if isinstance(data, LoginPassword) else None
         return AuthResult(success=given == self.login)
 
-    async def handle_MAIL(  # noqa: N802 (aiosmtpd's hook names)
+    async def handle_MAIL(
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
     ) -> str:
         with self.lock:
@@ -67,7 +67,7 @@ class FakeSMTP:
         envelope.mail_from = address
         return "250 OK"
 
-    async def handle_RCPT(  # noqa: N802
+    async def handle_RCPT(
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
     ) -> str:
         if address.lower() in self.hung:
@@ -75,7 +75,7 @@ class FakeSMTP:
         envelope.rcpt_tos.append(address)
         return "250 OK"
 
-    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:  # noqa: N802
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         message = BytesParser(policy=policy.default).parsebytes(bytes(envelope.content or b""))
         assert isinstance(message, EmailMessage)
         with self.lock:

@@ -53,7 +53,9 @@ class EmailChannel(Channel):
         s = self.settings
         if s.email_imap_security == "tls":
             client: IMAP4 = IMAP4_SSL(
-                s.email_imap_host, s.email_imap_port, timeout=self.timeout,
+                s.email_imap_host,
+                s.email_imap_port,
+                timeout=self.timeout,
                 ssl_context=ssl.create_default_context(),
             )
         else:
@@ -132,7 +134,7 @@ class EmailChannel(Channel):
             raise PlatformRefused(f"SMTP {exc.code}: {exc.message}") from exc
         except aiosmtplib.SMTPNotSupported as exc:  # e.g. no AUTH without TLS: settings
             raise PlatformRefused(f"SMTP: {exc}") from exc
-        except (aiosmtplib.SMTPException, OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiosmtplib.SMTPException, OSError) as exc:
             raise RetryLater(f"SMTP did not answer: {exc}", SMTP_RETRY) from exc
         return str(message["Message-ID"])
 
@@ -158,5 +160,5 @@ def _check(response, command: str) -> None:  # type: ignore[no-untyped-def]
 async def _logout(client: IMAP4) -> None:
     try:
         await client.logout()
-    except (Abort, CommandTimeout, asyncio.TimeoutError, OSError) as exc:
+    except (TimeoutError, Abort, CommandTimeout, OSError) as exc:
         log.info("email: logout: %s", exc)

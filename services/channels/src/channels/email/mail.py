@@ -77,7 +77,7 @@ def inbound(message: EmailMessage, address: str, raw: bytes) -> tuple[Inbound, T
     subject = str(message.get("Subject", "")).strip()
     text = new_text(message) or subject
     chat_id = f"{address} {_short(root)}"[:ID_LIMIT]
-    thread = Thread(subject, own, tuple(references) + (own,))
+    thread = Thread(subject, own, (*references, own))
     return (
         Inbound(
             chat_id=chat_id,
