@@ -95,6 +95,7 @@ class EmailChannel(Channel):
         _check(fetched, "FETCH")
         raw = next((bytes(line) for line in fetched.lines if isinstance(line, bytearray)), b"")
         handed = self._inbound(raw) if raw else None
+        log.info("email: mail %s read, %s", uid, "taken" if handed else "ignored")
         if handed is not None:
             message, thread = handed
             self.threads[message.chat_id] = thread
