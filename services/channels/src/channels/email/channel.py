@@ -100,7 +100,10 @@ class EmailChannel(Channel):
             message, thread = handed
             self.threads[message.chat_id] = thread
             await inbox(message)  # raises: left unseen, read again
-        stored = await client.uid("store", uid, "+FLAGS", "(\\Seen)")
+        # aioimaplib times out a UID FETCH but not a UID STORE: bounded here.
+        stored = await asyncio.wait_for(
+            client.uid("store", uid, "+FLAGS", "(\\Seen)"), self.timeout
+        )
         _check(stored, "STORE")
 
     def _inbound(self, raw: bytes):  # type: ignore[no-untyped-def]
