@@ -57,12 +57,14 @@ ORCHESTRATOR_SECRETS = (
     "CRAYFISH_NOTIFY_WEBHOOKS",
     "CRAYFISH_CHANNELS_TOKEN",
 )
-# A chat channel is configured when its token is: then the channels service runs too.
+# A chat channel is configured when its token (email: its IMAP host) is: then the channels
+# service runs too.
 CHANNEL_TOKENS = (
     "CHANNELS_TELEGRAM_TOKEN",
     "CHANNELS_SLACK_BOT_TOKEN",
     "CHANNELS_MATRIX_ACCESS_TOKEN",
     "CHANNELS_DISCORD_TOKEN",
+    "CHANNELS_EMAIL_IMAP_HOST",
 )
 
 

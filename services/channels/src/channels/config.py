@@ -99,8 +99,44 @@ class ChannelsSettings(BaseSettings):
     # the session is resumed and Discord sends again what was not yet queued.
     discord_state_file: str = "~/.crayfish/channels/discord-session.json"
 
+    # --- Email (a mailbox read over IMAP, answered over SMTP) ---
+    # The IMAP server of the assistant's mailbox; empty: the email channel is off.
+    email_imap_host: str = ""
+    # Its port (993: implicit TLS).
+    email_imap_port: int = 993
+    # tls (implicit, port 993) or none (loopback tests only).
+    email_imap_security: str = "tls"
+    # The SMTP server replies are sent through.
+    email_smtp_host: str = ""
+    # Its port (587: submission with STARTTLS).
+    email_smtp_port: int = 587
+    # starttls, tls (implicit, port 465) or none (loopback tests only).
+    email_smtp_security: str = "starttls"
+    # The mailbox's login, for IMAP and SMTP.
+    email_username: str = ""
+    # The mailbox's password (or app password).
+    email_password: str = Field("", repr=False)
+    # The assistant's own address (replies' From:); empty: the username.
+    email_address: str = ""
+    # Seconds between looks for unseen mail in INBOX.
+    email_poll_every: float = Field(30.0, gt=0)
+    # Who may write in: pairing, allowlist, open (needs CHANNELS_EMAIL_ALLOW_FROM=*) or disabled.
+    email_dm_policy: str = "pairing"
+    # Sender addresses who may write without pairing, comma-separated; `*`: anyone.
+    email_allow_from: str = ""
+    # A From: is believed only when the receiving server's Authentication-Results header says
+    # dmarc=pass for its domain (a forged From: is ignored); false trusts From: as written.
+    email_verify_sender: bool = True
+    # The authserv-id of the receiving server's Authentication-Results (its host name, as it
+    # writes it); only that server's verdict counts. Empty: the IMAP host.
+    email_authserv_id: str = ""
+
     @field_validator(
-        "telegram_dm_policy", "slack_dm_policy", "matrix_dm_policy", "discord_dm_policy"
+        "telegram_dm_policy",
+        "slack_dm_policy",
+        "matrix_dm_policy",
+        "discord_dm_policy",
+        "email_dm_policy",
     )
     @classmethod
     def _check_dm_policy(cls, value: str) -> str:

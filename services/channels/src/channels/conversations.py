@@ -4,7 +4,9 @@ platform is told the message was received."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
 
 from channels.api_client import OrchestratorClient, OrchestratorError
 from channels.commands import Commands
@@ -12,12 +14,19 @@ from channels.contract import Channel, Inbound
 from channels.replies import Replies
 
 log = logging.getLogger(__name__)
+SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # what the orchestrator takes
 
 
 def session_of(channel: str, message: Inbound) -> str:
     """The chat's session: `<channel>.<chat>`, per thread where the platform has threads."""
     thread = f".{message.thread_id}" if message.thread_id else ""
-    return f"{channel}.{message.chat_id}{thread}"
+    session = f"{channel}.{message.chat_id}{thread}"
+    if SESSION_ID.match(session):
+        return session
+    # Chat ids like email addresses hold characters a session id cannot: their digest
+    # (distinct chats never share one, unlike replacing the characters would).
+    digest = hashlib.sha256(f"{message.chat_id}\0{message.thread_id}".encode()).hexdigest()
+    return f"{channel}.{digest[:32]}"
 
 
 class Conversations:

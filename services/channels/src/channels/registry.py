@@ -25,6 +25,7 @@ BUILTINS = {
     "slack": "channels.slack.channel:factory",
     "matrix": "channels.matrix.channel:factory",
     "discord": "channels.discord.channel:factory",
+    "email": "channels.email.channel:factory",
 }
 
 ChannelFactory = Callable[[ChannelsSettings], Channel | None]

@@ -1,0 +1,1 @@
+"""Email: a mailbox read over IMAP (aioimaplib) and answered over SMTP (aiosmtplib)."""

@@ -1,0 +1,122 @@
+"""Email end to end: aioimaplib against the fake IMAP mailbox and aiosmtplib against a real
+SMTP server (aiosmtpd) on loopback, the channels service as its own process, the real stack
+behind it; the conformance suite and email's own: threads, forged senders, robots."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.chat_channels.conformance import ChannelConformance, Start
+from tests.chat_channels.email_platform import AUTHSERV, EmailPlatform, address, wait
+from tests.chat_channels.platform import new_person
+from tests.fakes import FakeLLM
+from tests.fakes.imap_server import FakeIMAP
+from tests.fakes.smtp_server import FakeSMTP
+
+NO_GROUPS = "email has no group chats to mention the bot in"
+
+
+@pytest.fixture
+def platform() -> Iterator[EmailPlatform]:
+    with FakeIMAP() as imap, FakeSMTP() as smtp:
+        yield EmailPlatform(imap, smtp)
+
+
+class TestEmail(ChannelConformance):
+    def test_a_group_is_answered_only_when_the_bot_is_addressed(self) -> None:  # type: ignore[override]
+        print(f"skipped: {NO_GROUPS}")
+        pytest.skip(NO_GROUPS)
+
+    def test_a_stranger_in_a_group_gets_no_code_and_takes_no_pairing_slot(self) -> None:  # type: ignore[override]
+        print(f"skipped: {NO_GROUPS}")
+        pytest.skip(NO_GROUPS)
+
+    def test_a_reply_in_the_thread_continues_its_session_and_answers_in_it(
+        self, platform: EmailPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        llm.reply_text("Noted: **blue**.")
+        first = platform.mail("My favourite colour is blue.", person, subject="colours")
+        platform.send(first)
+        answer = wait(lambda: platform.smtp.to(address(person)))[0].message
+        assert answer["In-Reply-To"] == first["Message-ID"]
+        assert answer["Subject"] == "Re: colours" and answer["Auto-Submitted"] == "auto-replied"
+        assert platform.texts(person) == ["Noted: blue."]  # Markdown as plain text
+        llm.reply_text("Blue, you said.")
+        follow_up = platform.mail(
+            "What did I say?\n\nOn Thu, someone wrote:\n> Noted: blue.",
+            person,
+            subject="Re: colours",
+            In_Reply_To=str(answer["Message-ID"]),
+            References=f"{first['Message-ID']} {answer['Message-ID']}",
+        )
+        platform.send(follow_up)
+        wait(lambda: len(platform.texts(person)) == 2)
+        asked = [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "user"]
+        assert len(asked) == 2  # one session: the first mail is history, the quote dropped
+        assert asked[0].startswith("My favourite colour is blue.")
+        assert asked[1].startswith("What did I say?") and "Noted" not in asked[1]
+        second = platform.smtp.to(address(person))[1].message
+        assert second["In-Reply-To"] == follow_up["Message-ID"]
+        assert str(first["Message-ID"]) in str(second["References"])
+
+    def test_a_forged_from_is_ignored_and_a_verified_one_answered(
+        self, platform: EmailPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        llm.reply_forever_text("answered")
+        forged = [
+            platform.mail("no verdict at all", person, authentication_results=""),
+            platform.mail(
+                "dmarc failed",
+                person,
+                authentication_results=f"{AUTHSERV}; dmarc=fail header.from=example.test",
+            ),
+            platform.mail(  # a pass written by the sender's own server, not ours
+                "someone else's pass",
+                person,
+                authentication_results="mx.evil.test; dmarc=pass header.from=example.test",
+            ),
+        ]
+        uids = [platform.imap.deliver(m.as_bytes()) for m in forged]
+        wait(lambda: all(platform.imap.seen(uid) for uid in uids))  # read, and let be
+        assert platform.texts(person) == [] and llm.requests == []
+        platform.say("the real me", person)
+        wait(lambda: platform.texts(person) == ["answered"])
+        assert len(llm.requests) == 1
+
+    def test_auto_replies_are_never_answered(
+        self, platform: EmailPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        llm.reply_forever_text("answered")
+        robot = platform.mail("I am out of office", person, Auto_Submitted="auto-replied")
+        uid = platform.imap.deliver(robot.as_bytes())
+        wait(lambda: platform.imap.seen(uid))
+        platform.say("back now", person)
+        wait(lambda: platform.texts(person) == ["answered"])
+        assert len(llm.requests) == 1
+
+    def test_a_wrong_password_shows_in_readyz(
+        self, platform: EmailPlatform, start_service: Start
+    ) -> None:
+        env = {**self.settings(platform), "CHANNELS_EMAIL_PASSWORD": "wrong"}
+        service = start_service(env)
+
+        def refused() -> httpx.Response | None:
+            try:
+                reply = service.readyz()
+            except httpx.TransportError:
+                return None  # not listening yet
+            return reply if reply.json()["channels"].get("email", {}).get("error") else None
+
+        reply = wait(refused)
+        assert reply.status_code == 503
+        state = reply.json()["channels"]["email"]
+        assert state["state"] == "reconnecting" and "login" in state["error"].lower()
