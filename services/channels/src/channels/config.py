@@ -54,7 +54,19 @@ class ChannelsSettings(BaseSettings):
     # Seconds a getUpdates long poll waits for a message.
     telegram_poll_timeout: int = Field(25, ge=0, le=50)
 
-    @field_validator("telegram_dm_policy")
+    # --- QQ (OneBot v11 as NapCat serves it: its forward WebSocket server) ---
+    # NapCat's forward WebSocket, e.g. ws://127.0.0.1:3001; empty: the QQ channel is off.
+    qq_url: str = ""
+    # The WebSocket server's token in NapCat (sent as `Authorization: Bearer …`).
+    qq_access_token: str = Field("", repr=False)
+    # Who may talk in private chats: pairing, allowlist, open (with ALLOW_FROM=*) or disabled.
+    qq_dm_policy: str = "pairing"
+    # QQ numbers who may talk without pairing, comma-separated; `*`: anyone.
+    qq_allow_from: str = ""
+    # Group numbers where the bot answers every message, not only when @-mentioned or replied to.
+    qq_open_groups: str = ""
+
+    @field_validator("telegram_dm_policy", "qq_dm_policy")
     @classmethod
     def _check_dm_policy(cls, value: str) -> str:
         if value not in DM_POLICIES:

@@ -20,7 +20,10 @@ log = logging.getLogger(__name__)
 GROUP = "crayfish.channels"
 # What services/channels/pyproject.toml registers; used as is when the package runs from
 # source without being installed (no dist-info, so no entry points).
-BUILTINS = {"telegram": "channels.telegram.channel:factory"}
+BUILTINS = {
+    "telegram": "channels.telegram.channel:factory",
+    "qq": "channels.qq.channel:factory",
+}
 
 ChannelFactory = Callable[[ChannelsSettings], Channel | None]
 
