@@ -58,7 +58,7 @@ ORCHESTRATOR_SECRETS = (
     "CRAYFISH_CHANNELS_TOKEN",
 )
 # A chat channel is configured when its token is: then the channels service runs too.
-CHANNEL_TOKENS = ("CHANNELS_TELEGRAM_TOKEN", "CHANNELS_QQ_URL")
+CHANNEL_TOKENS = ("CHANNELS_TELEGRAM_TOKEN", "CHANNELS_QQ_URL", "CHANNELS_FEISHU_APP_ID")
 
 
 def free_port(count: int = 1) -> int:

@@ -66,7 +66,21 @@ class ChannelsSettings(BaseSettings):
     # Group numbers where the bot answers every message, not only when @-mentioned or replied to.
     qq_open_groups: str = ""
 
-    @field_validator("telegram_dm_policy", "qq_dm_policy")
+    # --- Feishu/Lark (a custom app with a bot; events through the long connection) ---
+    # The app's id (cli_…); empty: the Feishu channel is off.
+    feishu_app_id: str = ""
+    # The app's secret.
+    feishu_app_secret: str = Field("", repr=False)
+    # https://open.feishu.cn, or https://open.larksuite.com for Lark.
+    feishu_domain: str = "https://open.feishu.cn"
+    # Who may talk in direct messages: pairing, allowlist, open (with ALLOW_FROM=*) or disabled.
+    feishu_dm_policy: str = "pairing"
+    # open_ids who may talk without pairing, comma-separated; `*`: anyone.
+    feishu_allow_from: str = ""
+    # Group chat ids (oc_…) where the bot answers every message, not only when @-mentioned.
+    feishu_open_groups: str = ""
+
+    @field_validator("telegram_dm_policy", "qq_dm_policy", "feishu_dm_policy")
     @classmethod
     def _check_dm_policy(cls, value: str) -> str:
         if value not in DM_POLICIES:

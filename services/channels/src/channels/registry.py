@@ -23,6 +23,7 @@ GROUP = "crayfish.channels"
 BUILTINS = {
     "telegram": "channels.telegram.channel:factory",
     "qq": "channels.qq.channel:factory",
+    "feishu": "channels.feishu.channel:factory",
 }
 
 ChannelFactory = Callable[[ChannelsSettings], Channel | None]
