@@ -131,12 +131,40 @@ class ChannelsSettings(BaseSettings):
     # writes it); only that server's verdict counts. Empty: the IMAP host.
     email_authserv_id: str = ""
 
+    # --- QQ (OneBot v11 as NapCat serves it: its forward WebSocket server) ---
+    # NapCat's forward WebSocket, e.g. ws://127.0.0.1:3001; empty: the QQ channel is off.
+    qq_url: str = ""
+    # The WebSocket server's token in NapCat (sent as `Authorization: Bearer …`).
+    qq_access_token: str = Field("", repr=False)
+    # Who may talk in private chats: pairing, allowlist, open (with ALLOW_FROM=*) or disabled.
+    qq_dm_policy: str = "pairing"
+    # QQ numbers who may talk without pairing, comma-separated; `*`: anyone.
+    qq_allow_from: str = ""
+    # Group numbers where the bot answers every message, not only when @-mentioned or replied to.
+    qq_open_groups: str = ""
+
+    # --- Feishu/Lark (a custom app with a bot; events through the long connection) ---
+    # The app's id (cli_…); empty: the Feishu channel is off.
+    feishu_app_id: str = ""
+    # The app's secret.
+    feishu_app_secret: str = Field("", repr=False)
+    # https://open.feishu.cn, or https://open.larksuite.com for Lark.
+    feishu_domain: str = "https://open.feishu.cn"
+    # Who may talk in direct messages: pairing, allowlist, open (with ALLOW_FROM=*) or disabled.
+    feishu_dm_policy: str = "pairing"
+    # open_ids who may talk without pairing, comma-separated; `*`: anyone.
+    feishu_allow_from: str = ""
+    # Group chat ids (oc_…) where the bot answers every message, not only when @-mentioned.
+    feishu_open_groups: str = ""
+
     @field_validator(
         "telegram_dm_policy",
         "slack_dm_policy",
         "matrix_dm_policy",
         "discord_dm_policy",
         "email_dm_policy",
+        "qq_dm_policy",
+        "feishu_dm_policy",
     )
     @classmethod
     def _check_dm_policy(cls, value: str) -> str:

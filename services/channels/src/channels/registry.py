@@ -26,6 +26,8 @@ BUILTINS = {
     "matrix": "channels.matrix.channel:factory",
     "discord": "channels.discord.channel:factory",
     "email": "channels.email.channel:factory",
+    "qq": "channels.qq.channel:factory",
+    "feishu": "channels.feishu.channel:factory",
 }
 
 ChannelFactory = Callable[[ChannelsSettings], Channel | None]

@@ -1,0 +1,385 @@
+"""A fake Feishu open platform on loopback: the HTTP API the channel uses and the event long
+connection, in their documented wire formats (https://open.feishu.cn/document: auth v3
+tenant_access_token, bot v3 info, im v1 messages create/update/get and reactions; the long
+connection's endpoint `POST /callback/ws/endpoint` and its protobuf frames, pbbp2.Frame).
+
+Each person's message is an `im.message.receive_v1` event (schema 2.0) in a DATA frame; it
+stays pending until the client answers the frame with code 200, and is sent again to the next
+connection while it is not. Answers `{"code": 0, "msg", "data"}`, or Feishu's errors: a wrong
+secret (10014), a missing token (99991661), an unknown chat (230002), a rate limit (HTTP 429,
+99991400, `x-ogw-ratelimit-reset`). Tests inject rate limits (`flood`), calls that never
+answer (`hang`) and acknowledgements lost on the way (`hold_acks`)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from lark_oapi.ws.pb.pbbp2_pb2 import Frame
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.server import Server, ServerConnection, serve
+
+APP_ID, APP_SECRET = "cli_test_app", "test-secret"
+BOT_OPEN_ID = "ou_crayfish_bot"
+TENANT_TOKEN = "t-fake-tenant-token"
+TEXT_LIMIT = 4000
+MD_MARKS = re.compile(r"\*\*|__|~~|`")
+MD_LINK = re.compile(r"\[([^\]]+)\]\(([^)]+)\)")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: int, msg: str, headers: dict[str, str] | None = None):
+        super().__init__(msg)
+        self.status, self.code, self.msg, self.headers = status, code, msg, headers or {}
+
+
+@dataclass
+class Shown:
+    message_id: str
+    chat_id: str
+    markdown: str
+    text: str  # as the person sees it
+    at: float
+
+
+class FakeFeishu:
+    def __init__(self) -> None:
+        self.lock = threading.Condition()
+        self.chats: set[str] = set()
+        self.pending: dict[str, dict[str, Any]] = {}  # message_id → event, not yet acknowledged
+        self.handed: dict[str, int] = {}
+        self.origin: dict[str, str] = {}  # a person's message id → its chat
+        self.shown: list[Shown] = []
+        self.reactions: list[tuple[str, str, float]] = []  # chat, emoji, time
+        self.calls: list[tuple[str, str, int]] = []
+        self.floods: list[int] = []
+        self.hung: set[str] = set()  # chats whose sends never answer
+        self.hold_acks = False
+        self.released = threading.Event()
+        self.clients: list[ServerConnection] = []
+        self._ids = itertools.count(1)
+        self._http: ThreadingHTTPServer | None = None
+        self._ws: Server | None = None
+
+    def __enter__(self) -> FakeFeishu:
+        handler = type("Handler", (_Handler,), {"fake": self})
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._http.daemon_threads = True
+        threading.Thread(target=self._http.serve_forever, daemon=True).start()
+        self._ws = serve(self._serve, "127.0.0.1", 0)
+        threading.Thread(target=self._ws.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.released.set()
+        assert self._http is not None and self._ws is not None
+        self._http.shutdown()
+        self._http.server_close()
+        self._ws.shutdown()
+
+    @property
+    def url(self) -> str:
+        assert self._http is not None
+        return f"http://127.0.0.1:{self._http.server_address[1]}"
+
+    # -- what tests do ----------------------------------------------------------------------
+    def user_says(
+        self, text: str, open_id: str, chat_id: str, group: bool, mention: bool, reply_to: str
+    ) -> str:
+        with self.lock:
+            message_id = f"om_{next(self._ids)}"
+            mentions = []
+            if mention:
+                text = f"@_user_1 {text}"
+                mentions = [{"key": "@_user_1", "id": {"open_id": BOT_OPEN_ID}, "name": "Crayfish"}]
+            message = {
+                "message_id": message_id,
+                "parent_id": reply_to,
+                "root_id": reply_to,
+                "create_time": str(int(time.time() * 1000)),
+                "chat_id": chat_id,
+                "chat_type": "group" if group else "p2p",
+                "message_type": "text",
+                "content": json.dumps({"text": text}),
+                "mentions": mentions,
+            }
+            sender = {"sender_id": {"open_id": open_id}, "sender_type": "user"}
+            event = {
+                "schema": "2.0",
+                "header": {
+                    "event_id": f"ev_{message_id}",
+                    "event_type": "im.message.receive_v1",
+                    "create_time": message["create_time"],
+                    "app_id": APP_ID,
+                    "tenant_key": "tenant",
+                },
+                "event": {"sender": sender, "message": message},
+            }
+            self.chats.add(chat_id)
+            self.pending[message_id] = event
+            self.handed[message_id] = 0
+            self.origin[message_id] = chat_id
+            clients = list(self.clients)
+        for client in clients:
+            self._push(client, message_id)
+        return message_id
+
+    def last_bot_message(self, chat_id: str) -> str:
+        with self.lock:
+            mine = [m.message_id for m in self.shown if m.chat_id == chat_id]
+        return mine[-1] if mine else ""
+
+    def texts(self, chat_id: str) -> list[str]:
+        with self.lock:
+            return [m.text for m in self.shown if m.chat_id == chat_id]
+
+    def wait_for(self, check: Any, timeout: float = 30.0) -> Any:
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while not (result := check()):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"fake Feishu: timed out; calls: {self.calls[-8:]}")
+                self.lock.wait(min(left, 0.1))
+            return result
+
+    def first_sign(self, chat_id: str, after: float) -> float | None:
+        with self.lock:
+            times = [t for c, _, t in self.reactions if c == chat_id and t >= after]
+            times += [m.at for m in self.shown if m.chat_id == chat_id and m.at >= after]
+        return min(times, default=None)
+
+    # -- the long connection ----------------------------------------------------------------
+    def _serve(self, client: ServerConnection) -> None:
+        with self.lock:
+            self.clients.append(client)
+            waiting = list(self.pending)
+        for message_id in waiting:  # what was never acknowledged is sent again
+            self._push(client, message_id)
+        try:
+            for data in client:
+                self._on_frame(client, data)
+        except ConnectionClosed:
+            pass
+        finally:
+            with self.lock:
+                self.clients.remove(client)
+
+    def _push(self, client: ServerConnection, message_id: str) -> None:
+        with self.lock:
+            event = self.pending.get(message_id)
+            if event is None:
+                return
+            self.handed[message_id] += 1
+        frame = Frame(SeqID=0, LogID=0, service=1, method=1, payload=json.dumps(event).encode())
+        for key, value in (
+            ("type", "event"),
+            ("message_id", message_id),
+            ("sum", "1"),
+            ("seq", "0"),
+            ("trace_id", f"trace-{message_id}"),
+        ):
+            header = frame.headers.add()
+            header.key, header.value = key, value
+        try:
+            client.send(frame.SerializeToString())
+        except ConnectionClosed:
+            pass
+
+    def _on_frame(self, client: ServerConnection, data: bytes | str) -> None:
+        frame = Frame()
+        frame.ParseFromString(data if isinstance(data, bytes) else data.encode())
+        headers = {h.key: h.value for h in frame.headers}
+        if frame.method == 0:  # CONTROL: a ping gets a pong
+            if headers.get("type") == "ping":
+                pong = Frame(SeqID=0, LogID=0, service=frame.service, method=0)
+                header = pong.headers.add()
+                header.key, header.value = "type", "pong"
+                client.send(pong.SerializeToString())
+            return
+        answer = json.loads(frame.payload or b"{}")
+        with self.lock:
+            if self.hold_acks:
+                return  # lost on the way: the event stays pending
+            if answer.get("code") == 200:
+                self.pending.pop(headers.get("message_id", ""), None)
+            self.lock.notify_all()
+
+    # -- the HTTP API -----------------------------------------------------------------------
+    def call(
+        self, method: str, path: str, query: dict[str, str], body: dict[str, Any], auth: str
+    ) -> Any:
+        if path == "/callback/ws/endpoint":
+            if body.get("AppID") != APP_ID or body.get("AppSecret") != APP_SECRET:
+                raise ApiError(200, 514, "auth failed")
+            assert self._ws is not None
+            port = self._ws.socket.getsockname()[1]
+            config = {
+                "ReconnectCount": -1,
+                "ReconnectInterval": 1,
+                "ReconnectNonce": 0,
+                "PingInterval": 30,
+            }
+            return {
+                "URL": f"ws://127.0.0.1:{port}/ws?device_id=d1&service_id=1",
+                "ClientConfig": config,
+            }
+        if path == "/open-apis/auth/v3/tenant_access_token/internal":
+            if body.get("app_id") != APP_ID or body.get("app_secret") != APP_SECRET:
+                raise ApiError(400, 10014, "app secret invalid")
+            return {"tenant_access_token": TENANT_TOKEN, "expire": 7200}
+        if auth != f"Bearer {TENANT_TOKEN}":
+            raise ApiError(400, 99991661, "Missing access token for authorization")
+        if path == "/open-apis/bot/v3/info":
+            return {"bot": {"open_id": BOT_OPEN_ID, "app_name": "Crayfish"}}
+        if path.endswith("/reactions"):
+            return self._react(path.split("/")[-2], body)
+        if path == "/open-apis/im/v1/messages" and method == "POST":
+            return self._send(str(body.get("receive_id")), body)
+        found = re.fullmatch(r"/open-apis/im/v1/messages/(om_\w+)", path)
+        if found and method == "PUT":
+            return self._update(found[1], body)
+        if found and method == "GET":
+            return self._get(found[1])
+        raise ApiError(404, 404, "not found")
+
+    def _gate(self, chat_id: str) -> None:
+        if chat_id in self.hung:
+            self.released.wait()
+            raise ApiError(502, 1, "bad gateway")
+        with self.lock:
+            if chat_id not in self.chats:
+                raise ApiError(400, 230002, "Bot/User can NOT be out of the chat.")
+            if self.floods:
+                wait = self.floods.pop(0)
+                raise ApiError(
+                    429,
+                    99991400,
+                    "request trigger frequency limit",
+                    {"x-ogw-ratelimit-reset": str(wait)},
+                )
+
+    def _send(self, chat_id: str, body: dict[str, Any]) -> Any:
+        self._gate(chat_id)
+        markdown = _post_markdown(body)
+        with self.lock:
+            shown = Shown(
+                f"om_{next(self._ids)}", chat_id, markdown, _rendered(markdown), time.monotonic()
+            )
+            self.shown.append(shown)
+            self.lock.notify_all()
+        return _message_json(shown)
+
+    def _update(self, message_id: str, body: dict[str, Any]) -> Any:
+        markdown = _post_markdown(body)
+        with self.lock:
+            found = [m for m in self.shown if m.message_id == message_id]
+            if not found:
+                raise ApiError(400, 230001, "message not found")
+        self._gate(found[0].chat_id)
+        with self.lock:
+            found[0].markdown, found[0].text = markdown, _rendered(markdown)
+            self.lock.notify_all()
+        return _message_json(found[0])
+
+    def _get(self, message_id: str) -> Any:
+        with self.lock:
+            mine = [m for m in self.shown if m.message_id == message_id]
+        if not mine:
+            raise ApiError(400, 230001, "message not found")
+        item = _message_json(mine[0])
+        return {"items": [item]}
+
+    def _react(self, message_id: str, body: dict[str, Any]) -> Any:
+        with self.lock:
+            chat = self.origin.get(message_id)
+        if chat is None:
+            raise ApiError(400, 231001, "message not found")
+        self._gate(chat)
+        emoji = str(body.get("reaction_type", {}).get("emoji_type", ""))
+        with self.lock:
+            self.reactions.append((chat, emoji, time.monotonic()))
+            self.lock.notify_all()
+        return {"reaction_id": f"r_{next(self._ids)}", "reaction_type": {"emoji_type": emoji}}
+
+
+def _post_markdown(body: dict[str, Any]) -> str:
+    if body.get("msg_type") != "post":
+        raise ApiError(400, 230001, "this fake takes post messages")
+    content = json.loads(str(body.get("content") or "{}"))
+    rows = content.get("zh_cn", {}).get("content", [])
+    markdown = "\n".join(str(e.get("text", "")) for row in rows for e in row)
+    if not markdown.strip() or len(markdown) > TEXT_LIMIT:
+        raise ApiError(400, 230025, f"message content is empty or too long ({len(markdown)})")
+    return markdown
+
+
+def _rendered(markdown: str) -> str:
+    """What Feishu shows of a post's md element: marks gone, links as their text."""
+    return MD_MARKS.sub("", MD_LINK.sub(r"\1", markdown))
+
+
+def _message_json(shown: Shown) -> dict[str, Any]:
+    return {
+        "message_id": shown.message_id,
+        "chat_id": shown.chat_id,
+        "msg_type": "post",
+        "sender": {"id": APP_ID, "id_type": "app_id", "sender_type": "app"},
+    }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeFeishu
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._answer("GET")
+
+    def do_POST(self) -> None:
+        self._answer("POST")
+
+    def do_PUT(self) -> None:
+        self._answer("PUT")
+
+    def _answer(self, method: str) -> None:
+        parts = urlsplit(self.path)
+        length = int(self.headers.get("content-length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}") if length else {}
+        query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        status, headers = 200, {}
+        try:
+            data = self.fake.call(
+                method, parts.path, query, body, self.headers.get("Authorization", "")
+            )
+            if parts.path.endswith("tenant_access_token/internal"):
+                answer = {"code": 0, "msg": "ok", **data}
+            elif parts.path == "/open-apis/bot/v3/info":
+                answer = {"code": 0, "msg": "ok", **data}
+            else:
+                answer = {"code": 0, "msg": "success", "data": data}
+        except ApiError as exc:
+            status, headers = exc.status, exc.headers
+            answer = {"code": exc.code, "msg": exc.msg}
+        with self.fake.lock:
+            self.fake.calls.append((method, parts.path, status))
+        raw = json.dumps(answer).encode()
+        try:
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(raw)))
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(raw)
+        except OSError:
+            pass
