@@ -13,8 +13,9 @@ from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
 from orchestrator.api.retries import settled
 from orchestrator.api.schemas import ChatAccepted, RequestBody
+from orchestrator.content.media import ImageRejected
 from orchestrator.store import InvalidSessionId
-from orchestrator.store.channels import ChannelReply, Pairing, PairingsFull
+from orchestrator.store.channels import ChannelMessage, ChannelReply, Pairing, PairingsFull
 from orchestrator.store.turn_requests import TurnRequest
 
 router = APIRouter(tags=["channels"])
@@ -54,6 +55,9 @@ class ChannelTurnRequest(RequestBody):
     )
     session_id: str
     text: str = Field(min_length=1, max_length=100_000)
+    images: list[str] = Field(
+        default_factory=list, description="The message's images as data: URLs (the model's)."
+    )
 
 
 class ReplyView(BaseModel):
@@ -73,6 +77,22 @@ class ReplyList(BaseModel):
 class ReplySettled(RequestBody):
     status: Literal["delivered", "failed"]
     error: str = Field("", max_length=2000, pattern=NO_NUL)
+
+
+class MessageView(BaseModel):
+    id: int
+    chat_id: str
+    text: str
+    status: str
+    error: str
+
+
+class MessageList(BaseModel):
+    messages: list[MessageView]
+
+
+def message_view(message: ChannelMessage) -> MessageView:
+    return MessageView(**{k: v for k, v in vars(message).items() if k != "channel"})
 
 
 def pairing_view(pairing: Pairing) -> PairingView:
@@ -141,10 +161,12 @@ async def channel_turn(
     )
     try:
         submitted = await core.submit_channel_turn(
-            request, channel, body.chat_id, body.session_id, body.text
+            request, channel, body.chat_id, body.session_id, body.text, body.images
         )
     except InvalidSessionId as exc:
         raise ApiError(400, str(exc), "invalid_session_id") from exc
+    except ImageRejected as exc:
+        raise ApiError(exc.status, str(exc), exc.code) from exc
     turn, _ = await settled(core, request, submitted)
     return ChatAccepted(task_id=turn.id, session_id=turn.session_id)
 
@@ -170,3 +192,27 @@ async def settle_reply(
     """The channel delivered the turn's reply, or gave up on it (its error stays visible)."""
     if not await core.settle_channel_reply(channel, task_id, body.status, body.error):
         raise ApiError(404, f"no pending reply of task {task_id!r}", "reply_not_found")
+
+
+@router.get("/api/channels/{channel}/messages", response_model=MessageList)
+async def list_messages(
+    channel: ChannelName,
+    core: CoreDep,
+    status: Annotated[Literal["pending", "delivered", "failed"] | None, Query()] = None,
+) -> MessageList:
+    """Messages no turn of the chat asked for (notifications to `channel:chat_id`) that the
+    channel owes (status=pending), delivered, or gave up on, oldest first (200 at most)."""
+    messages = await core.channel_messages(channel, status)
+    return MessageList(messages=[message_view(m) for m in messages])
+
+
+@router.post("/api/channels/{channel}/messages/{message_id}", status_code=204)
+async def settle_message(
+    channel: ChannelName,
+    message_id: Annotated[int, Path(ge=1, le=2**62)],
+    body: ReplySettled,
+    core: CoreDep,
+) -> None:
+    """The channel delivered the message, or gave up on it (its error stays visible)."""
+    if not await core.settle_channel_message(channel, message_id, body.status, body.error):
+        raise ApiError(404, f"no pending message {message_id}", "message_not_found")
