@@ -71,11 +71,12 @@ class OrchestratorClient:
         session_id: str,
         text: str,
         images: list[str] | None = None,
+        files: list[dict[str, str]] | None = None,
     ) -> str:
-        """Queues the message as a turn (once per platform message; `images` as data: URLs);
-        its task id."""
+        """Queues the message as a turn (once per platform message; `images` as data: URLs,
+        `files` as {name, data (base64)}); its task id."""
         body: dict[str, Any] = {"chat_id": chat_id, "message_id": message_id}
-        body.update(session_id=session_id, images=images or [])
+        body.update(session_id=session_id, images=images or [], files=files or [])
         accepted = await self.call(
             "POST", f"/api/channels/{channel}/turns", json={**body, "text": text}
         )

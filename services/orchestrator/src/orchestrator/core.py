@@ -42,6 +42,7 @@ from orchestrator.consolidation.idle import IdleSummaries
 from orchestrator.consolidation.runs import KIND as CONSOLIDATION_KIND
 from orchestrator.consolidation.runs import Consolidation
 from orchestrator.content.assistant import Assistant
+from orchestrator.content.chat_files import ChatFiles, told
 from orchestrator.content.media import ImageRejected, vision_refusal
 from orchestrator.content.media_migration import move_workspace_media
 from orchestrator.content.own_tools import OwnTools
@@ -133,6 +134,7 @@ class OrchestratorCore:
         )
         self.webhooks.requeue = self.turns.delivery_queue.enqueue_delivery
         self.channels = ChannelStore(self.db, PAIRING_CODE_TTL, MAX_PENDING_PAIRINGS)
+        self.chat_files = ChatFiles(settings.workspace)
         self.notifier = Notifier(
             settings.notify_webhooks,
             notifications,
@@ -397,16 +399,21 @@ class OrchestratorCore:
         session_id: str,
         message: str,
         image_urls: list[str] | None = None,
+        files: list[tuple[str, bytes]] | None = None,
     ) -> Turn | Earlier:
         """A chat message (and its images, as data: URLs) as an outside turn, once per
         platform message (`request.key`), with the reply it owes the chat recorded (again on a
-        repeat: a crash may have come between). ImageRejected for images refused."""
+        repeat: a crash may have come between). Other files go to the workspace's inbox/ and
+        the message names them. ImageRejected, ChatFileRefused."""
         check_session_id(session_id)
         if not session_id.startswith(f"{channel}."):  # approvals/gate.py: a chat's session
             raise InvalidSessionId(f"a {channel} chat's session id starts with `{channel}.`")
         await self.budgets.check(CHANNEL_KIND)
         self.check_request_images(len(image_urls or []))
         images = await self.take_images(image_urls or [])
+        if files:
+            paths = await self.chat_files.put(request.key or "", files)
+            message = told(message, paths, [len(data) for _, data in files])
         task_id = await self.models.ask("")
         submitted = await self.turns.create_once(
             request, session_id, message, images, CHANNEL_KIND, task_id

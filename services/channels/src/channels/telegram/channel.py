@@ -38,6 +38,7 @@ from channels.telegram.markdown import to_html
 log = logging.getLogger(__name__)
 TEXT_LIMIT = 4096
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})  # the model's
+PHOTO_MAX_BYTES = 700_000  # channels/attachments.py's FILE_MAX_BYTES
 NETWORK_RETRY = 2.0  # seconds before retrying after a timeout or a dropped connection
 
 
@@ -216,7 +217,9 @@ def _attachments(message: Message) -> tuple[Attachment, ...]:
     """A photo (its largest size) and a document, as Attachments."""
     found = []
     if message.photo:
-        photo = message.photo[-1]
+        # The largest size that fits what the orchestrator takes, else the smallest.
+        fitting = [p for p in message.photo if (p.file_size or 0) <= PHOTO_MAX_BYTES]
+        photo = (fitting or list(message.photo[:1]))[-1]
         name = f"photo-{message.message_id}.jpg"
         found.append(Attachment(photo.file_id, name, "image/jpeg", photo.file_size or 0, True))
     document = message.document

@@ -3,6 +3,8 @@ outside turn (once per platform message), and the replies a channel owes its cha
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 from typing import Annotated, Literal
 
@@ -13,6 +15,7 @@ from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
 from orchestrator.api.retries import settled
 from orchestrator.api.schemas import ChatAccepted, RequestBody
+from orchestrator.content.chat_files import ChatFileRefused
 from orchestrator.content.media import ImageRejected
 from orchestrator.store import InvalidSessionId
 from orchestrator.store.channels import ChannelMessage, ChannelReply, Pairing, PairingsFull
@@ -48,6 +51,11 @@ class PairingList(BaseModel):
     pairings: list[PairingView]
 
 
+class ChannelFile(BaseModel):
+    name: str = Field(min_length=1, max_length=255, pattern=NO_NUL)
+    data: str = Field(description="The file's bytes, base64.")
+
+
 class ChannelTurnRequest(RequestBody):
     chat_id: str = Field(min_length=1, max_length=128, pattern=NO_NUL)
     message_id: str = Field(
@@ -57,6 +65,9 @@ class ChannelTurnRequest(RequestBody):
     text: str = Field(min_length=1, max_length=100_000)
     images: list[str] = Field(
         default_factory=list, description="The message's images as data: URLs (the model's)."
+    )
+    files: list[ChannelFile] = Field(
+        default_factory=list, max_length=4, description="Other files: to the workspace's inbox/."
     )
 
 
@@ -160,13 +171,19 @@ async def channel_turn(
         core.settings.retry_window,
     )
     try:
+        files = [(f.name, base64.b64decode(f.data, validate=True)) for f in body.files]
+    except binascii.Error as exc:
+        raise ApiError(400, f"a file's data is not base64: {exc}", "invalid_file") from exc
+    try:
         submitted = await core.submit_channel_turn(
-            request, channel, body.chat_id, body.session_id, body.text, body.images
+            request, channel, body.chat_id, body.session_id, body.text, body.images, files
         )
     except InvalidSessionId as exc:
         raise ApiError(400, str(exc), "invalid_session_id") from exc
     except ImageRejected as exc:
         raise ApiError(exc.status, str(exc), exc.code) from exc
+    except ChatFileRefused as exc:
+        raise ApiError(422, str(exc), "file_refused") from exc
     turn, _ = await settled(core, request, submitted)
     return ChatAccepted(task_id=turn.id, session_id=turn.session_id)
 
