@@ -101,3 +101,16 @@ def _last_tool_result(body: dict[str, object]) -> str:
     messages = body["messages"]
     assert isinstance(messages, list)
     return str([m["content"] for m in messages if m["role"] == "tool"][-1])[:300]
+
+
+def test_an_image_the_answer_shows_is_sent_as_a_photo(
+    platform: TelegramPlatform, start_service: Start, llm: FakeLLM
+) -> None:
+    person = new_person()
+    start_service(open_to(platform, person)).ready()
+    url = "https://example.com/chart.png"
+    llm.reply_text(f"Here is the chart:\n\n![chart]({url})")
+    platform.say("draw me a chart", person)
+    _text_with(platform, person, "Here is the chart")
+    sent = platform.fake.wait_for(lambda: platform.fake.photos, timeout=30)
+    assert sent == [(int(person), url)]

@@ -78,6 +78,7 @@ class FakeTelegram:
         self.hung: set[tuple[str, int | None]] = set()
         self.hang_released = threading.Event()
         self.hold_acks = False  # getUpdates carrying a new offset never answers
+        self.photos: list[tuple[int, str]] = []  # chat, the photo the bot sent (a URL)
         self.files: dict[str, bytes] = {}  # file_id → the file users sent (getFile, /file/)
         self._server: ThreadingHTTPServer | None = None
 
@@ -261,6 +262,17 @@ class FakeTelegram:
             "file_size": size,
             "file_path": f"documents/{file_id}",
         }
+
+    def _api_sendphoto(self, params: dict[str, Any]) -> Any:
+        chat_id = self._known_chat(params)
+        photo = str(params.get("photo", ""))
+        if not photo.startswith(("http://", "https://")):
+            raise ApiError(400, "Bad Request: wrong remote file identifier specified")
+        with self.lock:
+            self.photos.append((chat_id, photo))
+            self.lock.notify_all()
+            shown = Shown(self._message_id(), chat_id, "", "", [], time.monotonic())
+            return {**self._message_json(shown), "photo": [], "text": None}
 
     def _api_sendchataction(self, params: dict[str, Any]) -> Any:
         chat_id = self._known_chat(params)

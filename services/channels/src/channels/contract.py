@@ -107,6 +107,11 @@ class Channel(ABC):
     async def typing(self, chat_id: str) -> None:
         """Shows that the assistant is working (a few seconds; repeat to keep it)."""
 
+    async def send_image(self, chat_id: str, url: str) -> str:
+        """Shows the image at a public http(s) URL (the platform fetches it); its message id.
+        RetryLater, PlatformRefused (also: the platform cannot show images)."""
+        raise PlatformRefused(f"{self.name} cannot show images")
+
     async def fetch(self, attachment: Attachment, max_bytes: int) -> bytes:
         """An attachment's bytes; PlatformRefused when over `max_bytes` or gone, RetryLater.
         A channel whose messages carry no attachments need not implement it."""

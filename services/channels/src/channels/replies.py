@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import re
 from typing import Any
 
 from channels.api_client import (
@@ -133,7 +134,18 @@ class Replies:
         except (GaveUp, PlatformRefused) as exc:
             status, error = "failed", str(exc) or type(exc).__name__
             log.warning("%s: reply of %s failed: %s", self.channel.name, task["task_id"], error)
+        if status == "delivered":
+            await self._images(chat_id, text)
         await self._settle(task["task_id"], status, error)
+
+    async def _images(self, chat_id: str, text: str) -> None:
+        """The images the answer shows (`![..](https://..)`), each as a picture after the text;
+        one that fails is only logged: the text still holds its link."""
+        for url in image_urls(text):
+            try:
+                await self._attempt(lambda u=url: self.channel.send_image(chat_id, u))
+            except (GaveUp, PlatformRefused) as exc:
+                log.info("%s: image %s not shown: %s", self.channel.name, url[:200], exc)
 
     async def _attempt(self, call: Any) -> None:
         """One piece, retried while the platform asks to wait; PlatformRefused at once."""
@@ -170,6 +182,15 @@ class Replies:
                 await self._attempt(lambda p=piece: self.channel.send(chat_id, p))
         except (GaveUp, PlatformRefused) as exc:
             log.warning("%s: message to %s not sent: %s", self.channel.name, chat_id, exc)
+
+
+IMAGE_LINK = re.compile(r"!\[[^\]]*\]\((https?://[^\s)]+)\)")
+IMAGES_PER_ANSWER = 4
+
+
+def image_urls(markdown: str) -> list[str]:
+    """The http(s) images a Markdown answer shows, in order, each once."""
+    return list(dict.fromkeys(IMAGE_LINK.findall(markdown)))[:IMAGES_PER_ANSWER]
 
 
 def answer_text(task: dict[str, Any]) -> str:

@@ -164,6 +164,10 @@ class TelegramChannel(Channel):
             if "not modified" not in str(exc):  # the same text again is no failure
                 raise
 
+    async def send_image(self, chat_id: str, url: str) -> str:
+        sent = await self._call(lambda mode, text: self.bot.send_photo(chat_id, url))
+        return str(sent.message_id)
+
     async def typing(self, chat_id: str) -> None:
         await self._call(lambda mode, text: self.bot.send_chat_action(chat_id, ChatAction.TYPING))
 
