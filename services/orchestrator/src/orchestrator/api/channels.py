@@ -172,7 +172,7 @@ async def channel_turn(
     )
     try:
         files = [(f.name, base64.b64decode(f.data, validate=True)) for f in body.files]
-    except binascii.Error as exc:
+    except (binascii.Error, ValueError) as exc:  # ValueError: not ASCII
         raise ApiError(400, f"a file's data is not base64: {exc}", "invalid_file") from exc
     try:
         submitted = await core.submit_channel_turn(
