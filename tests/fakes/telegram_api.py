@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 BOT_ID = 7000001
 BOT_USERNAME = "crayfish_test_bot"
@@ -78,6 +78,8 @@ class FakeTelegram:
         self.hung: set[tuple[str, int | None]] = set()
         self.hang_released = threading.Event()
         self.hold_acks = False  # getUpdates carrying a new offset never answers
+        self.photos: list[tuple[int, str]] = []  # chat, the photo the bot sent (a URL)
+        self.files: dict[str, bytes] = {}  # file_id → the file users sent (getFile, /file/)
         self._server: ThreadingHTTPServer | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -145,6 +147,26 @@ class FakeTelegram:
             self.next_update += 1
             self.lock.notify_all()
             return int(message["message_id"])
+
+    def user_sends_file(
+        self, data: bytes, user_id: int, caption: str = "", photo: bool = True, name: str = ""
+    ) -> int:
+        """A person's photo (or document `name`) in their private chat; its message_id."""
+        file_id = f"file{len(self.files) + 1}"
+        with self.lock:
+            self.files[file_id] = data
+        message_id = self.user_says(caption, user_id=user_id, username=f"user{user_id}")
+        with self.lock:
+            message = self.updates[-1]["message"]
+            del message["text"]
+            if caption:
+                message["caption"] = caption
+            meta = {"file_id": file_id, "file_unique_id": f"u{file_id}", "file_size": len(data)}
+            if photo:
+                message["photo"] = [{**meta, "width": 64, "height": 64}]
+            else:
+                message["document"] = {**meta, "file_name": name, "mime_type": "text/plain"}
+        return message_id
 
     def flood(self, method: str, *retry_after: int) -> None:
         """The next calls of `method` answer 429 with these retry_after values."""
@@ -228,6 +250,29 @@ class FakeTelegram:
             for update in batch:
                 self.handed[update["update_id"]] = self.handed.get(update["update_id"], 0) + 1
             return batch
+
+    def _api_getfile(self, params: dict[str, Any]) -> Any:
+        file_id = str(params.get("file_id"))
+        if file_id not in self.files:
+            raise ApiError(400, "Bad Request: invalid file_id")
+        size = len(self.files[file_id])
+        return {
+            "file_id": file_id,
+            "file_unique_id": f"u{file_id}",
+            "file_size": size,
+            "file_path": f"documents/{file_id}",
+        }
+
+    def _api_sendphoto(self, params: dict[str, Any]) -> Any:
+        chat_id = self._known_chat(params)
+        photo = str(params.get("photo", ""))
+        if not photo.startswith(("http://", "https://")):
+            raise ApiError(400, "Bad Request: wrong remote file identifier specified")
+        with self.lock:
+            self.photos.append((chat_id, photo))
+            self.lock.notify_all()
+            shown = Shown(self._message_id(), chat_id, "", "", [], time.monotonic())
+            return {**self._message_json(shown), "photo": [], "text": None}
 
     def _api_sendchataction(self, params: dict[str, Any]) -> Any:
         chat_id = self._known_chat(params)
@@ -353,7 +398,16 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
-        self.do_POST()
+        match = re.fullmatch(r"/file/bot([^/]+)/documents/(\w+)", urlsplit(self.path).path)
+        if match is None:
+            self.do_POST()
+            return
+        token = unquote(match[1])  # PTB quotes the path: the token's ':' arrives as %3A
+        data = self.fake.files.get(match[2]) if token == self.fake.token else None
+        self.send_response(200 if data is not None else 404)
+        self.send_header("content-length", str(len(data or b"")))
+        self.end_headers()
+        self.wfile.write(data or b"")
 
     def do_POST(self) -> None:
         parts = urlsplit(self.path)

@@ -55,3 +55,14 @@ def test_what_the_model_writes_as_tags_is_text() -> None:
 
 def test_an_unclosed_code_block_is_still_code() -> None:
     assert to_html("```\nx = 1") == "<pre>x = 1</pre>"
+
+
+def test_the_images_an_answer_shows_are_found_once_each_in_order() -> None:
+    from channels.replies import image_urls
+
+    answer = "![a](https://x.test/a.png) text ![b](http://y.test/b.jpg) [link](https://z.test)"
+    assert image_urls(answer + " ![a again](https://x.test/a.png)") == [
+        "https://x.test/a.png",
+        "http://y.test/b.jpg",
+    ]
+    assert image_urls("![local](chart.png)") == []  # only what the platform can fetch itself

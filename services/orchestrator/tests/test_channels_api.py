@@ -178,3 +178,25 @@ async def test_every_turn_in_a_chats_sandbox_is_judged_as_outside_input(
     owners = [(Turn("t4", "subagent-abc", "look"), "main"), (Turn("t5", "main", "hi"), "")]
     for turn, sandbox in owners:
         assert await core.assistant.gate(turn, emit, sandbox)("exec", command, "c") is None
+
+
+def test_bad_files_notifications_and_targets_get_clear_errors(client: TestClient) -> None:
+    turn = {"chat_id": "78", "message_id": "1", "session_id": "telegram.78", "text": "hi"}
+    for data in ("not base64!", "ünïcode", "QQ"):
+        body = {**turn, "files": [{"name": "a.txt", "data": data}]}
+        answer = client.post("/api/channels/telegram/turns", json=body, headers=CHANNEL)
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["error"]["code"] == "invalid_file"
+    five = [{"name": f"{n}.txt", "data": "QQ=="} for n in range(5)]
+    answer = client.post(
+        "/api/channels/telegram/turns", json={**turn, "files": five}, headers=CHANNEL
+    )
+    assert answer.status_code == 400, answer.text
+    settle = {"status": "delivered"}
+    missing = client.post("/api/channels/telegram/messages/99999", json=settle, headers=CHANNEL)
+    assert missing.status_code == 404, missing.text
+    assert client.get("/api/channels/telegram/messages", headers=CHANNEL).json() == {"messages": []}
+    schedule = {"message": "x", "every": 3600.0, "deliver_to": "nowhere"}
+    refused = client.post("/api/schedules", json=schedule, headers=OWNER)
+    assert refused.status_code == 422, refused.text
+    assert "channel:chat_id" in refused.json()["error"]["message"]

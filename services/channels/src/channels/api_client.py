@@ -64,10 +64,19 @@ class OrchestratorClient:
         return result
 
     async def submit(
-        self, channel: str, chat_id: str, message_id: str, session_id: str, text: str
+        self,
+        channel: str,
+        chat_id: str,
+        message_id: str,
+        session_id: str,
+        text: str,
+        images: list[str] | None = None,
+        files: list[dict[str, str]] | None = None,
     ) -> str:
-        """Queues the message as a turn (once per platform message); its task id."""
-        body = {"chat_id": chat_id, "message_id": message_id, "session_id": session_id}
+        """Queues the message as a turn (once per platform message; `images` as data: URLs,
+        `files` as {name, data (base64)}); its task id."""
+        body: dict[str, Any] = {"chat_id": chat_id, "message_id": message_id}
+        body.update(session_id=session_id, images=images or [], files=files or [])
         accepted = await self.call(
             "POST", f"/api/channels/{channel}/turns", json={**body, "text": text}
         )
@@ -113,6 +122,21 @@ class OrchestratorClient:
             "GET", f"/api/channels/{channel}/replies", params={"task_id": task_id}
         )
         return any(reply["status"] == "pending" for reply in result["replies"])
+
+    async def owed_messages(self, channel: str) -> list[dict[str, Any]]:
+        """Messages for the channel's chats that no turn asked for (notifications)."""
+        result = await self.call(
+            "GET", f"/api/channels/{channel}/messages", params={"status": "pending"}
+        )
+        return list(result["messages"])
+
+    async def settle_message(self, channel: str, message_id: int, status: str, error: str) -> None:
+        body = {"status": status, "error": error[:2000]}
+        try:
+            await self.call("POST", f"/api/channels/{channel}/messages/{message_id}", json=body)
+        except OrchestratorError as exc:
+            if exc.status != 404:  # 404: settled already
+                raise
 
     async def settle_reply(self, channel: str, task_id: str, status: str, error: str) -> None:
         body = {"status": status, "error": error[:2000]}

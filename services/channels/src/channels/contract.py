@@ -15,6 +15,18 @@ from channels.config import id_list
 
 
 @dataclass(frozen=True)
+class Attachment:
+    """A file a message carries, its bytes fetched with `Channel.fetch`. `ref` is the
+    platform's handle for it; `size` as the platform states it (0: not stated)."""
+
+    ref: str
+    name: str
+    mime: str = ""
+    size: int = 0
+    image: bool = False  # a picture the model may see
+
+
+@dataclass(frozen=True)
 class Inbound:
     """One message from a platform. `message_id` is the platform's own id, unique within the
     chat: a message delivered again (the platform resends what was not acknowledged) has the
@@ -29,6 +41,7 @@ class Inbound:
     group: bool = False
     addressed: bool = True  # in a group: the bot was mentioned or replied to
     thread_id: str = ""  # the platform's thread, where it has threads
+    attachments: tuple[Attachment, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -93,6 +106,16 @@ class Channel(ABC):
     @abstractmethod
     async def typing(self, chat_id: str) -> None:
         """Shows that the assistant is working (a few seconds; repeat to keep it)."""
+
+    async def send_image(self, chat_id: str, url: str) -> str:
+        """Shows the image at a public http(s) URL (the platform fetches it); its message id.
+        RetryLater, PlatformRefused (also: the platform cannot show images)."""
+        raise PlatformRefused(f"{self.name} cannot show images")
+
+    async def fetch(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """An attachment's bytes; PlatformRefused when over `max_bytes` or gone, RetryLater.
+        A channel whose messages carry no attachments need not implement it."""
+        raise PlatformRefused(f"{self.name} cannot fetch attachments")
 
     @abstractmethod
     async def close(self) -> None:

@@ -9,6 +9,7 @@ import logging
 import re
 
 from channels.api_client import OrchestratorClient, OrchestratorError
+from channels.attachments import attachments_of
 from channels.commands import Commands
 from channels.contract import Channel, Inbound
 from channels.replies import Replies
@@ -49,9 +50,19 @@ class Conversations:
         session_id = session_of(self.channel.name, message)
         if message.text.startswith("/") and await self.commands.run(message, session_id):
             return
+        taken = await attachments_of(self.channel, message)
+        if taken.refused:
+            self.replies.say(message.chat_id, "⚠️ Not taken: " + "; ".join(taken.refused))
+        text = message.text or ("(an image)" if taken.images else "(a file)")
         try:
             task_id = await self.api.submit(
-                self.channel.name, message.chat_id, message.message_id, session_id, message.text
+                self.channel.name,
+                message.chat_id,
+                message.message_id,
+                session_id,
+                text,
+                taken.images,
+                taken.files,
             )
         except OrchestratorError as exc:
             if exc.status >= 500:

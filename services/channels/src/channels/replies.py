@@ -6,7 +6,9 @@ retried after the platform's 429 retry_after (or a timeout) up to `attempts` tim
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import re
 from typing import Any
 
 from channels.api_client import (
@@ -39,6 +41,7 @@ class Replies:
         self.running: dict[str, str] = {}  # chat → its running task (for /stop, /status)
         self._tasks: dict[str, asyncio.Task[None]] = {}  # task id → its follower here
         self._said: set[asyncio.Task[None]] = set()
+        self._messages: dict[int, asyncio.Task[None]] = {}  # owed messages being sent
 
     def follow(self, chat_id: str, task_id: str) -> None:
         """Shows the turn's progress in the chat, then delivers its answer (in the background;
@@ -56,12 +59,40 @@ class Replies:
             del self.running[chat_id]
 
     async def drain(self) -> None:
-        """Follows every reply still owed (after a restart, or one whose follower failed)."""
+        """Follows every reply still owed (after a restart, or one whose follower failed) and
+        sends the messages owed (notifications to a chat)."""
         for owed in await self.api.owed_replies(self.channel.name):
             self.follow(owed["chat_id"], owed["task_id"])
+        for message in await self.api.owed_messages(self.channel.name):
+            number = int(message["id"])
+            if number not in self._messages:
+                job = asyncio.create_task(self._message(message), name=f"message-{number}")
+                self._messages[number] = job
+                job.add_done_callback(functools.partial(self._sent, number))
+
+    def _sent(self, number: int, _: asyncio.Task[None]) -> None:
+        self._messages.pop(number, None)
+
+    async def _message(self, message: dict[str, Any]) -> None:
+        status, error = "delivered", ""
+        try:
+            for piece in split_text(str(message["text"]), self.channel.text_limit):
+                await self._attempt(lambda p=piece: self.channel.send(message["chat_id"], p))
+        except (GaveUp, PlatformRefused) as exc:
+            status, error = "failed", str(exc) or type(exc).__name__
+            log.warning("%s: message %s failed: %s", self.channel.name, message["id"], error)
+        while True:
+            try:
+                await self.api.settle_message(self.channel.name, message["id"], status, error)
+                return
+            except (OrchestratorUnreachable, OrchestratorError) as exc:
+                log.info("%s: settling message %s: %s", self.channel.name, message["id"], exc)
+                if isinstance(exc, OrchestratorError) and exc.status < 500:
+                    return  # refused for good: nothing to retry
+                await asyncio.sleep(ORCHESTRATOR_RETRY)
 
     async def close(self) -> None:
-        jobs = [*self._tasks.values(), *self._said]
+        jobs = [*self._tasks.values(), *self._said, *self._messages.values()]
         for job in jobs:
             job.cancel()
         await asyncio.gather(*jobs, return_exceptions=True)
@@ -103,7 +134,18 @@ class Replies:
         except (GaveUp, PlatformRefused) as exc:
             status, error = "failed", str(exc) or type(exc).__name__
             log.warning("%s: reply of %s failed: %s", self.channel.name, task["task_id"], error)
+        if status == "delivered":
+            await self._images(chat_id, text)
         await self._settle(task["task_id"], status, error)
+
+    async def _images(self, chat_id: str, text: str) -> None:
+        """The images the answer shows (`![..](https://..)`), each as a picture after the text;
+        one that fails is only logged: the text still holds its link."""
+        for url in image_urls(text):
+            try:
+                await self._attempt(lambda u=url: self.channel.send_image(chat_id, u))
+            except (GaveUp, PlatformRefused) as exc:
+                log.info("%s: image %s not shown: %s", self.channel.name, url[:200], exc)
 
     async def _attempt(self, call: Any) -> None:
         """One piece, retried while the platform asks to wait; PlatformRefused at once."""
@@ -140,6 +182,15 @@ class Replies:
                 await self._attempt(lambda p=piece: self.channel.send(chat_id, p))
         except (GaveUp, PlatformRefused) as exc:
             log.warning("%s: message to %s not sent: %s", self.channel.name, chat_id, exc)
+
+
+IMAGE_LINK = re.compile(r"!\[[^\]]*\]\((https?://[^\s)]+)\)")
+IMAGES_PER_ANSWER = 4
+
+
+def image_urls(markdown: str) -> list[str]:
+    """The http(s) images a Markdown answer shows, in order, each once."""
+    return list(dict.fromkeys(IMAGE_LINK.findall(markdown)))[:IMAGES_PER_ANSWER]
 
 
 def answer_text(task: dict[str, Any]) -> str:

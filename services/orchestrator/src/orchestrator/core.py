@@ -42,6 +42,7 @@ from orchestrator.consolidation.idle import IdleSummaries
 from orchestrator.consolidation.runs import KIND as CONSOLIDATION_KIND
 from orchestrator.consolidation.runs import Consolidation
 from orchestrator.content.assistant import Assistant
+from orchestrator.content.chat_files import ChatFiles, told
 from orchestrator.content.media import ImageRejected, vision_refusal
 from orchestrator.content.media_migration import move_workspace_media
 from orchestrator.content.own_tools import OwnTools
@@ -56,7 +57,7 @@ from orchestrator.schedules.heartbeat import Heartbeats
 from orchestrator.schedules.scheduler import Scheduler
 from orchestrator.store import Database, SessionStore, StoredEvent, legacy_import
 from orchestrator.store.approvals import ApprovalRow, ApprovalStore
-from orchestrator.store.channels import ChannelReply, ChannelStore, Pairing
+from orchestrator.store.channels import ChannelMessage, ChannelReply, ChannelStore, Pairing
 from orchestrator.store.model_choices import ModelChoices
 from orchestrator.store.notifications import NotificationStore
 from orchestrator.store.openai_turns import OpenAITurnStore
@@ -132,6 +133,8 @@ class OrchestratorCore:
             self.db, self._run_turn, timing, name, self.transcripts, deliveries, self.store
         )
         self.webhooks.requeue = self.turns.delivery_queue.enqueue_delivery
+        self.channels = ChannelStore(self.db, PAIRING_CODE_TTL, MAX_PENDING_PAIRINGS)
+        self.chat_files = ChatFiles(settings.workspace)
         self.notifier = Notifier(
             settings.notify_webhooks,
             notifications,
@@ -141,6 +144,7 @@ class OrchestratorCore:
                 settings.notify_per_turn, settings.notify_per_hour, settings.notify_coalesce
             ),
             self._turn_here,
+            self.channels,
         )
         summaries = SummaryStore(self.db)
         self.idle_summaries = IdleSummaries(
@@ -156,7 +160,9 @@ class OrchestratorCore:
             self.idle_summaries.summarise_idle,
             self._scheduled_consolidation,
         )
-        self.scheduler = Scheduler(ScheduleStore(self.db), self._submit_scheduled, settings, own)
+        self.scheduler = Scheduler(
+            ScheduleStore(self.db), self._submit_scheduled, settings, own, self.channels
+        )
         self.wakeups = ProcessWakeups(
             self.clients.tool_runner, settings.tool_runner_addr, self.turns.create
         )
@@ -185,7 +191,6 @@ class OrchestratorCore:
         self.reports = Reports(children, self.notifier)
         self.turns.observers.append(self.reports.observe)
         self.assistant.session_note = self.subagents.active_note
-        self.channels = ChannelStore(self.db, PAIRING_CODE_TTL, MAX_PENDING_PAIRINGS)
         self.heartbeats = Heartbeats(self.assistant.workspace, self.turns)
         self.consolidation = Consolidation(
             summaries,
@@ -387,17 +392,31 @@ class OrchestratorCore:
         return await self.channels.approve(code, channel)
 
     async def submit_channel_turn(
-        self, request: TurnRequest, channel: str, chat_id: str, session_id: str, message: str
+        self,
+        request: TurnRequest,
+        channel: str,
+        chat_id: str,
+        session_id: str,
+        message: str,
+        image_urls: list[str] | None = None,
+        files: list[tuple[str, bytes]] | None = None,
     ) -> Turn | Earlier:
-        """A chat message as an outside turn, once per platform message (`request.key`), with
-        the reply it owes the chat recorded (again on a repeat: a crash may have come between)."""
+        """A chat message (and its images, as data: URLs) as an outside turn, once per
+        platform message (`request.key`), with the reply it owes the chat recorded (again on a
+        repeat: a crash may have come between). Other files go to the workspace's inbox/ and
+        the message names them. ImageRejected, ChatFileRefused."""
         check_session_id(session_id)
         if not session_id.startswith(f"{channel}."):  # approvals/gate.py: a chat's session
             raise InvalidSessionId(f"a {channel} chat's session id starts with `{channel}.`")
         await self.budgets.check(CHANNEL_KIND)
+        self.check_request_images(len(image_urls or []))
+        images = await self.take_images(image_urls or [])
+        if files:
+            paths = await self.chat_files.put(request.key or "", files)
+            message = told(message, paths, [len(data) for _, data in files])
         task_id = await self.models.ask("")
         submitted = await self.turns.create_once(
-            request, session_id, message, None, CHANNEL_KIND, task_id
+            request, session_id, message, images, CHANNEL_KIND, task_id
         )
         if isinstance(submitted, Turn):
             await self.channels.owe_reply(submitted.id, channel, chat_id)
@@ -414,6 +433,14 @@ class OrchestratorCore:
         self, channel: str, task_id: str, status: str, error: str
     ) -> bool:
         return await self.channels.settle_reply(channel, task_id, status, error)
+
+    async def channel_messages(self, channel: str, status: str | None) -> list[ChannelMessage]:
+        return await self.channels.messages(channel, status)
+
+    async def settle_channel_message(
+        self, channel: str, message_id: int, status: str, error: str
+    ) -> bool:
+        return await self.channels.settle_message(channel, message_id, status, error)
 
     async def delete_session(self, session_id: str) -> None:
         """Cancels the subagents its turns spawned still at work (they use its sandbox), closes
@@ -521,6 +548,7 @@ class OrchestratorCore:
         cron: str | None = None,
         timezone: str | None = None,
         model: str | None = None,
+        deliver_to: str | None = None,
     ) -> ScheduledTurn:
         """A new schedule (exactly one of `at`, `every`, `cron`); ScheduleInvalid when not,
         UnknownModel (404 model_not_found) when `model` is no preset."""
@@ -532,6 +560,7 @@ class OrchestratorCore:
             cron=cron,
             timezone=timezone,
             model=model,
+            deliver_to=deliver_to,
         )
 
     async def list_schedules(self) -> list[ScheduledTurn]:

@@ -24,11 +24,21 @@ from telegram.error import (
 from telegram.request import HTTPXRequest
 
 from channels.config import ChannelsSettings
-from channels.contract import Access, Channel, Inbound, Inbox, PlatformRefused, RetryLater
+from channels.contract import (
+    Access,
+    Attachment,
+    Channel,
+    Inbound,
+    Inbox,
+    PlatformRefused,
+    RetryLater,
+)
 from channels.telegram.markdown import to_html
 
 log = logging.getLogger(__name__)
 TEXT_LIMIT = 4096
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})  # the model's
+PHOTO_MAX_BYTES = 700_000  # channels/attachments.py's FILE_MAX_BYTES
 NETWORK_RETRY = 2.0  # seconds before retrying after a timeout or a dropped connection
 
 
@@ -96,7 +106,8 @@ class TelegramChannel(Channel):
         if message is None or message.from_user is None or message.from_user.is_bot:
             return None
         text = message.text or message.caption or ""
-        if not text.strip():
+        attachments = _attachments(message)
+        if not text.strip() and not attachments:
             return None
         user = message.from_user
         group = message.chat.type in ("group", "supergroup")
@@ -110,6 +121,7 @@ class TelegramChannel(Channel):
             group=group,
             addressed=not group or self._addressed(message),
             thread_id=str(message.message_thread_id or "") if message.is_topic_message else "",
+            attachments=attachments,
         )
 
     def _addressed(self, message: Message) -> bool:
@@ -152,6 +164,10 @@ class TelegramChannel(Channel):
             if "not modified" not in str(exc):  # the same text again is no failure
                 raise
 
+    async def send_image(self, chat_id: str, url: str) -> str:
+        sent = await self._call(lambda mode, text: self.bot.send_photo(chat_id, url))
+        return str(sent.message_id)
+
     async def typing(self, chat_id: str) -> None:
         await self._call(lambda mode, text: self.bot.send_chat_action(chat_id, ChatAction.TYPING))
 
@@ -175,11 +191,48 @@ class TelegramChannel(Channel):
         except TelegramError as exc:
             raise PlatformRefused(str(exc)) from exc
 
+    async def fetch(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """getFile, then the file's bytes (the Bot API serves files up to 20 MB)."""
+        if attachment.size > max_bytes:
+            raise PlatformRefused(f"{attachment.name} is over {max_bytes} bytes")
+        try:
+            file = await self.bot.get_file(attachment.ref)
+            if (file.file_size or 0) > max_bytes:
+                raise PlatformRefused(f"{attachment.name} is over {max_bytes} bytes")
+            data = bytes(await file.download_as_bytearray())
+        except RetryAfter as exc:
+            raise RetryLater(str(exc), _seconds(exc.retry_after)) from exc
+        except (BadRequest, Forbidden, InvalidToken) as exc:
+            raise PlatformRefused(str(exc)) from exc
+        except (TimedOut, NetworkError) as exc:
+            raise RetryLater(f"Telegram did not answer: {exc}", NETWORK_RETRY) from exc
+        if len(data) > max_bytes:  # the stated size was wrong
+            raise PlatformRefused(f"{attachment.name} is over {max_bytes} bytes")
+        return data
+
     async def close(self) -> None:
         try:
             await self.bot.shutdown()
         except TelegramError as exc:
             log.warning("telegram: shutdown: %s", exc)
+
+
+def _attachments(message: Message) -> tuple[Attachment, ...]:
+    """A photo (its largest size) and a document, as Attachments."""
+    found = []
+    if message.photo:
+        # The largest size that fits what the orchestrator takes, else the smallest.
+        fitting = [p for p in message.photo if (p.file_size or 0) <= PHOTO_MAX_BYTES]
+        photo = (fitting or list(message.photo[:1]))[-1]
+        name = f"photo-{message.message_id}.jpg"
+        found.append(Attachment(photo.file_id, name, "image/jpeg", photo.file_size or 0, True))
+    document = message.document
+    if document is not None:
+        mime = document.mime_type or ""
+        name = document.file_name or f"file-{message.message_id}"
+        image = mime in IMAGE_TYPES
+        found.append(Attachment(document.file_id, name, mime, document.file_size or 0, image))
+    return tuple(found)
 
 
 def _seconds(retry_after: int | datetime.timedelta) -> float:

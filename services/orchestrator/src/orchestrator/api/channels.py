@@ -3,6 +3,8 @@ outside turn (once per platform message), and the replies a channel owes its cha
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 from typing import Annotated, Literal
 
@@ -13,8 +15,10 @@ from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
 from orchestrator.api.retries import settled
 from orchestrator.api.schemas import ChatAccepted, RequestBody
+from orchestrator.content.chat_files import ChatFileRefused
+from orchestrator.content.media import ImageRejected
 from orchestrator.store import InvalidSessionId
-from orchestrator.store.channels import ChannelReply, Pairing, PairingsFull
+from orchestrator.store.channels import ChannelMessage, ChannelReply, Pairing, PairingsFull
 from orchestrator.store.turn_requests import TurnRequest
 
 router = APIRouter(tags=["channels"])
@@ -47,6 +51,11 @@ class PairingList(BaseModel):
     pairings: list[PairingView]
 
 
+class ChannelFile(BaseModel):
+    name: str = Field(min_length=1, max_length=255, pattern=NO_NUL)
+    data: str = Field(description="The file's bytes, base64.")
+
+
 class ChannelTurnRequest(RequestBody):
     chat_id: str = Field(min_length=1, max_length=128, pattern=NO_NUL)
     message_id: str = Field(
@@ -54,6 +63,12 @@ class ChannelTurnRequest(RequestBody):
     )
     session_id: str
     text: str = Field(min_length=1, max_length=100_000)
+    images: list[str] = Field(
+        default_factory=list, description="The message's images as data: URLs (the model's)."
+    )
+    files: list[ChannelFile] = Field(
+        default_factory=list, max_length=4, description="Other files: to the workspace's inbox/."
+    )
 
 
 class ReplyView(BaseModel):
@@ -73,6 +88,22 @@ class ReplyList(BaseModel):
 class ReplySettled(RequestBody):
     status: Literal["delivered", "failed"]
     error: str = Field("", max_length=2000, pattern=NO_NUL)
+
+
+class MessageView(BaseModel):
+    id: int
+    chat_id: str
+    text: str
+    status: str
+    error: str
+
+
+class MessageList(BaseModel):
+    messages: list[MessageView]
+
+
+def message_view(message: ChannelMessage) -> MessageView:
+    return MessageView(**{k: v for k, v in vars(message).items() if k != "channel"})
 
 
 def pairing_view(pairing: Pairing) -> PairingView:
@@ -140,11 +171,19 @@ async def channel_turn(
         core.settings.retry_window,
     )
     try:
+        files = [(f.name, base64.b64decode(f.data, validate=True)) for f in body.files]
+    except (binascii.Error, ValueError) as exc:  # ValueError: not ASCII
+        raise ApiError(400, f"a file's data is not base64: {exc}", "invalid_file") from exc
+    try:
         submitted = await core.submit_channel_turn(
-            request, channel, body.chat_id, body.session_id, body.text
+            request, channel, body.chat_id, body.session_id, body.text, body.images, files
         )
     except InvalidSessionId as exc:
         raise ApiError(400, str(exc), "invalid_session_id") from exc
+    except ImageRejected as exc:
+        raise ApiError(exc.status, str(exc), exc.code) from exc
+    except ChatFileRefused as exc:
+        raise ApiError(422, str(exc), "file_refused") from exc
     turn, _ = await settled(core, request, submitted)
     return ChatAccepted(task_id=turn.id, session_id=turn.session_id)
 
@@ -170,3 +209,27 @@ async def settle_reply(
     """The channel delivered the turn's reply, or gave up on it (its error stays visible)."""
     if not await core.settle_channel_reply(channel, task_id, body.status, body.error):
         raise ApiError(404, f"no pending reply of task {task_id!r}", "reply_not_found")
+
+
+@router.get("/api/channels/{channel}/messages", response_model=MessageList)
+async def list_messages(
+    channel: ChannelName,
+    core: CoreDep,
+    status: Annotated[Literal["pending", "delivered", "failed"] | None, Query()] = None,
+) -> MessageList:
+    """Messages no turn of the chat asked for (notifications to `channel:chat_id`) that the
+    channel owes (status=pending), delivered, or gave up on, oldest first (200 at most)."""
+    messages = await core.channel_messages(channel, status)
+    return MessageList(messages=[message_view(m) for m in messages])
+
+
+@router.post("/api/channels/{channel}/messages/{message_id}", status_code=204)
+async def settle_message(
+    channel: ChannelName,
+    message_id: Annotated[int, Path(ge=1, le=2**62)],
+    body: ReplySettled,
+    core: CoreDep,
+) -> None:
+    """The channel delivered the message, or gave up on it (its error stays visible)."""
+    if not await core.settle_channel_message(channel, message_id, body.status, body.error):
+        raise ApiError(404, f"no pending message {message_id}", "message_not_found")

@@ -25,8 +25,8 @@ OPEN_PREFIXES = ("/static/",)
 # stop and answer its turns, and the sessions of chats (ids `<channel>.<chat>`); never approve
 # a pairing, change a policy or read other sessions.
 CHANNEL_ROUTES = (
-    ("POST", re.compile(r"/api/channels/[^/]+/(pairings|turns|replies/[^/]+)")),
-    ("GET", re.compile(r"/api/channels/[^/]+/replies")),
+    ("POST", re.compile(r"/api/channels/[^/]+/(pairings|turns|replies/[^/]+|messages/[^/]+)")),
+    ("GET", re.compile(r"/api/channels/[^/]+/(replies|messages)")),
     ("GET", re.compile(r"/api/tasks/[^/]+(/events)?")),
     ("POST", re.compile(r"/api/tasks/[^/]+/cancel")),
     ("POST", re.compile(r"/api/approvals/[^/]+")),

@@ -38,6 +38,9 @@ class ScheduleRequest(RequestBody):
         description="The model preset its turns run on (default: CRAYFISH_MODEL_BACKGROUND, "
         "else the session's, else the default); 404 `model_not_found` for no such preset.",
     )
+    deliver_to: str | None = Field(
+        None, max_length=200, description="A chat its answers go to: `channel:chat_id`."
+    )
 
 
 class ScheduleView(BaseModel):
@@ -57,6 +60,7 @@ class ScheduleView(BaseModel):
     )
     created_by: str = Field(description="`api`, or `model` (its schedule_add tool).")
     model: str | None = Field(None, description="The model preset its turns ask, if any.")
+    deliver_to: str | None = Field(None, description="The chat its answers go to, if any.")
     broken: str | None = Field(
         None,
         description="Set when the stored schedule cannot be kept (why); delete it by its id.",
@@ -80,6 +84,7 @@ async def create_schedule(body: ScheduleRequest, core: CoreDep) -> dict[str, Any
             cron=body.cron,
             timezone=body.timezone,
             model=body.model,
+            deliver_to=body.deliver_to,
         )
     except ScheduleInvalid as exc:
         raise ApiError(422, str(exc), "invalid_schedule") from exc

@@ -21,6 +21,7 @@ ASSETS = {
     "usage.js": "text/javascript; charset=utf-8",
     "memory_history.js": "text/javascript; charset=utf-8",
     "model_command.js": "text/javascript; charset=utf-8",
+    "pairings.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
     "favicon.svg": "image/svg+xml",
 }

@@ -18,6 +18,7 @@ from orchestrator.notify.notify import Notifier, NotifyLimit
 from orchestrator.notify.webhooks import PRIORITIES, Notification
 from orchestrator.schedules.schedule_rules import ScheduleInvalid, iso
 from orchestrator.schedules.scheduler import ScheduleLimit, Scheduler
+from orchestrator.store.channels import BadTarget
 from orchestrator.store.schedules import ScheduledTurn
 from orchestrator.store.subagents import SpawnRefused
 from orchestrator.usage.budgets import BudgetExceeded
@@ -66,6 +67,7 @@ def _described(entry: ScheduledTurn) -> dict[str, Any]:
         "skipped": entry.skipped,
         "created_by": "model" if entry.created_in else "api",
         "model": entry.model,
+        "deliver_to": entry.deliver_to,
         "broken": None,
     }
 
@@ -94,6 +96,11 @@ class ScheduleAdd(Tool):
                 "description": "Run in a separate session (for frequent checks) instead of "
                 "this conversation.",
             },
+            "deliver_to": {
+                "type": "string",
+                "description": "The chat its answers go to, `channel:chat_id`; default: this "
+                "conversation's chat, if it is one; empty: none.",
+            },
         },
         required=["message"],
     )
@@ -111,6 +118,7 @@ class ScheduleAdd(Tool):
             timezone=args.get("timezone"),
             created_in=call.session_id,
             model=args.get("model") or None,
+            deliver_to=args.get("deliver_to"),
         )
         shown = describe_schedule(entry)
         return ToolResult(True, f"Scheduled {entry.id}; next run {shown['next_run']}.", shown)
@@ -166,6 +174,11 @@ class Notify(Tool):
             "text": {"type": "string", "minLength": 1, "maxLength": 4000},
             "title": {"type": "string", "maxLength": 200},
             "priority": {"type": "string", "enum": list(PRIORITIES)},
+            "target": {
+                "type": "string",
+                "description": "A chat to send it to, `channel:chat_id` (e.g. telegram:12345); "
+                "default: this conversation's chat, if it is one.",
+            },
         },
         required=["text"],
     )
@@ -177,7 +190,7 @@ class Notify(Tool):
         note = Notification(
             args["text"], args.get("title", ""), args.get("priority", "normal"), call.session_id
         )
-        hooks = await self.notifier.notify(note)
+        hooks = await self.notifier.notify(note, args.get("target") or None)
         where = f" and queued for {hooks} webhook(s)" if hooks else ""
         return ToolResult(True, f"Notification sent to the user's feed{where}.", {"id": note.id})
 
@@ -202,6 +215,7 @@ class OwnTools:
                 ScheduleLimit,
                 UnknownModel,
                 NotifyLimit,
+                BadTarget,
                 SpawnRefused,
                 BudgetExceeded,
             ),

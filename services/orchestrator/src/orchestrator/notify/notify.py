@@ -27,6 +27,7 @@ from orchestrator.notify.webhooks import (
     describe,
     fingerprint,
 )
+from orchestrator.store.channels import ChannelStore, chat_target
 from orchestrator.store.notifications import NotificationStore
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ class Notifier:
         enqueue: Enqueue,
         bounds: NotifyBounds,
         turn_of: TurnOf,
+        chats: ChannelStore | None = None,
     ):
         self.targets = targets
         self.store = store
@@ -70,9 +72,14 @@ class Notifier:
         self.enqueue = enqueue
         self.bounds = bounds
         self.turn_of = turn_of
+        self.chats = chats  # delivers to channel chats (the channels service sends them)
 
-    async def notify(self, note: Notification) -> int:
-        """Returns how many webhooks will get it; NotifyLimit (the reason) past a bound."""
+    async def notify(self, note: Notification, target: str | None = None) -> int:
+        """Returns how many webhooks will get it; NotifyLimit (the reason) past a bound. A
+        `channel:chat_id` target (BadTarget), else the chat the session talks to, if any, is
+        owed the notification too."""
+        if target:
+            chat_target(target)  # a bad one is refused before it counts against the bounds
         turn = self.turn_of(note.session_id) or f"session:{note.session_id}"
         bounds = self.bounds
         marks = [fingerprint(target) for target in self.targets]
@@ -92,6 +99,10 @@ class Notifier:
                 "will see it there."
             )
         await self.publish(note.session_id, {"notification": note.as_dict()})
+        if self.chats is not None:
+            target = target or await self.chats.chat_of(note.session_id)
+            if target:
+                await self.chats.owe_message(target, chat_text(note))
         for index, mark in enumerate(marks):
             await self.enqueue({"webhook": index, "fingerprint": mark}, mark, time.time())
         return len(self.targets)
@@ -155,3 +166,9 @@ class WebhookSender:
 
     async def close(self) -> None:
         await self.client.aclose()
+
+
+def chat_text(note: Notification) -> str:
+    """A notification as a chat shows it (Markdown)."""
+    head = f"🔔 **{note.title}**\n\n" if note.title else "🔔 "
+    return head + note.text

@@ -32,6 +32,7 @@ from orchestrator.schedules.schedule_rules import (
     next_run,
     parse_timing,
 )
+from orchestrator.store.channels import BadTarget, ChannelStore, chat_target
 from orchestrator.store.schedules import ScheduledTurn, ScheduleStore
 from orchestrator.store.sessions import InvalidSessionId, check_session_id
 
@@ -57,8 +58,10 @@ class Scheduler:
         submit: Submit,
         settings: Settings,
         builtins: Sequence[Builtin] = (),
+        chats: ChannelStore | None = None,
     ):
         self.store = store
+        self.chats = chats  # channel chats a schedule's answers are owed to
         self.submit = submit
         self.settings = settings
         self.builtins = {builtin.name: builtin for builtin in builtins}
@@ -78,10 +81,12 @@ class Scheduler:
         timezone: str | None = None,
         created_in: str | None = None,
         model: str | None = None,
+        deliver_to: str | None = None,
     ) -> ScheduledTurn:
-        """A new schedule whose turns ask preset `model` (None: the background model);
-        ScheduleInvalid (bad input), UnknownModel (no such preset) or ScheduleLimit (the
-        model's bound)."""
+        """A new schedule whose turns ask preset `model` (None: the background model) and
+        whose answers go to the `deliver_to` chat (`channel:chat_id`; default: the chat it was
+        made from, if any; "" none); ScheduleInvalid (bad input), UnknownModel (no such
+        preset) or ScheduleLimit (the model's bound)."""
         if model is not None:
             self.settings.presets.named(model)
         if not message.strip():
@@ -98,6 +103,7 @@ class Scheduler:
             min_every=self.settings.schedule_min_every,
             default_timezone=self.settings.timezone,
         )
+        deliver_to = await self._delivery_target(deliver_to, created_in)
         schedule_id = uuid.uuid4().hex[:12]
         target = session_id or f"schedule-{schedule_id}"
         try:
@@ -113,6 +119,7 @@ class Scheduler:
             created_in,
             now,
             model=model,
+            deliver_to=deliver_to,
         )
         refused = await self.store.add(
             entry, self.settings.schedules_per_session, self.settings.schedules_max_model
@@ -121,6 +128,19 @@ class Scheduler:
             raise ScheduleLimit(self._limit_reason(refused))
         log.info("schedule %s added (%s) for session %s", entry.id, timing.kind, target)
         return entry
+
+    async def _delivery_target(self, named: str | None, created_in: str | None) -> str | None:
+        if named is not None:
+            if not named.strip():
+                return None
+            try:
+                chat_target(named)
+            except BadTarget as exc:
+                raise ScheduleInvalid(f"`deliver_to`: {exc}") from exc
+            return named.strip()
+        if self.chats is None or created_in is None:
+            return None
+        return await self.chats.chat_of(created_in)
 
     def _limit_reason(self, bound: str) -> str:
         if bound == "session":
@@ -165,6 +185,9 @@ class Scheduler:
                     continue
                 message = scheduled_message(entry)
                 await self.submit(entry.session_id, message, "schedule", task_id, entry.model)
+                if entry.deliver_to and self.chats is not None:  # before the firing is recorded
+                    channel, chat_id = chat_target(entry.deliver_to)
+                    await self.chats.owe_reply(task_id, channel, chat_id)
                 following = next_run(entry.timing, entry.next_run, now)
                 if await self.store.advance(entry, following, task_id, now):
                     fired.append(task_id)

@@ -3,6 +3,7 @@ approves) and the replies a channel still owes its chats."""
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -40,6 +41,34 @@ class ChannelReply:
     task_status: str
     result: str | None
     task_error: str | None
+
+
+@dataclass(frozen=True)
+class ChannelMessage:
+    """A message a channel owes a chat that no turn of the chat asked for (a notification)."""
+
+    id: int
+    channel: str
+    chat_id: str
+    text: str
+    status: str
+    error: str
+
+
+# `telegram:12345`: a channel's name (api/channels.py's CHANNEL_NAME), then the chat's id.
+TARGET = re.compile(r"^([a-z][a-z0-9_-]{0,31}):([^\x00]{1,128})$")
+
+
+class BadTarget(ValueError):
+    """Not a `channel:chat_id` target."""
+
+
+def chat_target(target: str) -> tuple[str, str]:
+    """(channel, chat id) of a `channel:chat_id` target; BadTarget otherwise."""
+    match = TARGET.match(target.strip())
+    if match is None:
+        raise BadTarget(f"{target[:140]!r} is not a `channel:chat_id` target, e.g. telegram:12345")
+    return match.group(1), match.group(2)
 
 
 class PairingsFull(RuntimeError):
@@ -144,5 +173,46 @@ class ChannelStore:
                 "UPDATE channel_replies SET status = %s, error = %s, settled_at = %s"
                 " WHERE task_id = %s AND channel = %s AND status = 'pending'",
                 (status, error, time.time(), task_id, channel),
+            )
+            return cursor.rowcount == 1
+
+    async def chat_of(self, session_id: str) -> str | None:
+        """The `channel:chat_id` target of the chat the session talks to (its latest turn
+        from a channel), if it is a chat's."""
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT r.channel, r.chat_id FROM channel_replies r JOIN tasks t"
+                " ON t.id = r.task_id WHERE t.session_id = %s ORDER BY r.created_at DESC LIMIT 1",
+                (session_id,),
+            )
+            row = await cursor.fetchone()
+        return f"{row['channel']}:{row['chat_id']}" if row else None
+
+    async def owe_message(self, target: str, text: str) -> None:
+        """Queues a message for a `channel:chat_id` target (BadTarget) until it is settled."""
+        channel, chat_id = chat_target(target)
+        async with self.db.connection() as conn:
+            await conn.execute(
+                "INSERT INTO channel_messages (channel, chat_id, text, created_at)"
+                " VALUES (%s, %s, %s, %s)",
+                (channel, chat_id, text.replace("\x00", ""), time.time()),
+            )
+
+    async def messages(self, channel: str, status: str | None) -> list[ChannelMessage]:
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT id, channel, chat_id, text, status, error FROM channel_messages"
+                " WHERE channel = %s AND (%s::text IS NULL OR status = %s) ORDER BY id LIMIT 200",
+                (channel, status, status),
+            )
+            return [ChannelMessage(**row) for row in await cursor.fetchall()]
+
+    async def settle_message(self, channel: str, message_id: int, status: str, error: str) -> bool:
+        """Marks a pending message delivered or failed; False when there is no pending one."""
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                "UPDATE channel_messages SET status = %s, error = %s, settled_at = %s"
+                " WHERE id = %s AND channel = %s AND status = 'pending'",
+                (status, error, time.time(), message_id, channel),
             )
             return cursor.rowcount == 1

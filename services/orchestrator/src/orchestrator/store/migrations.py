@@ -62,6 +62,7 @@ MIGRATIONS = [
         17, "session summaries and memory consolidations", sql_file("0017_session_summaries.sql")
     ),
     Migration(18, "channels: pairings and replies owed", sql_file("0018_channels.sql")),
+    Migration(19, "channel chats as delivery targets", sql_file("0019_channel_deliveries.sql")),
 ]
 
 # The current definition of every function, re-applied with CREATE OR REPLACE after the steps.

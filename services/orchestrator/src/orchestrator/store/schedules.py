@@ -15,7 +15,8 @@ from orchestrator.store.sessions import pg_text
 
 COLUMNS = (
     "id, session_id, message, kind, at_time, every_seconds, cron, timezone, created_in,"
-    " next_run, last_run, last_task_id, runs, created_at, skipped, builtin, model"
+    " next_run, last_run, last_task_id, runs, created_at, skipped, builtin, model,"
+    " deliver_to"
 )
 
 
@@ -36,6 +37,7 @@ class ScheduledTurn:
     skipped: int = 0
     builtin: bool = False  # the orchestrator's own (named by `id`), not a user's or the model's
     model: str | None = None  # the preset its turns ask (None: the background model's turn)
+    deliver_to: str | None = None  # a channel chat (`channel:chat_id`) its answers go to
 
 
 class ScheduleStore:
@@ -73,7 +75,7 @@ class ScheduleStore:
                     return "model"
             await conn.execute(
                 f"INSERT INTO scheduled_turns ({COLUMNS}) VALUES"
-                " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, NULL, NULL, 0, %s, 0, false, %s)",
+                " (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, NULL, NULL, 0, %s, 0, false, %s, %s)",
                 (
                     entry.id,
                     entry.session_id,
@@ -87,6 +89,7 @@ class ScheduleStore:
                     entry.next_run,
                     entry.created_at,
                     entry.model,
+                    entry.deliver_to,
                 ),
             )
         return None
@@ -138,7 +141,8 @@ class ScheduleStore:
         async with self.db.connection() as conn:
             await conn.execute(
                 f"INSERT INTO scheduled_turns ({COLUMNS}) VALUES (%(name)s, '', '', 'every', NULL,"
-                " %(every)s, NULL, NULL, NULL, %(first)s, NULL, NULL, 0, %(now)s, 0, true, NULL)"
+                " %(every)s, NULL, NULL, NULL, %(first)s, NULL, NULL, 0, %(now)s, 0, true, NULL,"
+                " NULL)"
                 " ON CONFLICT (id) DO UPDATE SET every_seconds = %(every)s,"
                 " next_run = CASE WHEN scheduled_turns.next_run < %(now)s THEN %(first)s"
                 " ELSE least(scheduled_turns.next_run, %(now)s + %(every)s) END"
@@ -212,4 +216,5 @@ def _entry(row: dict[str, Any]) -> ScheduledTurn:
         skipped=int(row["skipped"]),
         builtin=bool(row["builtin"]),
         model=row["model"],
+        deliver_to=row["deliver_to"],
     )

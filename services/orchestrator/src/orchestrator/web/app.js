@@ -5,6 +5,7 @@ import { closeMenu, menuIsOpen, openMenu, wireMenu } from "/static/menu.js";
 import { modelCommand } from "/static/model_command.js";
 import { wireHistory } from "/static/memory_history.js";
 import { wireUsage } from "/static/usage.js";
+import { watchPairings } from "/static/pairings.js";
 import {
   $, TurnView, addUserMessage, el, setStatus, showApprovalCard, showBanner, showNotification,
 } from "/static/render.js";
@@ -381,6 +382,7 @@ wireMenu();
 wireUsage();
 wireHistory();
 watchNotifications();
+watchPairings();
 loadSessions().then(() => {
   const match = location.hash.match(/^#session=(.+)$/);
   if (match) openSession(decodeURIComponent(match[1]));
