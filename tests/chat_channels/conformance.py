@@ -46,9 +46,10 @@ class ChannelConformance:
         """The platform's settings plus `CHANNELS_<NAME>_<KEY>` ones (people in `allow_from`
         as the platform names senders)."""
         prefix = f"CHANNELS_{platform.name.upper()}_"
-        if "allow_from" in values:
+        if "allow_from" in values:  # the test's people; `*` stays anyone
             people = values["allow_from"].split(",")
-            values["allow_from"] = ",".join(sender_of(platform, p) for p in people)
+            named = (p if p == "*" else sender_of(platform, p) for p in people)
+            values["allow_from"] = ",".join(named)
         return {**platform.env(), **{prefix + k.upper(): v for k, v in values.items()}}
 
     def test_an_unknown_sender_gets_a_code_and_talks_once_the_owner_approves(
@@ -72,7 +73,7 @@ class ChannelConformance:
         self, platform: Platform, start_service: Start, llm: FakeLLM
     ) -> None:
         friend, stranger = new_person(), new_person()
-        env = self.settings(platform, dm_policy="allowlist", allow_from=sender_of(platform, friend))
+        env = self.settings(platform, dm_policy="allowlist", allow_from=friend)
         start_service(env).ready()
         llm.reply_forever_text("hi friend")
         platform.say("hi", stranger)
@@ -86,8 +87,7 @@ class ChannelConformance:
         self, platform: Platform, start_service: Start, llm: FakeLLM
     ) -> None:
         person, group = new_person(), f"-100{new_person()}"
-        allowed = sender_of(platform, person)
-        start_service(self.settings(platform, dm_policy="allowlist", allow_from=allowed)).ready()
+        start_service(self.settings(platform, dm_policy="allowlist", allow_from=person)).ready()
         llm.reply_forever_with(lambda body: Reply(text=f"answer {len(llm.requests)}"))
         platform.say("chatting among ourselves", person, chat=group, group=True)
         platform.say("what time is it?", person, chat=group, group=True, mention=True)
@@ -121,7 +121,7 @@ class ChannelConformance:
         self, platform: Platform, start_service: Start, llm: FakeLLM
     ) -> None:
         person = new_person()
-        start_service(self.settings(platform, **open_to(sender_of(platform, person)))).ready()
+        start_service(self.settings(platform, **open_to(person))).ready()
         llm.reply_tool_calls(("list_dir", {"path": "."}), content="Let me look.")
         llm.reply_with(lambda body: Reply(text=f"Your workspace has **{_tool_output(body)[:40]}**"))
         sent_at = time.monotonic()
@@ -139,7 +139,7 @@ class ChannelConformance:
         self, platform: Platform, start_service: Start, llm: FakeLLM
     ) -> None:
         person = new_person()
-        start_service(self.settings(platform, **open_to(sender_of(platform, person)))).ready()
+        start_service(self.settings(platform, **open_to(person))).ready()
         llm.reply_tool_calls(("exec", {"command": "uname -s"}))
         llm.reply_with(lambda body: Reply(text=f"It said {_tool_output(body).strip()}"))
         platform.say("which kernel?", person)
@@ -154,7 +154,7 @@ class ChannelConformance:
         self, platform: Platform, start_service: Start, llm: FakeLLM
     ) -> None:
         person = new_person()
-        start_service(self.settings(platform, **open_to(sender_of(platform, person)))).ready()
+        start_service(self.settings(platform, **open_to(person))).ready()
         paragraphs = [f"Paragraph {i}: " + "words " * 150 for i in range(30)]
         llm.reply_text("\n\n".join(paragraphs))
         platform.say("tell me everything", person)
@@ -167,7 +167,7 @@ class ChannelConformance:
         self, platform: Platform, start_service: Start, llm: FakeLLM
     ) -> None:
         person = new_person()
-        start_service(self.settings(platform, **open_to(sender_of(platform, person)))).ready()
+        start_service(self.settings(platform, **open_to(person))).ready()
         platform.flood_sends(1, 1, 1, 2)
         llm.reply_text("made it through the storm")
         platform.say("hello", person)
@@ -179,7 +179,7 @@ class ChannelConformance:
         self, platform: Platform, start_service: Start, llm: FakeLLM, stack_url: str
     ) -> None:
         person = new_person()
-        env = self.settings(platform, **open_to(sender_of(platform, person)))
+        env = self.settings(platform, **open_to(person))
         # First against an orchestrator that accepts connections and never answers.
         with _SilentServer() as silent:
             first = start_service(env, CHANNELS_ORCHESTRATOR_URL=silent.url)
@@ -197,7 +197,7 @@ class ChannelConformance:
         self, platform: Platform, start_service: Start, llm: FakeLLM, owner: httpx.Client
     ) -> None:
         person = new_person()
-        env = self.settings(platform, **open_to(sender_of(platform, person)))
+        env = self.settings(platform, **open_to(person))
         llm.reply_text("Answered once.", delay=1.0)
         platform.hold_acks(True)
         first = start_service(env)
@@ -217,7 +217,7 @@ class ChannelConformance:
         self, platform: Platform, start_service: Start, llm: FakeLLM, owner: httpx.Client
     ) -> None:
         stuck, other = new_person(), new_person()
-        allowed = ",".join(sender_of(platform, p) for p in (stuck, other))
+        allowed = f"{stuck},{other}"
         service = start_service(
             self.settings(platform, allow_from=allowed), CHANNELS_REPLY_ATTEMPTS="2"
         )

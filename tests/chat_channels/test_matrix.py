@@ -11,7 +11,7 @@ import pytest
 from tests.chat_channels.conformance import ChannelConformance, Start, sender_of
 from tests.chat_channels.matrix_platform import MatrixPlatform
 from tests.chat_channels.platform import new_person
-from tests.fakes import FakeLLM
+from tests.fakes import FakeLLM, Reply
 from tests.fakes.matrix_homeserver import FakeHomeserver
 from tests.stacks import running_stack
 
@@ -27,9 +27,10 @@ class TestMatrix(ChannelConformance):
         self, platform: MatrixPlatform, start_service: Start, llm: FakeLLM
     ) -> None:
         person = new_person()
-        start_service(self.settings(platform, allow_from=sender_of(platform, person))).ready()
+        start_service(self.settings(platform, allow_from=person)).ready()
         llm.reply_tool_calls(("list_dir", {"path": "."}), content="Let me look.")
-        llm.reply_text("# Plan\n\n- **bold** step with `a < b`\n- [docs](https://example.org/a_b)")
+        plan = "# Plan\n\n- **bold** step with `a < b`\n- [docs](https://example.org/a_b)"
+        llm.reply_with(lambda body: Reply(text=plan, delay=1.5))  # the start is streamed first
         platform.say("plan?", person)
         platform.fake.wait_for(lambda: "docs" in "".join(platform.texts(person)))
         sent = platform.fake.bot_events(platform.room(person))
@@ -53,7 +54,7 @@ class TestMatrix(ChannelConformance):
         old = platform.say("an old question from last year", person)
         platform.fake.bot_joined_before(platform.room(person))
         llm.reply_forever_text("an answer")
-        start_service(self.settings(platform, allow_from=sender_of(platform, person))).ready()
+        start_service(self.settings(platform, allow_from=person)).ready()
         platform.fake.wait_for(lambda: platform.deliveries(old) >= 1)  # it was seen...
         time.sleep(1.5)
         assert platform.texts(person) == [] and llm.requests == []  # ...and left alone

@@ -89,12 +89,16 @@ class TurnProgress:
         except (RetryLater, PlatformRefused) as exc:
             log.warning("%s: approval question not shown: %s", self.channel.name, exc)
 
+    async def typing_once(self) -> None:
+        """The chat sees typing at once: a turn may end before its status is first read."""
+        try:
+            await self.channel.typing(self.chat_id)
+        except (RetryLater, PlatformRefused) as exc:
+            log.info("%s: typing in %s: %s", self.channel.name, self.chat_id, exc)
+
     async def _keep_typing(self) -> None:
         while True:
-            try:
-                await self.channel.typing(self.chat_id)
-            except (RetryLater, PlatformRefused) as exc:
-                log.info("%s: typing in %s: %s", self.channel.name, self.chat_id, exc)
+            await self.typing_once()
             await asyncio.sleep(TYPING_EVERY)
 
 

@@ -100,6 +100,7 @@ class Replies:
     async def _follow(self, chat_id: str, task_id: str) -> None:
         try:
             progress = TurnProgress(self.channel, chat_id, self.stream_every)
+            await progress.typing_once()
             task = await self._until_done(task_id, progress)
             # A message the platform sent again after its answer went out: nothing to send.
             if await self.api.still_owed(self.channel.name, task_id):

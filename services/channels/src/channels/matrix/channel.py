@@ -13,6 +13,7 @@ import asyncio
 import html
 import logging
 import re
+import time
 import uuid
 from collections import deque
 from typing import Any
@@ -51,6 +52,7 @@ class MatrixChannel(Channel):
         )
         self.timeout = settings.call_timeout
         self.poll_timeout = settings.matrix_poll_timeout
+        self.started_ms = int(time.time() * 1000)
         # A client per kind of call: a hung send never holds up the sync, nor the reverse.
         self.calls = _client(settings)
         self.polls = _client(settings)
@@ -60,6 +62,7 @@ class MatrixChannel(Channel):
         self.own_events: deque[str] = deque(maxlen=OWN_EVENTS_KEPT)
 
     async def start(self) -> None:
+        self.started_ms = int(time.time() * 1000)  # a first sync's older messages are history
         whoami = await self._call(self.calls.whoami())
         self.user_id = whoami.user_id
         for client in (self.calls, self.polls):
@@ -72,15 +75,22 @@ class MatrixChannel(Channel):
         while True:
             batch = await self._sync(since)
             await self._join_invited(batch)
-            if since is not None:  # the first sync of a new account is history: not answered
-                for room_id, info in batch.rooms.join.items():
-                    for event in info.timeline.events:
-                        inbound = await self.inbound(room_id, event.source)
-                        if inbound is not None:
-                            await inbox(inbound)  # raises: not saved, synced again
+            for room_id, info in batch.rooms.join.items():
+                for event in info.timeline.events:
+                    if since is None and not self._sent_since_start(event.source):
+                        continue  # a new account's first sync: history, not answered
+                    inbound = await self.inbound(room_id, event.source)
+                    if inbound is not None:
+                        await inbox(inbound)  # raises: not saved, synced again
             if since is None or batch.rooms.join or batch.rooms.invite:
                 await self._guard(sync_token.save(self.polls, batch.next_batch, self.timeout))
             since = batch.next_batch
+
+    def _sent_since_start(self, event: dict[str, Any]) -> bool:
+        """Whether the event was sent after this service started (the homeserver's time): a
+        message sent once the channel was up is answered even when the first sync carries it."""
+        sent = event.get("origin_server_ts")
+        return isinstance(sent, int) and sent >= self.started_ms
 
     async def _sync(self, since: str | None) -> SyncResponse:
         wait = self.poll_timeout if since is not None else 0
