@@ -5,9 +5,11 @@ between receiving and queueing, a platform call that hangs. A channel's test mod
 
 from __future__ import annotations
 
+import base64
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 
@@ -16,6 +18,10 @@ from tests.chat_channels.service import ChannelService
 from tests.fakes import FakeLLM, Reply
 
 Start = Callable[..., ChannelService]
+# A valid 1x1 PNG.
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
 
 
 def open_to(person: str) -> dict[str, str]:
@@ -150,6 +156,47 @@ class ChannelConformance:
         # the whole answer: a streamed one shows "It said" before the output
         _wait(lambda: any("It said" in t and "Linux" in t for t in platform.texts(person)))
 
+    def test_an_image_sent_in_the_chat_reaches_the_model_as_an_image(
+        self, platform: Platform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, **open_to(person))).ready()
+        llm.reply_text("A single pixel.")
+        platform.send_attachment(PNG, "pixel.png", person, caption="what is this?")
+        assert _settled(platform, person) == "A single pixel."
+        images = user_images(llm.requests[0])
+        assert images == [f"data:image/png;base64,{base64.b64encode(PNG).decode()}"]
+        assert "what is this?" in str(llm.requests[0]["messages"])
+
+    def test_a_file_sent_in_the_chat_lands_in_the_inbox_and_the_model_is_told(
+        self, platform: Platform, start_service: Start, llm: FakeLLM, workspace: Path
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, **open_to(person))).ready()
+        llm.reply_text("Filed.")
+        platform.send_attachment(b"quarterly numbers", "numbers Q3.txt", person, image=False)
+        assert _settled(platform, person) == "Filed."
+        asked = str(llm.requests[0]["messages"])
+        path = re.search(r"(inbox/[0-9a-f]{8}-numbers_Q3\.txt) \(17 bytes\)", asked)
+        assert path is not None, asked
+        assert (workspace / path[1]).read_bytes() == b"quarterly numbers"
+
+    def test_an_image_the_answer_shows_from_the_workspace_is_sent_as_a_picture(
+        self, platform: Platform, start_service: Start, llm: FakeLLM, workspace: Path
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, **open_to(person))).ready()
+        chart = f"charts/chart-{person}.png"  # as a command in the sandbox would have made it
+        (workspace / chart).parent.mkdir(exist_ok=True)
+        (workspace / chart).write_bytes(PNG)
+        llm.reply_text(f"Here is the chart:\n\n![the chart]({chart})")
+        platform.say("draw me a chart", person)
+        text = _text_with(platform, person, "Here is the chart")
+        assert chart not in text  # the link into the workspace means nothing in a chat
+        _wait(lambda: bool(platform.pictures(person)))
+        time.sleep(1.0)
+        assert platform.pictures(person) == [PNG]  # shown once
+
     def test_a_long_answer_arrives_in_pieces_split_between_paragraphs(
         self, platform: Platform, start_service: Start, llm: FakeLLM
     ) -> None:
@@ -245,6 +292,19 @@ class ChannelConformance:
 
         _wait(lambda: bool(failed()), timeout=60)
         assert failed()[0]["task_status"] == "completed" and failed()[0]["error"]
+
+
+def user_images(body: dict[str, object]) -> list[str]:
+    """The image URLs of the user messages the model was sent."""
+    messages = body["messages"]
+    assert isinstance(messages, list)
+    return [
+        str(part["image_url"]["url"])
+        for message in messages
+        if message["role"] == "user" and isinstance(message["content"], list)
+        for part in message["content"]
+        if part.get("type") == "image_url"
+    ]
 
 
 def _tool_output(body: dict[str, object]) -> str:

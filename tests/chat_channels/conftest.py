@@ -4,10 +4,12 @@ for the channels service) and the channels service started against it per test."
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
+from devstack.launcher import LocalStack
 from tests.chat_channels.service import ChannelService
 from tests.fakes import FakeLLM
 from tests.stacks import running_stack
@@ -23,10 +25,25 @@ def llm() -> Iterator[FakeLLM]:
 
 
 @pytest.fixture(scope="module")
-def stack_url(llm: FakeLLM) -> Iterator[str]:
-    env = {"CRAYFISH_API_TOKEN": OWNER_TOKEN, "CRAYFISH_CHANNELS_TOKEN": CHANNELS_TOKEN}
-    with running_stack(llm.base_url, env=env) as stack:
-        yield stack.url
+def stack(llm: FakeLLM) -> Iterator[LocalStack]:
+    """The stack, with a model that sees images (pictures sent in chats reach it)."""
+    env = {
+        "CRAYFISH_API_TOKEN": OWNER_TOKEN,
+        "CRAYFISH_CHANNELS_TOKEN": CHANNELS_TOKEN,
+        "CRAYFISH_LLM_VISION": "on",
+    }
+    with running_stack(llm.base_url, env=env) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def stack_url(stack: LocalStack) -> str:
+    return stack.url
+
+
+@pytest.fixture(scope="module")
+def workspace(stack: LocalStack) -> Path:
+    return stack.workspace
 
 
 @pytest.fixture(autouse=True)

@@ -26,6 +26,16 @@ class Platform(Protocol):
         """A person's message (in their private chat, or `chat`); `how`: group, mention,
         reply_to_bot. Returns the platform's message id."""
 
+    def send_attachment(
+        self, data: bytes, name: str, person: str, caption: str = "", image: bool = True
+    ) -> str:
+        """A person sends a file in their private chat (a picture when `image`; else a file
+        named `name`), with `caption` as its text. Returns the platform's message id."""
+
+    def pictures(self, chat: str) -> list[bytes | str]:
+        """The images the bot showed in the chat, oldest first: the bytes it uploaded, or the
+        URL it gave the platform to fetch."""
+
     def texts(self, chat: str) -> list[str]:
         """What the bot shows in the chat, oldest first, each as it reads now."""
 

@@ -34,6 +34,17 @@ class TelegramPlatform:
         self.updates[str(message_id)] = self.fake.next_update - 1
         return str(message_id)
 
+    def send_attachment(
+        self, data: bytes, name: str, person: str, caption: str = "", image: bool = True
+    ) -> str:
+        sent = self.fake.user_sends_file(data, int(person), caption, photo=image, name=name)
+        self.updates[str(sent)] = self.fake.next_update - 1
+        return str(sent)
+
+    def pictures(self, chat: str) -> list[bytes | str]:
+        with self.fake.lock:
+            return [photo for chat_id, photo in self.fake.photos if chat_id == int(chat)]
+
     def texts(self, chat: str) -> list[str]:
         return self.fake.texts(int(chat))
 

@@ -12,30 +12,16 @@ from collections.abc import Iterator
 import pytest
 
 from tests.chat_channels.conformance import Start, _text_with
-from tests.chat_channels.conftest import CHANNELS_TOKEN, OWNER_TOKEN
 from tests.chat_channels.platform import new_person
 from tests.chat_channels.telegram_platform import TelegramPlatform
 from tests.fakes import FakeLLM, Reply
 from tests.fakes.completions import ToolCall
 from tests.fakes.telegram_api import FakeTelegram
-from tests.stacks import running_stack
 
 # A valid 1x1 PNG.
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 )
-
-
-@pytest.fixture(scope="module")
-def stack_url(llm: FakeLLM) -> Iterator[str]:
-    """The chat_channels stack, with a model that sees images."""
-    env = {
-        "CRAYFISH_API_TOKEN": OWNER_TOKEN,
-        "CRAYFISH_CHANNELS_TOKEN": CHANNELS_TOKEN,
-        "CRAYFISH_LLM_VISION": "on",
-    }
-    with running_stack(llm.base_url, env=env) as stack:
-        yield stack.url
 
 
 @pytest.fixture

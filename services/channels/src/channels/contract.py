@@ -27,6 +27,19 @@ class Attachment:
 
 
 @dataclass(frozen=True)
+class Picture:
+    """An image an answer shows. Either its bytes (`data`: a workspace file the orchestrator
+    checked is a PNG, JPEG, GIF or WebP, of type `mime`) or, with `data` empty, a public
+    http(s) `url` that only a platform fetching images itself can show (this service never
+    fetches a URL a model wrote). `name` is a file name for platforms that want one."""
+
+    name: str
+    mime: str = ""
+    data: bytes = b""
+    url: str = ""
+
+
+@dataclass(frozen=True)
 class Inbound:
     """One message from a platform. `message_id` is the platform's own id, unique within the
     chat: a message delivered again (the platform resends what was not acknowledged) has the
@@ -107,9 +120,10 @@ class Channel(ABC):
     async def typing(self, chat_id: str) -> None:
         """Shows that the assistant is working (a few seconds; repeat to keep it)."""
 
-    async def send_image(self, chat_id: str, url: str) -> str:
-        """Shows the image at a public http(s) URL (the platform fetches it); its message id.
-        RetryLater, PlatformRefused (also: the platform cannot show images)."""
+    async def send_image(self, chat_id: str, picture: Picture) -> str:
+        """Shows the picture (uploading its bytes, or giving the platform its URL); its message
+        id. RetryLater, PlatformRefused (also: the platform cannot show this picture, e.g. a
+        URL where the platform shows only uploads: the answer's text still holds its link)."""
         raise PlatformRefused(f"{self.name} cannot show images")
 
     async def fetch(self, attachment: Attachment, max_bytes: int) -> bytes:

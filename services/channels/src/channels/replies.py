@@ -16,7 +16,7 @@ from channels.api_client import (
     OrchestratorError,
     OrchestratorUnreachable,
 )
-from channels.contract import Channel, PlatformRefused, RetryLater
+from channels.contract import Channel, Picture, PlatformRefused, RetryLater
 from channels.progress import TurnProgress
 from channels.text import split_text
 
@@ -144,7 +144,8 @@ class Replies:
         one that fails is only logged: the text still holds its link."""
         for url in image_urls(text):
             try:
-                await self._attempt(lambda u=url: self.channel.send_image(chat_id, u))
+                picture = Picture(url.rsplit("/", 1)[-1][:100] or "image", url=url)
+                await self._attempt(lambda p=picture: self.channel.send_image(chat_id, p))
             except (GaveUp, PlatformRefused) as exc:
                 log.info("%s: image %s not shown: %s", self.channel.name, url[:200], exc)
 

@@ -10,7 +10,7 @@ import asyncio
 import datetime
 import logging
 
-from telegram import Bot, Message, Update
+from telegram import Bot, InputFile, Message, Update
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import (
     BadRequest,
@@ -30,6 +30,7 @@ from channels.contract import (
     Channel,
     Inbound,
     Inbox,
+    Picture,
     PlatformRefused,
     RetryLater,
 )
@@ -164,8 +165,10 @@ class TelegramChannel(Channel):
             if "not modified" not in str(exc):  # the same text again is no failure
                 raise
 
-    async def send_image(self, chat_id: str, url: str) -> str:
-        sent = await self._call(lambda mode, text: self.bot.send_photo(chat_id, url))
+    async def send_image(self, chat_id: str, picture: Picture) -> str:
+        """sendPhoto with the URL (Telegram fetches it) or the bytes uploaded."""
+        photo = InputFile(picture.data, filename=picture.name) if picture.data else picture.url
+        sent = await self._call(lambda mode, text: self.bot.send_photo(chat_id, photo))
         return str(sent.message_id)
 
     async def typing(self, chat_id: str) -> None:
