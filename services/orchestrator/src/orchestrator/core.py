@@ -57,7 +57,14 @@ from orchestrator.schedules.heartbeat import Heartbeats
 from orchestrator.schedules.scheduler import Scheduler
 from orchestrator.store import Database, SessionStore, StoredEvent, legacy_import
 from orchestrator.store.approvals import ApprovalRow, ApprovalStore
-from orchestrator.store.channels import ChannelMessage, ChannelReply, ChannelStore, Pairing
+from orchestrator.store.channels import (
+    ChannelMessage,
+    ChannelReply,
+    ChannelStore,
+    Owed,
+    Pairing,
+    SessionReply,
+)
 from orchestrator.store.model_choices import ModelChoices
 from orchestrator.store.notifications import NotificationStore
 from orchestrator.store.openai_turns import OpenAITurnStore
@@ -428,6 +435,18 @@ class OrchestratorCore:
         self, channel: str, status: str | None, task_id: str | None = None
     ) -> list[ChannelReply]:
         return await self.channels.replies(channel, status, task_id)
+
+    async def channel_replies_of(self, task_ids: list[str]) -> dict[str, ChannelReply]:
+        """The channel reply each of these turns owes or owed (by task id; none: absent)."""
+        return await self.channels.replies_of_tasks(task_ids)
+
+    async def session_channel_replies(self, session_id: str) -> list[SessionReply]:
+        return await self.channels.replies_of_session(session_id)
+
+    async def channel_owed(self, channel: str, after: int, wait: float) -> Owed:
+        """What the channel owes, at once when anything is newer than `after`, else once it
+        is or `wait` seconds passed."""
+        return await self.channels.wait_owed(self.turns.events, channel, after, wait)
 
     async def settle_channel_reply(
         self, channel: str, task_id: str, status: str, error: str

@@ -30,6 +30,7 @@ TaskId = Annotated[str, Path(pattern=TASK_ID)]
 # A repeat of a platform message is recognised by its key for as long as turn requests are
 # kept (24 h, as long as Telegram keeps an unacknowledged update).
 TURN_ROUTE = "/api/channels/{channel}/turns"
+LONGEST_WAIT = 60.0  # seconds a long poll of what a channel owes may be held
 
 
 class PairingRequest(RequestBody):
@@ -79,6 +80,8 @@ class ReplyView(BaseModel):
     task_status: str
     result: str | None = None
     task_error: str | None = None
+    created_at: float
+    settled_at: float | None = None
 
 
 class ReplyList(BaseModel):
@@ -102,6 +105,12 @@ class MessageList(BaseModel):
     messages: list[MessageView]
 
 
+class OwedList(BaseModel):
+    replies: list[ReplyView]
+    messages: list[MessageView]
+    cursor: int = Field(description="The newest of them: `after` for the next long poll")
+
+
 def message_view(message: ChannelMessage) -> MessageView:
     return MessageView(**{k: v for k, v in vars(message).items() if k != "channel"})
 
@@ -119,9 +128,7 @@ def pairing_view(pairing: Pairing) -> PairingView:
 
 
 def reply_view(reply: ChannelReply) -> ReplyView:
-    return ReplyView(
-        **{k: v for k, v in vars(reply).items() if k != "channel"},
-    )
+    return ReplyView(**{k: v for k, v in vars(reply).items() if k not in ("channel", "seq")})
 
 
 @router.post("/api/channels/{channel}/pairings", response_model=PairingView)
@@ -221,6 +228,25 @@ async def list_messages(
     channel owes (status=pending), delivered, or gave up on, oldest first (200 at most)."""
     messages = await core.channel_messages(channel, status)
     return MessageList(messages=[message_view(m) for m in messages])
+
+
+@router.get("/api/channels/{channel}/owed", response_model=OwedList)
+async def list_owed(
+    channel: ChannelName,
+    core: CoreDep,
+    after: Annotated[int, Query(ge=0, le=2**62)] = 0,
+    wait: Annotated[float, Query(ge=0, le=LONGEST_WAIT)] = 0,
+) -> OwedList:
+    """The replies and messages the channel owes (pending), oldest first. With `wait`, a long
+    poll: answered as soon as the channel owes anything newer than `after` (the `cursor` of
+    the last answer; a reply or message added on any replica wakes it), else after `wait`
+    seconds."""
+    owed = await core.channel_owed(channel, after, wait)
+    return OwedList(
+        replies=[reply_view(r) for r in owed.replies],
+        messages=[message_view(m) for m in owed.messages],
+        cursor=owed.cursor,
+    )
 
 
 @router.post("/api/channels/{channel}/messages/{message_id}", status_code=204)

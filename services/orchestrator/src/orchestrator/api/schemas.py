@@ -69,6 +69,17 @@ class Usage(BaseModel):
     cached_prompt_tokens: int = 0
 
 
+class ChannelReplyState(BaseModel):
+    """The chat a channel turn's answer goes to, and whether it got there (failed: why)."""
+
+    channel: str
+    chat_id: str
+    status: Literal["pending", "delivered", "failed"]
+    error: str = ""
+    created_at: float
+    settled_at: float | None = None
+
+
 class TaskView(BaseModel):
     task_id: str
     session_id: str
@@ -90,6 +101,8 @@ class TaskView(BaseModel):
     started_at: float | None = None
     finished_at: float | None = None
     usage: Usage
+    # A channel turn's (or a schedule's delivering to a chat) answer on its way to the chat.
+    channel_reply: ChannelReplyState | None = None
 
 
 class SubagentView(TaskView):

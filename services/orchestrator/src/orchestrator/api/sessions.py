@@ -11,10 +11,11 @@ from pydantic import BaseModel, Field
 from orchestrator.agent.turn_context import content_without_turn_context
 from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
-from orchestrator.api.schemas import RequestBody
+from orchestrator.api.schemas import ChannelReplyState, RequestBody
 from orchestrator.clients import ServiceError
 from orchestrator.core import OrchestratorCore, SessionBusy
 from orchestrator.store import InvalidSessionId
+from orchestrator.store.channels import SessionReply
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["sessions"])
@@ -35,10 +36,21 @@ class SessionList(BaseModel):
     sessions: list[SessionSummary]
 
 
+class TurnReply(ChannelReplyState):
+    """A channel reply of one of the session's turns, placed on the turn."""
+
+    task_id: str
+    # The index in `messages` of the user message that started the turn (None: not in the
+    # history any more, e.g. compacted away).
+    message_index: int | None = None
+
+
 class SessionHistory(BaseModel):
     id: str
     messages: list[dict[str, Any]]
     model: str | None = None  # the session's model preset; None: the default
+    # A chat's session: where each turn's answer went, and whether it got there.
+    channel_replies: list[TurnReply] = Field(default_factory=list)
 
 
 class SessionChange(RequestBody):
@@ -85,7 +97,8 @@ async def read_session(session_id: str, core: CoreDep) -> SessionHistory:
     await _existing(core, session_id)
     messages = [_as_written(m) for m in await core.session_history(session_id)]
     model = await core.session_model(session_id)
-    return SessionHistory(id=session_id, messages=messages, model=model)
+    replies = placed(messages, await core.session_channel_replies(session_id))
+    return SessionHistory(id=session_id, messages=messages, model=model, channel_replies=replies)
 
 
 @router.patch("/api/sessions/{session_id}", response_model=SessionModel)
@@ -102,6 +115,35 @@ def _as_written(message: dict[str, Any]) -> dict[str, Any]:
     if message.get("role") == "user":
         return {**message, "content": content_without_turn_context(message.get("content"))}
     return message
+
+
+def placed(messages: list[dict[str, Any]], replies: list[SessionReply]) -> list[TurnReply]:
+    """Each reply on its turn: the next user message, in order, that is its turn's message
+    (history keeps no turn ids; a turn's user message is its message as written)."""
+    users = [
+        (i, _text(m.get("content"))) for i, m in enumerate(messages) if m.get("role") == "user"
+    ]
+    placed_ones, start = [], 0
+    for item in replies:
+        index = None
+        for position in range(start, len(users)):
+            if users[position][1] == item.message.strip():
+                index, start = users[position][0], position + 1
+                break
+        reply = item.reply
+        fields = ("task_id", "channel", "chat_id", "status", "error", "created_at", "settled_at")
+        state = {name: getattr(reply, name) for name in fields}
+        placed_ones.append(TurnReply(**state, message_index=index))
+    return placed_ones
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):
+        parts = [
+            p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
+        ]
+        return "\n".join(parts).strip()
+    return str(content or "").strip()
 
 
 @router.delete("/api/sessions/{session_id}", status_code=204)

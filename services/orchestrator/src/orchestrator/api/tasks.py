@@ -12,11 +12,19 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
 from orchestrator.api.retries import earlier_task, submit_once, turn_request
-from orchestrator.api.schemas import ChatAccepted, ChatRequest, SubagentView, TaskView, Usage
+from orchestrator.api.schemas import (
+    ChannelReplyState,
+    ChatAccepted,
+    ChatRequest,
+    SubagentView,
+    TaskView,
+    Usage,
+)
 from orchestrator.api.sse import resume_after, sse_event, sse_response
 from orchestrator.content.media import ImageRejected
 from orchestrator.core import OrchestratorCore
 from orchestrator.store import InvalidSessionId, StoredEvent
+from orchestrator.store.channels import ChannelReply
 from orchestrator.store.sessions import check_session_id
 from orchestrator.store.turns import Turn
 from orchestrator.turns.events import event_body
@@ -39,6 +47,13 @@ def task_view(turn: Turn) -> TaskView:
         finished_at=turn.finished_at,
         usage=Usage(**turn.usage),
     )
+
+
+def reply_state(reply: ChannelReply | None) -> ChannelReplyState | None:
+    if reply is None:
+        return None
+    fields = ("channel", "chat_id", "status", "error", "created_at", "settled_at")
+    return ChannelReplyState(**{name: getattr(reply, name) for name in fields})
 
 
 async def find_task(core: OrchestratorCore, task_id: str) -> Turn:
@@ -95,9 +110,11 @@ async def list_subagents(
 
 @router.get("/api/tasks/{task_id}", response_model=TaskView)
 async def get_task(task_id: str, core: CoreDep) -> TaskView:
+    """The turn as it is now; a channel turn's with where its answer went (`channel_reply`)."""
     view = task_view(await find_task(core, task_id))
     if view.status == "running" and await core.awaiting_approval([task_id]):
         view.status = "awaiting_approval"
+    view.channel_reply = reply_state((await core.channel_replies_of([task_id])).get(task_id))
     return view
 
 

@@ -1,5 +1,7 @@
 """Chat channels in PostgreSQL (0018_channels.sql): senders' pairings (a short code the owner
-approves) and the replies a channel still owes its chats."""
+approves) and the replies and messages a channel still owes its chats. Adding one that is owed
+notifies OWED + the channel's name (store/events.py), so a channel's long poll on any replica
+wakes at once."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 from orchestrator.store.database import Database
+from orchestrator.store.events import CHANNEL, OWED, EventStore, sleep_until
 
 # Codes a person reads on a phone and types: no 0/O, 1/I/L.
 CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
@@ -41,6 +44,26 @@ class ChannelReply:
     task_status: str
     result: str | None
     task_error: str | None
+    created_at: float
+    settled_at: float | None
+    seq: int  # from the counter of channel_messages' ids (0020_channel_owed.sql)
+
+
+@dataclass(frozen=True)
+class SessionReply:
+    """A channel reply of one of a session's turns, with the message that started the turn."""
+
+    reply: ChannelReply
+    message: str
+
+
+@dataclass(frozen=True)
+class Owed:
+    """What a channel owes now; `cursor`: the newest of them (0: nothing)."""
+
+    replies: list[ChannelReply]
+    messages: list[ChannelMessage]
+    cursor: int
 
 
 @dataclass(frozen=True)
@@ -69,6 +92,13 @@ def chat_target(target: str) -> tuple[str, str]:
     if match is None:
         raise BadTarget(f"{target[:140]!r} is not a `channel:chat_id` target, e.g. telegram:12345")
     return match.group(1), match.group(2)
+
+
+REPLY_COLUMNS = (
+    "r.task_id, r.channel, r.chat_id, r.status, r.error, t.status AS task_status, t.result,"
+    " t.error AS task_error, r.created_at, r.settled_at, r.seq"
+)
+NOTIFY_OWED = "SELECT pg_notify(%s, %s)"
 
 
 class PairingsFull(RuntimeError):
@@ -146,25 +176,82 @@ class ChannelStore:
     async def owe_reply(self, task_id: str, channel: str, chat_id: str) -> None:
         """Records the reply a turn owes its chat (again: nothing changes)."""
         async with self.db.connection() as conn:
-            await conn.execute(
+            cursor = await conn.execute(
                 "INSERT INTO channel_replies (task_id, channel, chat_id, created_at)"
                 " VALUES (%s, %s, %s, %s) ON CONFLICT (task_id) DO NOTHING",
                 (task_id, channel, chat_id, time.time()),
             )
+            if cursor.rowcount:
+                await conn.execute(NOTIFY_OWED, (CHANNEL, OWED + channel))
 
     async def replies(
         self, channel: str, status: str | None, task_id: str | None = None
     ) -> list[ChannelReply]:
         async with self.db.connection() as conn:
             cursor = await conn.execute(
-                "SELECT r.task_id, r.channel, r.chat_id, r.status, r.error,"
-                " t.status AS task_status, t.result, t.error AS task_error"
-                " FROM channel_replies r JOIN tasks t ON t.id = r.task_id"
+                f"SELECT {REPLY_COLUMNS} FROM channel_replies r JOIN tasks t ON t.id = r.task_id"
                 " WHERE r.channel = %s AND (%s::text IS NULL OR r.status = %s)"
                 " AND (%s::text IS NULL OR r.task_id = %s) ORDER BY r.created_at LIMIT 200",
                 (channel, status, status, task_id, task_id),
             )
             return [ChannelReply(**row) for row in await cursor.fetchall()]
+
+    async def replies_of_tasks(self, task_ids: list[str]) -> dict[str, ChannelReply]:
+        """The channel reply each of these turns owes (or owed), by task id."""
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                f"SELECT {REPLY_COLUMNS} FROM channel_replies r JOIN tasks t ON t.id = r.task_id"
+                " WHERE r.task_id = ANY(%s)",
+                (task_ids,),
+            )
+            return {row["task_id"]: ChannelReply(**row) for row in await cursor.fetchall()}
+
+    async def replies_of_session(self, session_id: str) -> list[SessionReply]:
+        """The channel replies of the session's turns, oldest first (the last 500)."""
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                f"SELECT * FROM (SELECT {REPLY_COLUMNS}, t.message"
+                " FROM channel_replies r JOIN tasks t ON t.id = r.task_id"
+                " WHERE t.session_id = %s ORDER BY r.created_at DESC LIMIT 500) AS last"
+                " ORDER BY created_at",
+                (session_id,),
+            )
+            rows = await cursor.fetchall()
+        return [
+            SessionReply(ChannelReply(**without(row, "message")), row["message"]) for row in rows
+        ]
+
+    async def owed(self, channel: str) -> Owed:
+        """The replies and messages the channel owes now."""
+        replies = await self.replies(channel, "pending")
+        messages = await self.messages(channel, "pending")
+        newest = [r.seq for r in replies] + [m.id for m in messages]
+        return Owed(replies, messages, max(newest, default=0))
+
+    async def wait_owed(self, events: EventStore, channel: str, after: int, wait: float) -> Owed:
+        """What the channel owes, once it owes anything newer than the cursor `after` or after
+        `wait` seconds: woken by the OWED notification of any replica (and a look every
+        POLL_SECONDS in case the listener missed one)."""
+        deadline = time.monotonic() + wait
+        async with events.woken_when_owed(channel) as woken:
+            while True:
+                woken.clear()  # before the look: a notification during it is not lost
+                left = deadline - time.monotonic()
+                if left <= 0 or await self.owes_after(channel, after):
+                    return await self.owed(channel)
+                await sleep_until(woken, left)
+
+    async def owes_after(self, channel: str, after: int) -> bool:
+        """Whether the channel owes a reply or message newer than the cursor `after`."""
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM channel_replies WHERE channel = %s"
+                " AND status = 'pending' AND seq > %s) OR EXISTS (SELECT 1 FROM channel_messages"
+                " WHERE channel = %s AND status = 'pending' AND id > %s) AS owes",
+                (channel, after, channel, after),
+            )
+            row = await cursor.fetchone()
+        return bool(row and row["owes"])
 
     async def settle_reply(self, channel: str, task_id: str, status: str, error: str) -> bool:
         """Marks a pending reply delivered or failed; False when there is no pending one."""
@@ -197,6 +284,7 @@ class ChannelStore:
                 " VALUES (%s, %s, %s, %s)",
                 (channel, chat_id, text.replace("\x00", ""), time.time()),
             )
+            await conn.execute(NOTIFY_OWED, (CHANNEL, OWED + channel))
 
     async def messages(self, channel: str, status: str | None) -> list[ChannelMessage]:
         async with self.db.connection() as conn:
@@ -216,3 +304,7 @@ class ChannelStore:
                 (status, error, time.time(), message_id, channel),
             )
             return cursor.rowcount == 1
+
+
+def without(row: dict[str, object], key: str) -> dict[str, object]:
+    return {k: v for k, v in row.items() if k != key}

@@ -32,6 +32,8 @@ POLL_SECONDS = 2.0  # a reader's longest sleep without a notification
 ENDED = "!"
 QUEUED = "?"
 CANCEL = "#"
+# ...and a channel (OWED + its name) is owed a new reply or message: its long poll answers.
+OWED = "@"
 # ...and a reader follows a turn's events from the store (WATCH + its id; WATCH_ALL: every
 # turn's): the turn's runner writes them while it runs, not only with its outcome (events.py).
 WATCH = "+"
@@ -199,6 +201,13 @@ class EventStore:
         every POLL_SECONDS through `sleep_until`, and when the listener reconnects."""
         return self._woken_by(ENDED + task_id)
 
+    def woken_when_owed(
+        self, channel: str
+    ) -> contextlib.AbstractAsyncContextManager[asyncio.Event]:
+        """An event set when the channel is owed a new reply or message (store/channels.py
+        notifies OWED + its name), and when the listener reconnects."""
+        return self._woken_by(OWED + channel)
+
     @contextlib.asynccontextmanager
     async def _woken_by(self, task_id: str | None) -> AsyncIterator[asyncio.Event]:
         """An event set by each notification about `task_id` (None: about any turn)."""
@@ -228,7 +237,7 @@ class EventStore:
             watched = task_id[len(WATCH) :]
             self.on_watch(None if watched == WATCH_ALL else watched)
             return
-        elif task_id.startswith(ENDED):  # only its waiters: the turn's events were notified
+        elif task_id.startswith((ENDED, OWED)):  # only its waiters (a turn's events: notified)
             groups = [self._readers.get(task_id, set())]
         else:
             groups = [self._readers.get(task_id, set()), self._readers.get(None, set())]

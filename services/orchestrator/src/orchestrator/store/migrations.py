@@ -63,6 +63,7 @@ MIGRATIONS = [
     ),
     Migration(18, "channels: pairings and replies owed", sql_file("0018_channels.sql")),
     Migration(19, "channel chats as delivery targets", sql_file("0019_channel_deliveries.sql")),
+    Migration(20, "one counter of what a channel owes", sql_file("0020_channel_owed.sql")),
 ]
 
 # The current definition of every function, re-applied with CREATE OR REPLACE after the steps.
