@@ -202,6 +202,28 @@ def test_sessions_list_show_and_delete(stack: LocalStack, llm: FakeLLM):
     assert missing.returncode == 2 and "404" in missing.stderr
 
 
+def test_a_chat_sessions_turns_show_where_their_answers_went(stack: LocalStack, llm: FakeLLM):
+    llm.reply_text("Here you go.")
+    llm.reply_text("Once more.")
+    body = {"chat_id": "902", "session_id": "telegram.902"}
+    with httpx.Client(base_url=stack.url, timeout=30) as api:
+        for number, text in enumerate(("first question", "second question"), start=1):
+            turn = {**body, "message_id": str(number), "text": text}
+            task_id = api.post("/api/channels/telegram/turns", json=turn).json()["task_id"]
+            while api.get(f"/api/tasks/{task_id}").json()["status"] in ("queued", "running"):
+                time.sleep(0.1)
+            settled = {"status": "failed", "error": "Forbidden: bot was blocked by the user"}
+            if number == 1:
+                settled = {"status": "delivered", "error": ""}
+            api.post(f"/api/channels/telegram/replies/{task_id}", json=settled)
+    shown = crayfish(stack.url, "sessions", "--show", "telegram.902")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[lines.index("crayfish: Here you go.") + 1] == "  ✓ delivered to telegram chat 902"
+    failed = "  ✗ not delivered to telegram chat 902: Forbidden: bot was blocked by the user"
+    assert lines[lines.index("crayfish: Once more.") + 1] == failed
+
+
 def test_sessions_lists_a_subagents_session_under_its_parent(stack: LocalStack, llm: FakeLLM):
     def reply(body: dict) -> Reply:
         if "## Subagent" in body["messages"][0]["content"]:

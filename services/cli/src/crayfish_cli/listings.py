@@ -81,9 +81,13 @@ def show_session(client: CrayfishClient, session_id: str, as_json: bool) -> int:
         _dump(session)
         return 0
     s = _style()
-    for message in session.get("messages", []):
+    replies = {r.get("message_index"): r for r in session.get("channel_replies") or []}
+    owed: dict[str, Any] | None = None
+    for index, message in enumerate(session.get("messages", [])):
         role, content = message.get("role"), plain_text(message.get("content"))
         if role == "user":
+            _delivery(s, owed)
+            owed = replies.get(index)
             print(s.bold("you: ") + str(content))
         elif role == "assistant":
             if content:
@@ -93,7 +97,21 @@ def show_session(client: CrayfishClient, session_id: str, as_json: bool) -> int:
                 print(s.dim(f"  ⚙ {function.get('name')} {short_args(function.get('arguments'))}"))
         elif role == "tool":
             print(s.dim(f"  → {shorten(str(content), 90)}"))
+    _delivery(s, owed)
     return 0
+
+
+def _delivery(s: Style, reply: dict[str, Any] | None) -> None:
+    """Where a chat turn's answer went, under the turn (a failure with its error)."""
+    if reply is None:
+        return
+    where = f"{reply.get('channel')} chat {reply.get('chat_id')}"
+    if reply.get("status") == "failed":
+        print(s.red(f"  ✗ not delivered to {where}: {reply.get('error') or 'no reason given'}"))
+    elif reply.get("status") == "pending":
+        print(s.dim(f"  … on its way to {where}"))
+    else:
+        print(s.dim(f"  ✓ delivered to {where}"))
 
 
 def delete_session(client: CrayfishClient, session_id: str) -> int:

@@ -111,13 +111,21 @@ async function openSession(id) {
   showBanner("");
   clearMessages();
   setSession(id);
-  renderHistory(body.messages || []);
+  renderHistory(body.messages || [], body.channel_replies || []);
 }
 
-// Rebuilds a conversation from OpenAI-format messages (tool results matched by call id).
-function renderHistory(messages) {
+// Rebuilds a conversation from OpenAI-format messages (tool results matched by call id); a
+// chat turn's reply (placed by the index of its user message) ends its turn.
+function renderHistory(messages, replies) {
+  const replyAt = new Map(replies.filter((r) => r.message_index !== null).map((r) => [r.message_index, r]));
   let view = null;
-  for (const message of messages) {
+  let owed = null;
+  const settle = () => {
+    if (owed) (view || new TurnView()).delivery(owed);
+    owed = null;
+  };
+  for (const [index, message] of messages.entries()) {
+    if (message.role === "user") settle();
     const parts = Array.isArray(message.content) ? message.content : [];
     const content = typeof message.content === "string"
       ? message.content
@@ -125,6 +133,7 @@ function renderHistory(messages) {
     if (message.role === "user") {
       addUserMessage(content, parts.filter((p) => p.type === "image_ref").map((p) => p.path));
       view = null;
+      owed = replyAt.get(index) || null;
     } else if (message.role === "assistant") {
       view = view || new TurnView();
       if (content) view.text(content);
@@ -139,6 +148,7 @@ function renderHistory(messages) {
     }
     if (view && message.role === "assistant" && !(message.tool_calls || []).length) view.finalText(content);
   }
+  settle();
 }
 
 async function deleteSession(id) {

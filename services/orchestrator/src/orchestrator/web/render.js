@@ -240,6 +240,16 @@ export class TurnView {
     scrollDown();
   }
 
+  // Where a chat turn's answer went: a failed delivery plainly, with its error.
+  delivery(reply) {
+    const where = reply.channel + " chat " + reply.chat_id;
+    if (reply.status === "failed") {
+      this.note("✗ not delivered to " + where + ": " + (reply.error || "no reason given"), "error delivery-failed");
+    } else if (reply.status === "pending") {
+      this.note("… on its way to " + where, "note delivery-pending");
+    } else this.note("✓ delivered to " + where, "note delivery-done");
+  }
+
   recall(citations) {
     if (!citations || !citations.length) return;
     const line = el("div", "note");
