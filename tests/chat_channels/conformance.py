@@ -292,6 +292,9 @@ class ChannelConformance:
 
         _wait(lambda: bool(failed()), timeout=60)
         assert failed()[0]["task_status"] == "completed" and failed()[0]["error"]
+        task = owner.get(f"/api/tasks/{failed()[0]['task_id']}").json()
+        assert task["channel_reply"]["status"] == "failed"
+        assert task["channel_reply"]["error"] == failed()[0]["error"]
 
 
 def user_images(body: dict[str, object]) -> list[str]:

@@ -3,6 +3,7 @@ session), and the long poll that tells a channel at once what it owes, from any 
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -125,3 +126,17 @@ def test_a_long_poll_refuses_a_wait_too_long_or_a_bad_cursor(
     for params in ({"wait": 61}, {"wait": -1}, {"after": -1}, {"after": "x"}):
         answer = client.get("/api/channels/telegram/owed", params=params, headers=CHANNEL)
         assert answer.status_code == 400, (params, answer.text)
+
+
+async def test_a_message_owed_on_one_replica_wakes_the_waiters_of_another(
+    core_factory: object,
+) -> None:
+    """The wake-up itself (not the waiter's slow look every few seconds, which sets nothing):
+    one replica's insert is NOTIFYed to the other's listening connection."""
+    waiting = await core_factory()  # type: ignore[operator]
+    adding = await core_factory()  # type: ignore[operator]
+    async with waiting.turns.events.woken_when_owed("telegram") as woken:
+        async with waiting.turns.events.woken_when_owed("slack") as other_channel:
+            await adding.channels.owe_message("telegram:5", "hello")
+            await asyncio.wait_for(woken.wait(), 30)
+            assert not other_channel.is_set()

@@ -1,5 +1,5 @@
 """The orchestrator's public REST API as this service uses it (its own token): pairing, turns,
-their events, owed replies, commands. Every call has a timeout."""
+their events, owed replies and messages, commands. Every call has a timeout."""
 
 from __future__ import annotations
 
@@ -26,6 +26,16 @@ class OrchestratorError(Exception):
 
 class OrchestratorUnreachable(Exception):
     """The orchestrator did not answer (down, or slower than the call timeout)."""
+
+
+@dataclass(frozen=True)
+class Owed:
+    """What a channel owes its chats: turns' replies, messages no turn asked for (notifications),
+    and the cursor of the newest of them."""
+
+    replies: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+    cursor: int
 
 
 @dataclass(frozen=True)
@@ -110,11 +120,17 @@ class OrchestratorClient:
         except httpx.TransportError as exc:
             raise OrchestratorUnreachable(f"events of {task_id}: {exc!r}") from exc
 
-    async def owed_replies(self, channel: str) -> list[dict[str, Any]]:
-        result = await self.call(
-            "GET", f"/api/channels/{channel}/replies", params={"status": "pending"}
+    async def owed(self, channel: str, after: int = 0, wait: float = 0.0) -> Owed:
+        """The replies and messages the channel owes; with `wait`, a long poll that answers
+        once anything is newer than the cursor `after` (or after `wait` seconds)."""
+        params: dict[str, Any] = {"after": after, "wait": wait}
+        timeout = httpx.Timeout(
+            self.http.timeout.connect, read=wait + (self.http.timeout.read or 0.0)
         )
-        return list(result["replies"])
+        result = await self.call(
+            "GET", f"/api/channels/{channel}/owed", params=params, timeout=timeout
+        )
+        return Owed(list(result["replies"]), list(result["messages"]), int(result["cursor"]))
 
     async def still_owed(self, channel: str, task_id: str) -> bool:
         """Whether the turn's reply is still pending (not delivered or given up meanwhile)."""
@@ -122,13 +138,6 @@ class OrchestratorClient:
             "GET", f"/api/channels/{channel}/replies", params={"task_id": task_id}
         )
         return any(reply["status"] == "pending" for reply in result["replies"])
-
-    async def owed_messages(self, channel: str) -> list[dict[str, Any]]:
-        """Messages for the channel's chats that no turn asked for (notifications)."""
-        result = await self.call(
-            "GET", f"/api/channels/{channel}/messages", params={"status": "pending"}
-        )
-        return list(result["messages"])
 
     async def settle_message(self, channel: str, message_id: int, status: str, error: str) -> None:
         body = {"status": status, "error": error[:2000]}

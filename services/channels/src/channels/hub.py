@@ -1,6 +1,7 @@
 """Runs every configured channel side by side, each supervised on its own: a channel whose
 connection fails is reconnected with a doubling backoff while the others keep going; each
-channel's state is what /readyz shows."""
+channel's state is what /readyz shows. What a channel owes comes at once through a long poll of
+the orchestrator, with a drain now and then as the safety net."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from channels.replies import Replies
 
 log = logging.getLogger(__name__)
 BACKOFF_MIN = 1.0
+OWED_WAIT = 25.0  # seconds the orchestrator holds a long poll of what a channel owes
 
 
 @dataclass
@@ -47,6 +49,7 @@ class Hub:
             conversations = Conversations(channel, self.api, replies)
             self._jobs.append(asyncio.create_task(self._supervise(channel, conversations)))
             self._jobs.append(asyncio.create_task(self._drain(channel.name, replies)))
+            self._jobs.append(asyncio.create_task(self._wait_owed(channel.name, replies)))
 
     def ready(self) -> bool:
         return all(state.state == "running" for state in self.states.values())
@@ -77,6 +80,20 @@ class Hub:
             except (OrchestratorUnreachable, OrchestratorError) as exc:
                 log.info("%s: owed replies not read: %s", name, exc)
             await asyncio.sleep(self.settings.drain_every)
+
+    async def _wait_owed(self, name: str, replies: Replies) -> None:
+        """Takes each reply or message the channel is owed as soon as the orchestrator has it
+        (a notification, a schedule's answer); a failing poll is retried with a backoff."""
+        cursor, backoff = 0, BACKOFF_MIN
+        while True:
+            try:
+                owed = await self.api.owed(name, cursor, OWED_WAIT)
+                replies.take(owed)
+                cursor, backoff = owed.cursor, BACKOFF_MIN
+            except (OrchestratorUnreachable, OrchestratorError) as exc:
+                log.info("%s: waiting for what is owed: %s; again in %.0f s", name, exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self.settings.backoff_max)
 
     @staticmethod
     def _set(state: ChannelState, name: str, error: str) -> None:

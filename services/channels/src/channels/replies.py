@@ -15,6 +15,7 @@ from channels.api_client import (
     OrchestratorClient,
     OrchestratorError,
     OrchestratorUnreachable,
+    Owed,
 )
 from channels.contract import Channel, Picture, PlatformRefused, RetryLater
 from channels.progress import TurnProgress
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 DONE = frozenset({"completed", "failed", "cancelled", "interrupted"})
 ORCHESTRATOR_RETRY = 2.0  # seconds between attempts while the orchestrator is away
 MAX_WAIT = 300.0  # the longest retry_after waited out for one attempt
+SETTLED_KEPT = 1000
 
 
 class GaveUp(Exception):
@@ -42,6 +44,8 @@ class Replies:
         self._tasks: dict[str, asyncio.Task[None]] = {}  # task id → its follower here
         self._said: set[asyncio.Task[None]] = set()
         self._messages: dict[int, asyncio.Task[None]] = {}  # owed messages being sent
+        # Messages settled here lately: a list read just before one was settled names it still.
+        self._settled: dict[int, None] = {}
 
     def follow(self, chat_id: str, task_id: str) -> None:
         """Shows the turn's progress in the chat, then delivers its answer (in the background;
@@ -61,11 +65,15 @@ class Replies:
     async def drain(self) -> None:
         """Follows every reply still owed (after a restart, or one whose follower failed) and
         sends the messages owed (notifications to a chat)."""
-        for owed in await self.api.owed_replies(self.channel.name):
-            self.follow(owed["chat_id"], owed["task_id"])
-        for message in await self.api.owed_messages(self.channel.name):
+        self.take(await self.api.owed(self.channel.name))
+
+    def take(self, owed: Owed) -> None:
+        """Follows the owed replies and sends the owed messages not yet under way here."""
+        for reply in owed.replies:
+            self.follow(reply["chat_id"], reply["task_id"])
+        for message in owed.messages:
             number = int(message["id"])
-            if number not in self._messages:
+            if number not in self._messages and number not in self._settled:
                 job = asyncio.create_task(self._message(message), name=f"message-{number}")
                 self._messages[number] = job
                 job.add_done_callback(functools.partial(self._sent, number))
@@ -84,12 +92,18 @@ class Replies:
         while True:
             try:
                 await self.api.settle_message(self.channel.name, message["id"], status, error)
+                self._remember_settled(int(message["id"]))
                 return
             except (OrchestratorUnreachable, OrchestratorError) as exc:
                 log.info("%s: settling message %s: %s", self.channel.name, message["id"], exc)
                 if isinstance(exc, OrchestratorError) and exc.status < 500:
                     return  # refused for good: nothing to retry
                 await asyncio.sleep(ORCHESTRATOR_RETRY)
+
+    def _remember_settled(self, number: int) -> None:
+        self._settled[number] = None
+        while len(self._settled) > SETTLED_KEPT:
+            del self._settled[next(iter(self._settled))]
 
     async def close(self) -> None:
         jobs = [*self._tasks.values(), *self._said, *self._messages.values()]

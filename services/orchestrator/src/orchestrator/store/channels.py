@@ -9,6 +9,7 @@ import re
 import secrets
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from orchestrator.store.database import Database
 from orchestrator.store.events import CHANNEL, OWED, EventStore, sleep_until
@@ -222,11 +223,20 @@ class ChannelStore:
         ]
 
     async def owed(self, channel: str) -> Owed:
-        """The replies and messages the channel owes now."""
+        """The replies and messages the channel owes now (each list its oldest 200)."""
+        async with self.db.connection() as conn:
+            # The cursor first: a row added after it is newer than it, so the next long poll
+            # answers at once even if the lists below missed that row.
+            cursor = await conn.execute(
+                "SELECT greatest((SELECT max(seq) FROM channel_replies WHERE channel = %s"
+                " AND status = 'pending'), (SELECT max(id) FROM channel_messages"
+                " WHERE channel = %s AND status = 'pending')) AS newest",
+                (channel, channel),
+            )
+            row = await cursor.fetchone()
+        newest = int(row["newest"] or 0) if row else 0
         replies = await self.replies(channel, "pending")
-        messages = await self.messages(channel, "pending")
-        newest = [r.seq for r in replies] + [m.id for m in messages]
-        return Owed(replies, messages, max(newest, default=0))
+        return Owed(replies, await self.messages(channel, "pending"), newest)
 
     async def wait_owed(self, events: EventStore, channel: str, after: int, wait: float) -> Owed:
         """What the channel owes, once it owes anything newer than the cursor `after` or after
@@ -306,5 +316,5 @@ class ChannelStore:
             return cursor.rowcount == 1
 
 
-def without(row: dict[str, object], key: str) -> dict[str, object]:
+def without(row: dict[str, Any], key: str) -> dict[str, Any]:
     return {k: v for k, v in row.items() if k != key}
