@@ -34,8 +34,12 @@ class ChannelsSettings(BaseSettings):
     reply_attempts: int = Field(8, ge=1)
     # Seconds between edits of a streamed answer (Telegram allows about one a second per chat).
     stream_every: float = Field(1.0, ge=0)
-    # How often replies owed from before a restart are looked for.
+    # How often replies owed from before a restart are looked for (new ones come at once,
+    # through a long poll of the orchestrator).
     drain_every: float = Field(30.0, gt=0)
+    # Show the tool a turn runs ("🔧 exec: `ls -la`", cut short, credentials masked) under the
+    # streamed answer, on platforms that edit messages; the answer replaces it.
+    tool_hints: bool = False
     # A channel whose loop fails is restarted after a backoff doubling up to this many seconds.
     backoff_max: float = Field(60.0, gt=0)
 

@@ -42,8 +42,13 @@ class Hub:
 
     async def start(self) -> None:
         for channel in self.channels:
+            settings = self.settings
             replies = Replies(
-                channel, self.api, self.settings.reply_attempts, self.settings.stream_every
+                channel,
+                self.api,
+                settings.reply_attempts,
+                settings.stream_every,
+                settings.tool_hints,
             )
             self._replies.append(replies)
             conversations = Conversations(channel, self.api, replies)

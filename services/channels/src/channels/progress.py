@@ -1,6 +1,7 @@
 """What a chat sees while its turn runs: typing until the answer is there, the answer's first
-words as soon as they stream, then edits of that message at most every `every` seconds, and
-the questions of commands waiting for an approval."""
+words as soon as they stream, then edits of that message at most every `every` seconds (with
+tool hints on, the tool running now under them), and the questions of commands waiting for an
+approval."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import AsyncIterator
 
 from channels.api_client import TurnEvent
 from channels.contract import Channel, PlatformRefused, RetryLater
+from channels.hints import tool_hint
 from channels.text import size
 
 log = logging.getLogger(__name__)
@@ -21,10 +23,12 @@ TYPING_EVERY = 4.0  # Telegram shows "typing" for 5 s
 class TurnProgress:
     """One running turn's progress in one chat; `message_id` is the streamed message, if any."""
 
-    def __init__(self, channel: Channel, chat_id: str, every: float):
+    def __init__(self, channel: Channel, chat_id: str, every: float, hints: bool = False):
         self.channel = channel
         self.chat_id = chat_id
         self.every = every
+        self.hints = hints
+        self.hint = ""  # the tool running now, shown under the streamed text (hints on)
         self.message_id: str | None = None
         self.text = ""
         self.round = -1
@@ -49,20 +53,25 @@ class TurnProgress:
     async def _show(self, event: TurnEvent) -> None:
         if event.type == "assistant.delta":
             round_no = int(event.data.get("round", 0))
-            if round_no != self.round:  # a new round's text replaces the last one's
-                self.round, self.text = round_no, ""
+            if round_no != self.round:  # a new round's text replaces the last one's (and tool)
+                self.round, self.text, self.hint = round_no, "", ""
             self.text += str(event.data.get("text", ""))
+            await self._stream()
+        elif event.type == "tool.started" and self.hints:
+            self.hint = tool_hint(str(event.data.get("tool", "")), event.data.get("arguments"))
             await self._stream()
         elif event.type == "approval.requested":
             await self._ask_approval(event.data)
 
     async def _stream(self) -> None:
         now = time.monotonic()
-        if not self.channel.can_edit or now < self.quiet_until or not self.text.strip():
+        if not self.channel.can_edit or now < self.quiet_until:
+            return
+        if not (self.text.strip() or self.hint):
             return
         if self.message_id is not None and now - self.last_edit < self.every:
             return
-        shown = _preview(self.text, self.channel.text_limit)
+        shown = self._composed(self.channel.text_limit)
         if shown == self.shown:
             return
         try:
@@ -76,6 +85,13 @@ class TurnProgress:
         except PlatformRefused as exc:
             log.warning("%s: streaming to %s stopped: %s", self.channel.name, self.chat_id, exc)
             self.quiet_until = float("inf")
+
+    def _composed(self, limit: int) -> str:
+        """The streamed text, cut to leave room for the hint under it."""
+        if not self.hint:
+            return _preview(self.text, limit)
+        text = _preview(self.text, max(limit - size(self.hint) - 2, 1)) if self.text.strip() else ""
+        return f"{text}\n\n{self.hint}" if text else self.hint
 
     async def _ask_approval(self, data: dict[str, object]) -> None:
         approval = data.get("id")

@@ -34,12 +34,18 @@ class GaveUp(Exception):
 
 class Replies:
     def __init__(
-        self, channel: Channel, api: OrchestratorClient, attempts: int, stream_every: float
+        self,
+        channel: Channel,
+        api: OrchestratorClient,
+        attempts: int,
+        stream_every: float,
+        tool_hints: bool = False,
     ):
         self.channel = channel
         self.api = api
         self.attempts = attempts
         self.stream_every = stream_every
+        self.tool_hints = tool_hints
         self.running: dict[str, str] = {}  # chat → its running task (for /stop, /status)
         self._tasks: dict[str, asyncio.Task[None]] = {}  # task id → its follower here
         self._said: set[asyncio.Task[None]] = set()
@@ -113,7 +119,7 @@ class Replies:
 
     async def _follow(self, chat_id: str, task_id: str) -> None:
         try:
-            progress = TurnProgress(self.channel, chat_id, self.stream_every)
+            progress = TurnProgress(self.channel, chat_id, self.stream_every, self.tool_hints)
             await progress.typing_once()
             task = await self._until_done(task_id, progress)
             # A message the platform sent again after its answer went out: nothing to send.
