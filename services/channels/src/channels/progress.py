@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from channels.api_client import TurnEvent
 from channels.contract import Channel, PlatformRefused, RetryLater
 from channels.hints import tool_hint
+from channels.pictures import streamed_text
 from channels.text import size
 
 log = logging.getLogger(__name__)
@@ -88,9 +89,10 @@ class TurnProgress:
 
     def _composed(self, limit: int) -> str:
         """The streamed text, cut to leave room for the hint under it."""
+        body = streamed_text(self.text)
         if not self.hint:
-            return _preview(self.text, limit)
-        text = _preview(self.text, max(limit - size(self.hint) - 2, 1)) if self.text.strip() else ""
+            return _preview(body, limit)
+        text = _preview(body, max(limit - size(self.hint) - 2, 1)) if body.strip() else ""
         return f"{text}\n\n{self.hint}" if text else self.hint
 
     async def _ask_approval(self, data: dict[str, object]) -> None:
