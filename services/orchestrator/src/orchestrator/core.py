@@ -58,11 +58,11 @@ from orchestrator.schedules.heartbeat import Heartbeats
 from orchestrator.schedules.scheduler import Scheduler
 from orchestrator.store import Database, SessionStore, StoredEvent, legacy_import
 from orchestrator.store.approvals import ApprovalRow, ApprovalStore
+from orchestrator.store.channel_owed import Owed, OwedToChannels
 from orchestrator.store.channels import (
     ChannelMessage,
     ChannelReply,
     ChannelStore,
-    Owed,
     Pairing,
     SessionReply,
 )
@@ -142,6 +142,7 @@ class OrchestratorCore:
         )
         self.webhooks.requeue = self.turns.delivery_queue.enqueue_delivery
         self.channels = ChannelStore(self.db, PAIRING_CODE_TTL, MAX_PENDING_PAIRINGS)
+        self.owed_to_channels = OwedToChannels(self.channels, self.turns.events)
         self.chat_files = ChatFiles(settings.workspace)
         self.answer_images = AnswerImages(
             self.channels, settings.workspace, settings.image_max_bytes
@@ -450,7 +451,7 @@ class OrchestratorCore:
     async def channel_owed(self, channel: str, after: int, wait: float) -> Owed:
         """What the channel owes, at once when anything is newer than `after`, else once it
         is or `wait` seconds passed."""
-        return await self.channels.wait_owed(self.turns.events, channel, after, wait)
+        return await self.owed_to_channels.wait(channel, after, wait)
 
     async def settle_channel_reply(
         self, channel: str, task_id: str, status: str, error: str

@@ -1,7 +1,7 @@
 """Chat channels in PostgreSQL (0018_channels.sql): senders' pairings (a short code the owner
 approves) and the replies and messages a channel still owes its chats. Adding one that is owed
 notifies OWED + the channel's name (store/events.py), so a channel's long poll on any replica
-wakes at once."""
+wakes at once (store/channel_owed.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.store.database import Database
-from orchestrator.store.events import CHANNEL, OWED, EventStore, sleep_until
+from orchestrator.store.events import CHANNEL, OWED
 
 # Codes a person reads on a phone and types: no 0/O, 1/I/L.
 CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
@@ -56,15 +56,6 @@ class SessionReply:
 
     reply: ChannelReply
     message: str
-
-
-@dataclass(frozen=True)
-class Owed:
-    """What a channel owes now; `cursor`: the newest of them (0: nothing)."""
-
-    replies: list[ChannelReply]
-    messages: list[ChannelMessage]
-    cursor: int
 
 
 @dataclass(frozen=True)
@@ -221,47 +212,6 @@ class ChannelStore:
         return [
             SessionReply(ChannelReply(**without(row, "message")), row["message"]) for row in rows
         ]
-
-    async def owed(self, channel: str) -> Owed:
-        """The replies and messages the channel owes now (each list its oldest 200)."""
-        async with self.db.connection() as conn:
-            # The cursor first: a row added after it is newer than it, so the next long poll
-            # answers at once even if the lists below missed that row.
-            cursor = await conn.execute(
-                "SELECT greatest((SELECT max(seq) FROM channel_replies WHERE channel = %s"
-                " AND status = 'pending'), (SELECT max(id) FROM channel_messages"
-                " WHERE channel = %s AND status = 'pending')) AS newest",
-                (channel, channel),
-            )
-            row = await cursor.fetchone()
-        newest = int(row["newest"] or 0) if row else 0
-        replies = await self.replies(channel, "pending")
-        return Owed(replies, await self.messages(channel, "pending"), newest)
-
-    async def wait_owed(self, events: EventStore, channel: str, after: int, wait: float) -> Owed:
-        """What the channel owes, once it owes anything newer than the cursor `after` or after
-        `wait` seconds: woken by the OWED notification of any replica (and a look every
-        POLL_SECONDS in case the listener missed one)."""
-        deadline = time.monotonic() + wait
-        async with events.woken_when_owed(channel) as woken:
-            while True:
-                woken.clear()  # before the look: a notification during it is not lost
-                left = deadline - time.monotonic()
-                if left <= 0 or await self.owes_after(channel, after):
-                    return await self.owed(channel)
-                await sleep_until(woken, left)
-
-    async def owes_after(self, channel: str, after: int) -> bool:
-        """Whether the channel owes a reply or message newer than the cursor `after`."""
-        async with self.db.connection() as conn:
-            cursor = await conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM channel_replies WHERE channel = %s"
-                " AND status = 'pending' AND seq > %s) OR EXISTS (SELECT 1 FROM channel_messages"
-                " WHERE channel = %s AND status = 'pending' AND id > %s) AS owes",
-                (channel, after, channel, after),
-            )
-            row = await cursor.fetchone()
-        return bool(row and row["owes"])
 
     async def settle_reply(self, channel: str, task_id: str, status: str, error: str) -> bool:
         """Marks a pending reply delivered or failed; False when there is no pending one."""
