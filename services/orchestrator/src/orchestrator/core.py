@@ -9,7 +9,7 @@ import os
 import secrets
 import socket
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from crayfish_common.tools import Tool
@@ -448,10 +448,12 @@ class OrchestratorCore:
     async def session_channel_replies(self, session_id: str) -> list[SessionReply]:
         return await self.channels.replies_of_session(session_id)
 
-    async def channel_owed(self, channel: str, after: int, wait: float) -> Owed:
+    async def channel_owed(
+        self, channel: str, after: int, wait: float, closing: Callable[[], bool]
+    ) -> Owed:
         """What the channel owes, at once when anything is newer than `after`, else once it
-        is or `wait` seconds passed."""
-        return await self.owed_to_channels.wait(channel, after, wait)
+        is, `wait` seconds passed, or `closing()`."""
+        return await self.owed_to_channels.wait(channel, after, wait, closing)
 
     async def settle_channel_reply(
         self, channel: str, task_id: str, status: str, error: str

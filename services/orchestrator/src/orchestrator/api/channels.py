@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel, Field
+from sse_starlette.sse import AppStatus
 
 from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
@@ -243,7 +244,8 @@ async def list_owed(
     poll: answered as soon as the channel owes anything newer than `after` (the `cursor` of
     the last answer; a reply or message added on any replica wakes it), else after `wait`
     seconds."""
-    owed = await core.channel_owed(channel, after, wait)
+    # A server that stops answers at once rather than hold its shutdown for the wait.
+    owed = await core.channel_owed(channel, after, wait, lambda: AppStatus.should_exit)
     return OwedList(
         replies=[reply_view(r) for r in owed.replies],
         messages=[message_view(m) for m in owed.messages],

@@ -6,6 +6,7 @@ it was given, woken by the OWED notification an insert on any replica sends (sto
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from orchestrator.store.channels import ChannelMessage, ChannelReply, ChannelStore
@@ -43,16 +44,19 @@ class OwedToChannels:
         replies = await self.channels.replies(channel, "pending")
         return Owed(replies, await self.channels.messages(channel, "pending"), newest)
 
-    async def wait(self, channel: str, after: int, wait: float) -> Owed:
-        """What the channel owes, once it owes anything newer than the cursor `after` or after
-        `wait` seconds: woken by the OWED notification of any replica (and a look every
-        POLL_SECONDS in case the listener missed one)."""
+    async def wait(
+        self, channel: str, after: int, wait: float, closing: Callable[[], bool] = lambda: False
+    ) -> Owed:
+        """What the channel owes, once it owes anything newer than the cursor `after`, after
+        `wait` seconds, or once `closing()` (the server stops: it need not wait for us): woken
+        by the OWED notification of any replica (and a look every POLL_SECONDS in case the
+        listener missed one)."""
         deadline = time.monotonic() + wait
         async with self.events.woken_when_owed(channel) as woken:
             while True:
                 woken.clear()  # before the look: a notification during it is not lost
                 left = deadline - time.monotonic()
-                if left <= 0 or await self.owes_after(channel, after):
+                if left <= 0 or closing() or await self.owes_after(channel, after):
                     return await self.owed(channel)
                 await sleep_until(woken, left)
 
