@@ -34,7 +34,9 @@ SECRETS = ("sk-test-secret", API_TOKEN)  # the provider key and the API token: n
 EXAMPLES = 30  # per operation and generation mode
 # A never-ending stream (every task's events): a request to it only ends by timing out.
 UNBOUNDED = {"GET /api/events"}
-# A long poll: a good request may be held its `wait` (up to 60 s); only bad ones are generated.
+# A long poll: a request with a good `wait` is held that long (up to 60 s), whatever else it
+# holds, so none are generated (services/orchestrator/tests/test_channel_replies_shown.py sends
+# it bad ones); it is still asked without the token.
 HELD = {"GET /api/channels/{channel}/owed"}
 CHECKS = [
     not_a_server_error,
@@ -137,10 +139,10 @@ def test_generated_requests_get_no_5xx_and_answers_match_the_schema(
     assert len(ops) >= 15, [f"{op.method} {op.path}" for op in ops]
     problems: list[str] = []
     for operation in ops:
-        held = f"{operation.method.upper()} {operation.path}" in HELD
+        if f"{operation.method.upper()} {operation.path}" in HELD:
+            continue
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
-            if not (held and mode is GenerationMode.POSITIVE):
-                exercise(operation, mode, stack.url, problems)
+            exercise(operation, mode, stack.url, problems)
     FIGURES["operations"] = len(ops)
     FIGURES["secrets leaked"] += sum("secret" in p for p in problems)
     problems += without_token(ops, stack.url)
