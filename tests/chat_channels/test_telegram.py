@@ -128,6 +128,24 @@ class TestTelegram(ChannelConformance):
         assert "not a PNG, JPEG, GIF or WebP image" in notes()[4]
         assert platform.pictures(person) == [PNG]  # only the real image, of all six
 
+    def test_a_notification_to_the_chat_sends_the_image_it_shows(
+        self, platform: TelegramPlatform, start_service: Start, llm: FakeLLM, workspace: Path
+    ) -> None:
+        person = new_person()
+        settings = self.settings(platform, allow_from=person)
+        start_service({**settings, "CHANNELS_DRAIN_EVERY": "0.5"}).ready()
+        chart = f"charts/notified-{person}.png"
+        (workspace / chart).parent.mkdir(exist_ok=True)
+        (workspace / chart).write_bytes(PNG)
+        note = {"title": "Report", "text": f"Numbers are in: ![the chart]({chart})"}
+        llm.reply_tool_calls(("notify", json.dumps(note)))
+        llm.reply_text("I sent you the report.")
+        platform.say("send me the report", person)
+        text = _text_with(platform, person, "Numbers are in")
+        assert chart not in text and "the chart" in text
+        platform.fake.wait_for(lambda: platform.pictures(person))
+        assert platform.pictures(person) == [PNG]
+
 
 def _last_tool_result(body: dict[str, object]) -> str:
     messages = body["messages"]
