@@ -39,6 +39,7 @@ class Media:
     stored: dict[str, tuple[str, bytes]] = field(default_factory=dict)
     pictures: list[tuple[str, bytes | str]] = field(default_factory=list)
     downloads: int = 0
+    lost: bool = False  # get_file finds nothing (NapCat's cache was cleared)
     lock: threading.Lock = field(default_factory=threading.Lock)
     _keys: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _http: ThreadingHTTPServer | None = None
@@ -71,7 +72,7 @@ class Media:
     def get_file(self, params: dict[str, Any]) -> dict[str, str]:
         key = str(params.get("file_id") or params.get("file") or "").removeprefix("/")
         with self.lock:
-            found = self.stored.get(key)
+            found = None if self.lost else self.stored.get(key)
         if found is None:
             raise MediaRefused(1200, "file not found")
         name, data = found
