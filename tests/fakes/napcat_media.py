@@ -78,8 +78,8 @@ class Media:
         name, data = found
         path = f"/app/.config/QQ/NapCat/temp/{name}"
         encoded = base64.b64encode(data).decode()
-        return {"file": path, "url": path, "file_size": str(len(data)), "file_name": name,
-                "base64": encoded}  # fmt: skip
+        size = str(len(data))
+        return {"file": path, "url": path, "file_size": size, "file_name": name, "base64": encoded}
 
     def shown(self, chat: str, segment: dict[str, Any]) -> None:
         """A picture the bot sends in `chat`; refused as NapCat would."""
