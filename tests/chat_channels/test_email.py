@@ -1,9 +1,11 @@
 """Email end to end: aioimaplib against the fake IMAP mailbox and aiosmtplib against a real
 SMTP server (aiosmtpd) on loopback, the channels service as its own process, the real stack
-behind it; the conformance suite and email's own: threads, forged senders, robots."""
+behind it; the conformance suite and email's own: threads, forged senders, robots, IDLE and
+polling, hostile attachments."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -120,3 +122,59 @@ class TestEmail(ChannelConformance):
         assert reply.status_code == 503
         state = reply.json()["channels"]["email"]
         assert state["state"] == "reconnecting" and "login" in state["error"].lower()
+
+
+def _answered(platform: EmailPlatform, person: str, count: int = 1) -> list[str]:
+    return list(wait(lambda: len(platform.texts(person)) >= count and platform.texts(person)))
+
+
+class TestNewMail:
+    """How new mail is noticed: IDLE where the server offers it, else a look every interval."""
+
+    def settings(self, platform: EmailPlatform, person: str, **env: str) -> dict[str, str]:
+        allowed = {"CHANNELS_EMAIL_ALLOW_FROM": address(person)}
+        return {**platform.env(), **allowed, **env}
+
+    def test_mail_arriving_during_idle_is_answered_without_waiting_for_a_look(
+        self, platform: EmailPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        # A look every ten minutes: only IDLE's word can bring the mail in within the wait.
+        start_service(self.settings(platform, person, CHANNELS_EMAIL_POLL_EVERY="600")).ready()
+        llm.reply_forever_text("heard you")
+        wait(lambda: platform.imap.idles >= 1)  # idling before the mail arrives
+        arrived = time.monotonic()
+        platform.say("are you listening?", person)
+        assert _answered(platform, person) == ["heard you"]
+        answered = platform.smtp.to(address(person))[0].at
+        print(f"email with IDLE: answer mail {1000 * (answered - arrived):.0f} ms after arrival")
+
+    def test_a_server_without_idle_is_looked_at_every_interval(
+        self, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        with FakeIMAP(idle=False) as imap, FakeSMTP() as smtp:
+            platform = EmailPlatform(imap, smtp)
+            start_service(self.settings(platform, person)).ready()  # a look every 0.2 s
+            llm.reply_forever_text("polled")
+            platform.say("anyone?", person)
+            assert _answered(platform, person) == ["polled"]
+            platform.say("still there?", person)
+            assert _answered(platform, person, 2)[1] == "polled"
+            assert imap.idles == 0
+
+    def test_a_server_that_stops_answering_is_dropped_and_reopened(
+        self, platform: EmailPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        env = self.settings(
+            platform, person, CHANNELS_EMAIL_POLL_EVERY="600", CHANNELS_EMAIL_IDLE_EVERY="1"
+        )
+        start_service(env).ready()
+        llm.reply_forever_text("back again")
+        wait(lambda: platform.imap.idles >= 1)
+        logins = platform.imap.logins
+        platform.imap.freeze()  # the connection idling now never says a word again
+        platform.say("hello after the hang", person)
+        assert _answered(platform, person) == ["back again"]
+        assert platform.imap.logins > logins  # through a new connection
