@@ -5,8 +5,10 @@ polling, hostile attachments."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -126,6 +128,48 @@ class TestEmail(ChannelConformance):
 
 def _answered(platform: EmailPlatform, person: str, count: int = 1) -> list[str]:
     return list(wait(lambda: len(platform.texts(person)) >= count and platform.texts(person)))
+
+
+def _nested(depth: int, platform: EmailPlatform, person: str) -> bytes:
+    """A mail of `depth` multiparts within each other: more than Python's parser can walk."""
+    head = platform.mail("", person).as_bytes().split(b"\n\n", 1)[0].replace(b"\r", b"")
+    head = b"\n".join(line for line in head.split(b"\n") if not line.startswith(b"Content-"))
+    opened = b"".join(
+        b'Content-Type: multipart/mixed; boundary="n%d"\n\n--n%d\n' % (i, i) for i in range(depth)
+    )
+    closed = b"".join(b"\n--n%d--" % i for i in reversed(range(depth)))
+    return head + b"\n" + opened + b"Content-Type: text/plain\n\nhi" + closed + b"\n"
+
+
+class TestHostileMail:
+    def test_odd_attachments_are_taken_safely_or_named_as_not_taken(
+        self, platform: EmailPlatform, start_service: Start, llm: FakeLLM, workspace: Path
+    ) -> None:
+        person = new_person()
+        allowed = {"CHANNELS_EMAIL_ALLOW_FROM": address(person)}
+        start_service({**platform.env(), **allowed}).ready()
+        llm.reply_forever_text("looked at it")
+        bomb = platform.imap.deliver(_nested(5000, platform, person))
+        message = platform.mail("the files", person)
+        message.add_attachment(b"\x89PNG not base64 at all", "image", "png", filename="pic.png")
+        broken = message.get_payload()[-1]
+        broken.set_payload("!!! this is *not* base64 !!!")  # as a broken mailer sends it
+        escape = f"=?utf-8?q?=2E=2E=2F=2E=2E=2F=2E=2E=2Fescaped-{person}=2Etxt?="
+        message.add_attachment(b"payload", "text", "plain", filename="x")
+        message.get_payload()[-1].replace_header(
+            "Content-Disposition", f'attachment; filename="{escape}"'
+        )
+        platform.send(message)
+        texts = _answered(platform, person, 2)
+        assert any("pic.png: not valid base64" in text for text in texts), texts
+        assert "looked at it" in texts
+        asked = str(llm.requests[0]["messages"])
+        assert "the files" in asked
+        path = re.search(rf"(inbox/[0-9a-f]{{8}}-escaped-{person}\.txt) \(7 bytes\)", asked)
+        assert path is not None, asked
+        assert (workspace / path[1]).read_bytes() == b"payload"
+        assert not list(workspace.parent.glob(f"**/escaped-{person}.txt"))  # nowhere else
+        assert platform.imap.seen(bomb) and len(llm.requests) == 1  # read, and let be
 
 
 class TestNewMail:
