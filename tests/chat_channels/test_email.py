@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.chat_channels.conformance import ChannelConformance, Start
+from tests.chat_channels.conformance import PNG, ChannelConformance, Start
 from tests.chat_channels.email_platform import AUTHSERV, EmailPlatform, address, wait
 from tests.chat_channels.platform import new_person
 from tests.fakes import FakeLLM
@@ -67,6 +67,26 @@ class TestEmail(ChannelConformance):
         second = platform.smtp.to(address(person))[1].message
         assert second["In-Reply-To"] == follow_up["Message-ID"]
         assert str(first["Message-ID"]) in str(second["References"])
+
+    def test_the_answer_mail_itself_carries_the_pictures_it_shows(
+        self, platform: EmailPlatform, start_service: Start, llm: FakeLLM, workspace: Path
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        chart = f"charts/mail-{person}.png"
+        (workspace / chart).parent.mkdir(exist_ok=True)
+        (workspace / chart).write_bytes(PNG)
+        remote = "https://example.test/remote.png"
+        llm.reply_text(f"Two views:\n\n![the chart]({chart})\n\n![elsewhere]({remote})")
+        platform.say("charts, please", person)
+        wait(lambda: platform.smtp.to(address(person)))
+        time.sleep(1.5)  # a second mail (a picture sent after the answer) would be here by now
+        (answer,) = platform.smtp.to(address(person))
+        (picture,) = answer.message.iter_attachments()
+        assert picture.get_filename() == f"mail-{person}.png"
+        assert picture.get_content_type() == "image/png" and picture.get_content() == PNG
+        assert chart not in answer.text and remote in answer.text  # a URL stays a link
+        assert answer.text.startswith("Two views:")
 
     def test_a_forged_from_is_ignored_and_a_verified_one_answered(
         self, platform: EmailPlatform, start_service: Start, llm: FakeLLM

@@ -47,6 +47,7 @@ class EmailChannel(Channel):
     name = "email"
     text_limit = TEXT_LIMIT
     can_edit = False
+    attaches_pictures = True  # one mail: the answer and the pictures it shows
 
     def __init__(self, settings: ChannelsSettings):
         self.settings = settings
@@ -115,9 +116,16 @@ class EmailChannel(Channel):
     async def send(self, chat_id: str, markdown: str) -> str:
         return await self._mail(chat_id, markdown, ())
 
+    async def send_with_pictures(
+        self, chat_id: str, markdown: str, pictures: tuple[Picture, ...]
+    ) -> str:
+        """The answer mail, the pictures (bytes) attached to it; a URL stays a link in the text."""
+        return await self._mail(chat_id, markdown, tuple(p for p in pictures if p.data))
+
     async def send_image(self, chat_id: str, picture: Picture) -> str:
-        """A mail in the thread with the picture attached. A URL is refused: this service
-        never fetches a URL a model wrote, and the answer's text already holds the link."""
+        """A mail in the thread with the picture attached (a notification's picture: an
+        answer's go with it). A URL is refused: this service never fetches a URL a model
+        wrote, and the text already holds the link."""
         if not picture.data:
             raise PlatformRefused("email attaches pictures; a link stays in the text")
         return await self._mail(chat_id, picture.name, (picture,))
