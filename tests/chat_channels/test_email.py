@@ -242,3 +242,18 @@ class TestNewMail:
         platform.say("hello after the hang", person)
         assert _answered(platform, person) == ["back again"]
         assert platform.imap.logins > logins  # through a new connection
+
+    def test_a_connection_the_server_closes_is_reopened_at_once(
+        self, platform: EmailPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        # Neither a look nor the IDLE's re-issue (25 min) comes within the wait: only noticing
+        # the closed connection brings the mail in.
+        start_service(self.settings(platform, person, CHANNELS_EMAIL_POLL_EVERY="600")).ready()
+        llm.reply_forever_text("reconnected")
+        wait(lambda: platform.imap.idles >= 1)
+        logins = platform.imap.logins
+        platform.imap.drop()
+        platform.say("hello after the restart", person)
+        assert _answered(platform, person) == ["reconnected"]
+        assert platform.imap.logins > logins

@@ -4,11 +4,13 @@ IDLE (RFC 2177: `+ idling`, `* n EXISTS` as mail arrives, ended by DONE; offered
 `idle=False`), LOGOUT (RFC 3501's wire format: tagged commands, untagged data, literals `{n}`).
 Anything else is answered BAD. It counts how often each mail was fetched and how many IDLEs
 began, can hold STOREs unanswered (lost: a crash between queueing a turn and flagging its mail),
-and can stop answering on the connections open now (`freeze`), as a server that hangs does."""
+and can stop answering on the connections open now (`freeze`), as a server that hangs does, or
+close them (`drop`), as one that restarts does."""
 
 from __future__ import annotations
 
 import re
+import socket
 import socketserver
 import threading
 import time
@@ -53,6 +55,16 @@ class FakeIMAP:
             self.mails.append(Stored(uid, raw))
             self.lock.notify_all()  # an IDLE says so
             return uid
+
+    def drop(self) -> None:
+        """The server closes the connections open now, as one that restarts does."""
+        with self.lock:
+            sessions = list(self.open)
+        for session in sessions:
+            try:
+                session.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already gone
 
     def freeze(self) -> None:
         """The connections open now stop answering (they read and say nothing); new ones work."""

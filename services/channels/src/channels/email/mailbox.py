@@ -21,12 +21,22 @@ from channels.contract import PlatformRefused
 log = logging.getLogger(__name__)
 
 
+LOST = [b"connection lost"]  # what an IDLE hears when the server closed the connection
+
+
 class Mailbox:
     def __init__(self, settings: ChannelsSettings, client: IMAP4):
         self.settings = settings
         self.client = client
         self.timeout = settings.call_timeout
         self.idles = client.has_capability("IDLE")
+        self.lost = False
+        # A closed connection ends an IDLE at once, not at its re-issue minutes later.
+        client.protocol.conn_lost_cb = self._lost
+
+    def _lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self.client.protocol.idle_queue.put_nowait(LOST)
 
     @classmethod
     async def open(cls, settings: ChannelsSettings) -> Mailbox:
@@ -89,7 +99,12 @@ class Mailbox:
         except TimeoutError:
             pass  # no news: re-issued, which checks the server still answers
         finally:
-            client.idle_done()
+            if self.lost:
+                idling.cancel()
+            else:
+                client.idle_done()
+        if self.lost:
+            raise ConnectionError("IMAP closed the connection")
         try:
             ended = await asyncio.wait_for(idling, self.timeout)
         except TimeoutError as exc:
@@ -97,6 +112,8 @@ class Mailbox:
         _check(ended, "IDLE")
 
     async def close(self) -> None:
+        if self.lost:
+            return  # nothing to log out of
         try:
             await self.client.logout()
         except (TimeoutError, Abort, CommandTimeout, OSError) as exc:
