@@ -1,7 +1,8 @@
 """The answers a channel owes its chats. Each channel turn's reply is a row in the orchestrator
 (channel_replies) until this service says it was delivered or failed for good, so a restart
 delivers what was owed (`drain`). A reply is sent in pieces within the platform's limit, each
-retried after the platform's 429 retry_after (or a timeout) up to `attempts` times."""
+retried after the platform's 429 retry_after (or a timeout) up to `attempts` times, then the
+images it shows (pictures.py)."""
 
 from __future__ import annotations
 
