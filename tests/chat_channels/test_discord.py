@@ -93,3 +93,14 @@ class TestDiscord(ChannelConformance):
         assert "see attached" in str(llm.requests[0]["messages"])
         with platform.fake.lock:
             assert platform.fake.cdn_requests == []  # refused by its stated size, unread
+
+    def test_an_image_url_the_answer_shows_follows_as_an_embed(
+        self, platform: DiscordPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        llm.reply_text("A cat:\n\n![a cat](https://example.org/cat.png)")
+        platform.say("show me a cat", person)
+        platform.fake.wait_for(lambda: platform.pictures(person))
+        assert platform.pictures(person) == ["https://example.org/cat.png"]
+        assert any("A cat" in text for text in platform.texts(person))

@@ -153,3 +153,14 @@ class TestSlack(ChannelConformance):
         assert "see attached" in str(llm.requests[0]["messages"])
         downloads = [p for h, p, _ in fake.file_requests if p.endswith("big.bin")]
         assert len(downloads) == (0 if stated > len(big) else 1)  # a stated size is believed
+
+    def test_an_image_url_the_answer_shows_follows_as_an_image_block(
+        self, platform: SlackPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        llm.reply_text("A cat:\n\n![a cat](https://example.org/cat.png)")
+        platform.say("show me a cat", person)
+        platform.fake.wait_for(lambda: platform.pictures(person))
+        assert platform.pictures(person) == ["https://example.org/cat.png"]
+        assert any("A cat" in text for text in platform.texts(person))

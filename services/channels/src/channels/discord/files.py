@@ -53,5 +53,18 @@ def picture_message(picture: Picture) -> dict[str, Any]:
     """The keywords of handle_message_parameters showing the picture: its bytes as the
     message's file (multipart), or its URL as an embed's image (Discord fetches it)."""
     if picture.data:
-        return {"file": discord.File(io.BytesIO(picture.data), filename=picture.name)}
+        return {"file": discord.File(io.BytesIO(picture.data), filename=image_name(picture))}
     return {"embed": discord.Embed().set_image(url=picture.url)}
+
+
+def image_name(picture: Picture) -> str:
+    """The picture's name ending as its type does: Discord shows an upload as an image by its
+    file name's extension."""
+    extension = mimetypes.guess_extension(picture.mime) if picture.mime else None
+    if extension and not picture.name.lower().endswith(_extensions(picture.mime)):
+        return f"{picture.name}{extension}"
+    return picture.name
+
+
+def _extensions(mime: str) -> tuple[str, ...]:
+    return tuple(mimetypes.guess_all_extensions(mime)) or ("",)
