@@ -41,13 +41,6 @@ NETWORK_RETRY = 2.0  # seconds before retrying after a timeout or a dropped conn
 T = TypeVar("T")
 
 
-def factory(settings: ChannelsSettings) -> DiscordChannel | None:
-    """The `crayfish.channels` entry point: the channel when CHANNELS_DISCORD_TOKEN is set."""
-    if not settings.discord_token:
-        return None
-    return DiscordChannel(settings)
-
-
 class DiscordChannel(Channel):
     name = "discord"
     text_limit = TEXT_LIMIT

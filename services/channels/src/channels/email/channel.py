@@ -36,13 +36,6 @@ TEXT_LIMIT = 10_000
 SMTP_RETRY = 2.0  # seconds before retrying a 4xx answer or a timeout: SMTP has no retry-after
 
 
-def factory(settings: ChannelsSettings) -> EmailChannel | None:
-    """The `crayfish.channels` entry point: the channel when CHANNELS_EMAIL_IMAP_HOST is set."""
-    if not settings.email_imap_host:
-        return None
-    return EmailChannel(settings)
-
-
 class EmailChannel(Channel):
     name = "email"
     text_limit = TEXT_LIMIT

@@ -48,13 +48,6 @@ TYPING_STATUS = "is typing…"
 MESSAGE_SUBTYPES = ("", "file_share")
 
 
-def factory(settings: ChannelsSettings) -> SlackChannel | None:
-    """The `crayfish.channels` entry point: the channel when both Slack tokens are set."""
-    if not (settings.slack_bot_token and settings.slack_app_token):
-        return None
-    return SlackChannel(settings)
-
-
 class SlackChannel(Channel):
     name = "slack"
     text_limit = TEXT_LIMIT
