@@ -3,10 +3,13 @@ as its own process, the real stack behind it; the conformance suite and Matrix's
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from channels.attachments import FILE_MAX_BYTES
 
 from tests.chat_channels.conformance import ChannelConformance, Start, sender_of
 from tests.chat_channels.matrix_platform import MatrixPlatform
@@ -74,6 +77,62 @@ class TestMatrix(ChannelConformance):
         assert reply.status_code == 503
         state = reply.json()["channels"]["matrix"]
         assert state["state"] == "reconnecting" and "token" in state["error"].lower()
+
+    def test_a_server_without_authenticated_media_serves_files_on_the_legacy_path(
+        self, platform: MatrixPlatform, start_service: Start, llm: FakeLLM, workspace: Path
+    ) -> None:
+        platform.fake.authenticated_media = False  # a homeserver from before Matrix 1.11
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        llm.reply_forever_text("Filed.")
+        platform.send_attachment(b"first", "one.txt", person, image=False)
+        platform.wait_texts(person, 1)
+        platform.send_attachment(b"second", "two.txt", person, image=False)
+        platform.wait_texts(person, 2)
+        asked = str([r["messages"] for r in llm.requests])
+        paths = re.findall(r"inbox/[0-9a-f]{8}-(?:one|two)\.txt", asked)
+        assert sorted((workspace / p).read_bytes() for p in set(paths)) == [b"first", b"second"]
+        gets = [(path, status) for method, path, status in platform.fake.calls if method == "GET"]
+        media = [(p.split("/download/")[0], s) for p, s in gets if "/download/" in p]
+        # asked the authenticated API once, then only the legacy path
+        assert media == [
+            ("/_matrix/client/v1/media", 404),
+            ("/_matrix/media/v3", 200),
+            ("/_matrix/media/v3", 200),
+        ]
+
+    def test_a_file_over_the_cap_is_not_taken_whether_its_size_is_stated_or_not(
+        self, platform: MatrixPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        llm.reply_forever_text("Noted.")
+        big = b"x" * (FILE_MAX_BYTES + 1)
+        platform.send_attachment(big, "stated.bin", person, caption="one", image=False)
+        platform.fake.wait_for(lambda: any("stated.bin" in t for t in platform.texts(person)))
+        assert platform.fake.downloads == []  # refused by its stated size, never fetched
+        platform.fake.unsized_media = True  # served without Content-Length
+        platform.send_attachment(big, "unsized.bin", person, caption="two", image=False, size=0)
+        platform.fake.wait_for(lambda: any("unsized.bin" in t for t in platform.texts(person)))
+        refusals = [t for t in platform.texts(person) if t.startswith("⚠️ Not taken")]
+        assert len(refusals) == 2 and all("over 700000 bytes" in t for t in refusals)
+        assert len(platform.fake.downloads) == 1  # this one was read, and dropped at the cap
+        # the captions still reached the model; the files did not
+        asked = [str(r["messages"]) for r in llm.requests]
+        assert any("one" in a for a in asked) and not any("inbox/" in a for a in asked)
+
+    def test_a_picture_the_answer_links_is_not_fetched_and_its_link_stays(
+        self, platform: MatrixPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        llm.reply_text("Look: ![a cat](https://example.org/cat.png)")
+        platform.say("show me a cat", person)
+        platform.fake.wait_for(lambda: "a cat" in "".join(platform.texts(person)))
+        time.sleep(1.0)
+        sent = platform.fake.bot_events(platform.room(person))
+        assert 'href="https://example.org/cat.png"' in str(sent[-1]["content"])
+        assert platform.pictures(person) == [] and platform.fake.uploads == []
 
 
 def test_the_stack_runs_the_channels_service_when_matrix_is_configured() -> None:

@@ -2,7 +2,10 @@
 (https://spec.matrix.org/v1.11/client-server-api/) as far as the channel uses it: whoami,
 /sync with `since` and `timeout` (invites, newly joined rooms' timelines, new events),
 joining, joined members, one event, sending (`PUT /rooms/{id}/send/{type}/{txn}`, the
-transaction id making a resend the same event), `m.replace` edits, typing, and account data.
+transaction id making a resend the same event), `m.replace` edits, typing, account data, and
+media: upload (`POST /_matrix/media/v3/upload`) and download through the authenticated media
+API (`/_matrix/client/v1/media/download/…`, Matrix 1.11) or, with `authenticated_media` off
+(an older server), only the legacy `/_matrix/media/v3/download/…`.
 
 Errors are the spec's `{"errcode", "error"}` with its HTTP statuses: an unknown token (401
 M_UNKNOWN_TOKEN), a room the bot is not in (403), an unknown event (404), an event over
@@ -25,6 +28,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 SERVER = "fake.local"
 BOT = f"@crayfish:{SERVER}"
 EVENT_LIMIT = 65536
+MEDIA_LIMIT = 50 * 1024 * 1024  # Synapse's default max_upload_size
 PREFIX = "/_matrix/client/v3"
 
 
@@ -42,6 +46,15 @@ class Room:
     invited_at: int = 0  # stream position of the bot's invite
     joined_at: int | None = None  # of the bot's join
     events: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Media:
+    """A file in the media repository."""
+
+    data: bytes
+    kind: str  # its content type
+    name: str = ""
 
 
 @dataclass
@@ -73,6 +86,11 @@ class FakeHomeserver:
         self.hung: set[str] = set()  # rooms whose sends and typing never answer
         self.hang_released = threading.Event()
         self.hold_acks = False
+        self.media: dict[str, Media] = {}  # media id → file
+        self.uploads: list[str] = []  # mxc URIs the bot uploaded
+        self.downloads: list[str] = []  # media ids served
+        self.authenticated_media = True  # false: only the legacy /_matrix/media/v3/download
+        self.unsized_media = False  # true: files served without a Content-Length
         self._server: ThreadingHTTPServer | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -121,6 +139,13 @@ class FakeHomeserver:
             room = self.rooms[room_id]
             return [e for e in room.events if e["sender"] == BOT and e["type"] == "m.room.message"]
 
+    def pictures(self, room_id: str) -> list[bytes]:
+        """The images the bot showed in the room (`m.image` of an mxc it uploaded), oldest first."""
+        with self.lock:
+            sent = [e["content"] for e in self.rooms[room_id].events if e["sender"] == BOT]
+            uris = [c.get("url") for c in sent if c.get("msgtype") == "m.image"]
+            return [self.media_of(str(uri)).data for uri in uris]
+
     def texts(self, room_id: str) -> list[str]:
         with self.lock:
             return [m.text for m in self.shown if m.room_id == room_id]
@@ -154,6 +179,42 @@ class FakeHomeserver:
             self.hang_released.wait()
             raise MatrixError(502, "M_UNKNOWN", "Bad Gateway")
         return getattr(self, f"_api_{name}")(*args, query=query, body=body)
+
+    def _api_upload(self, body: Media, **_: Any) -> Any:
+        with self.lock:
+            if len(body.data) > MEDIA_LIMIT:
+                raise MatrixError(413, "M_TOO_LARGE", "Cannot upload files larger than 50 MB")
+            uri = self.store_media(body)
+            self.uploads.append(uri)
+            return {"content_uri": uri}
+
+    def store_media(self, media: Media) -> str:
+        """Keeps the file in the media repository; its mxc:// URI."""
+        with self.lock:
+            media_id = f"m{self._next()}{'x' * 12}"
+            self.media[media_id] = media
+            return f"mxc://{SERVER}/{media_id}"
+
+    def media_of(self, uri: str) -> Media:
+        with self.lock:
+            return self.media[uri.removeprefix(f"mxc://{SERVER}/")]
+
+    def _api_download(self, server: str, media_id: str, **_: Any) -> Any:
+        if not self.authenticated_media:  # a server before Matrix 1.11
+            raise MatrixError(404, "M_UNRECOGNIZED", "Unrecognized request")
+        return self._media(server, media_id)
+
+    def _api_legacy_download(self, server: str, media_id: str, **_: Any) -> Any:
+        if self.authenticated_media:  # Matrix 1.11 servers freeze the old unauthenticated one
+            raise MatrixError(404, "M_NOT_FOUND", "Not found")
+        return self._media(server, media_id)
+
+    def _media(self, server: str, media_id: str) -> Media:
+        with self.lock:
+            if server != SERVER or media_id not in self.media:
+                raise MatrixError(404, "M_NOT_FOUND", "Not found")
+            self.downloads.append(media_id)
+            return self.media[media_id]
 
     def _api_whoami(self, **_: Any) -> Any:
         return {"user_id": BOT, "device_id": "FAKEDEVICE"}
@@ -234,7 +295,8 @@ class FakeHomeserver:
                 raise MatrixError(429, "M_LIMIT_EXCEEDED", "Too Many Requests", retry_after_ms=wait)
             if len(json.dumps(body).encode()) > EVENT_LIMIT:
                 raise MatrixError(413, "M_TOO_LARGE", "event too large")
-            shown = self._show(room, body) if kind == "m.room.message" else None
+            text = kind == "m.room.message" and body.get("msgtype") not in ("m.image", "m.file")
+            shown = self._show(room, body) if text else None
             event = self._event(room, BOT, kind, body)
             self.transactions[txn] = event["event_id"]
             if shown is not None:
@@ -322,7 +384,12 @@ class FakeHomeserver:
         return event
 
 
+MEDIA = "/_matrix/media/v3"
+AUTHENTICATED_MEDIA = "/_matrix/client/v1/media"
 ROUTES = [
+    ("POST", MEDIA + r"/upload", "upload"),
+    ("GET", AUTHENTICATED_MEDIA + r"/download/([^/]+)/([^/]+)(?:/[^/]+)?", "download"),
+    ("GET", MEDIA + r"/download/([^/]+)/([^/]+)(?:/[^/]+)?", "legacy_download"),
     ("GET", r"/account/whoami", "whoami"),
     ("GET", r"/sync", "sync"),
     ("POST", r"/join/([^/]+)", "join"),
@@ -337,10 +404,9 @@ ROUTES = [
 
 
 def _route(method: str, path: str) -> tuple[str, list[str]] | None:
-    if not path.startswith(PREFIX):
-        return None
     for verb, pattern, name in ROUTES:
-        match = re.fullmatch(pattern, path[len(PREFIX) :])
+        full = pattern if pattern.startswith("/_matrix/") else PREFIX + pattern
+        match = re.fullmatch(full, path)
         if verb == method and match:
             return name, [unquote(part) for part in match.groups()]
     return None
@@ -389,21 +455,31 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if self.headers.get("authorization") != f"Bearer {self.fake.token}":
                 raise MatrixError(401, "M_UNKNOWN_TOKEN", "Invalid access token passed.")
-            try:
-                body = json.loads(raw) if raw else {}
-            except ValueError:
-                raise MatrixError(400, "M_NOT_JSON", "Content not JSON.") from None
-            answer = self.fake.call(method, parts.path, dict(parse_qsl(parts.query)), body)
+            query = dict(parse_qsl(parts.query))
+            if parts.path == MEDIA + "/upload":  # the body is the file itself
+                kind = self.headers.get("content-type") or "application/octet-stream"
+                body: Any = Media(raw, kind, query.get("filename", ""))
+            else:
+                try:
+                    body = json.loads(raw) if raw else {}
+                except ValueError:
+                    raise MatrixError(400, "M_NOT_JSON", "Content not JSON.") from None
+            answer = self.fake.call(method, parts.path, query, body)
         except MatrixError as exc:
             status = exc.status
             answer = {"errcode": exc.errcode, "error": exc.error, **exc.extra}
         with self.fake.lock:
             self.fake.calls.append((method, parts.path, status))
-        data = json.dumps(answer).encode()
+        kind = answer.kind if isinstance(answer, Media) else "application/json"
+        data = answer.data if isinstance(answer, Media) else json.dumps(answer).encode()
         try:
             self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
+            self.send_header("content-type", kind)
+            if isinstance(answer, Media) and self.fake.unsized_media:
+                self.send_header("connection", "close")  # the body ends when the link does
+                self.close_connection = True
+            else:
+                self.send_header("content-length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
         except OSError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import io
 import logging
 import re
 import time
@@ -22,8 +23,17 @@ from aiohttp import ClientError
 from nio import AsyncClient, AsyncClientConfig, ErrorResponse, SyncResponse
 
 from channels.config import ChannelsSettings
-from channels.contract import Access, Channel, Inbound, Inbox, PlatformRefused, RetryLater
-from channels.matrix import rooms, sync_token
+from channels.contract import (
+    Access,
+    Attachment,
+    Channel,
+    Inbound,
+    Inbox,
+    Picture,
+    PlatformRefused,
+    RetryLater,
+)
+from channels.matrix import media, rooms, sync_token
 from channels.telegram.markdown import to_html
 
 log = logging.getLogger(__name__)
@@ -33,6 +43,7 @@ TEXT_LIMIT = 2500
 NETWORK_RETRY = 2.0  # seconds before retrying after a timeout or a dropped connection
 LIMIT_DEFAULT = 5.0  # a 429 without retry_after_ms
 OWN_EVENTS_KEPT = 500  # ids of messages the bot sent, to know a reply to it without a lookup
+TAKEN = frozenset({"m.text", *media.MEDIA_MSGTYPES})  # the msgtypes answered
 
 
 def factory(settings: ChannelsSettings) -> MatrixChannel | None:
@@ -60,6 +71,7 @@ class MatrixChannel(Channel):
         self.names: tuple[str, ...] = ()
         self.members: dict[str, int] = {}  # room → joined members, until one joins or leaves
         self.own_events: deque[str] = deque(maxlen=OWN_EVENTS_KEPT)
+        self.legacy_media = False  # the server has no authenticated media (before Matrix 1.11)
 
     async def start(self) -> None:
         self.started_ms = int(time.time() * 1000)  # a first sync's older messages are history
@@ -117,10 +129,12 @@ class MatrixChannel(Channel):
         if event.get("type") != "m.room.message" or event.get("sender") == self.user_id:
             return None
         relation = content.get("m.relates_to") or {}
-        if content.get("msgtype") != "m.text" or relation.get("rel_type") == "m.replace":
-            return None  # notices (other bots), media, edits of earlier messages
-        text = rooms.without_reply_fallback(str(content.get("body") or "")).strip()
-        if not text:
+        if content.get("msgtype") not in TAKEN or relation.get("rel_type") == "m.replace":
+            return None  # notices (other bots), audio, video, edits of earlier messages
+        attachment = media.attachment_of(content, str(event.get("event_id")))
+        text = media.caption_of(content) if attachment else str(content.get("body") or "")
+        text = rooms.without_reply_fallback(text).strip()
+        if not text and attachment is None:
             return None
         sender = str(event.get("sender"))
         try:
@@ -139,6 +153,7 @@ class MatrixChannel(Channel):
             text=rooms.without_mention(text, self.user_id, self.names),
             group=group,
             addressed=addressed,
+            attachments=(attachment,) if attachment else (),
         )
 
     async def _is_group(self, room_id: str) -> bool:
@@ -177,6 +192,36 @@ class MatrixChannel(Channel):
         await self._call(
             self.calls.room_send(_room(chat_id), "m.room.message", content, uuid.uuid4().hex)
         )
+
+    async def send_image(self, chat_id: str, picture: Picture) -> str:
+        """Uploads the picture and shows it as `m.image`; a picture that is only a URL is
+        refused (Matrix shows mxc media only; the answer's text keeps the link)."""
+        if not picture.data:
+            raise PlatformRefused("Matrix shows only uploaded images, not a link")
+        room = _room(chat_id)
+        upload = self.calls.upload(
+            io.BytesIO(picture.data),
+            content_type=picture.mime or "application/octet-stream",
+            filename=picture.name,
+            filesize=len(picture.data),
+        )
+        uploaded, keys = await self._guard(upload)
+        if isinstance(uploaded, ErrorResponse):
+            raise _mapped(uploaded)
+        content = media.image_content(picture, uploaded.content_uri, keys)
+        sent = await self._call(
+            self.calls.room_send(room, "m.room.message", content, uuid.uuid4().hex)
+        )
+        self.own_events.append(sent.event_id)
+        return str(sent.event_id)
+
+    async def fetch(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """The media's bytes through the authenticated media API (the legacy path only when
+        the server does not have it), refused past `max_bytes` before or while reading."""
+        data, self.legacy_media = await self._guard(
+            media.download(self.calls, attachment, max_bytes, self.timeout, self.legacy_media)
+        )
+        return data
 
     async def typing(self, chat_id: str) -> None:
         await self._call(self.calls.room_typing(_room(chat_id), True, timeout=5000))
