@@ -5,6 +5,7 @@ A person `9012` is `@u9012:fake.local`, their direct room `!dm9012:fake.local`; 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from channels.matrix.rooms import chat_id_of
@@ -16,14 +17,16 @@ class MatrixPlatform:
     name = "matrix"
     text_limit = 2500
 
-    def __init__(self, fake: FakeHomeserver):
+    def __init__(self, fake: FakeHomeserver, store: Path):
         self.fake = fake
+        self.store = store  # the bot's end-to-end keys
 
     def env(self) -> dict[str, str]:
         return {
             "CHANNELS_MATRIX_ACCESS_TOKEN": self.fake.token,
             "CHANNELS_MATRIX_HOMESERVER": self.fake.url,
             "CHANNELS_MATRIX_POLL_TIMEOUT": "1",
+            "CHANNELS_MATRIX_STORE_DIR": str(self.store),
         }
 
     def sender_id(self, person: str) -> str:

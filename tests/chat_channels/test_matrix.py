@@ -3,6 +3,7 @@ as its own process, the real stack behind it; the conformance suite and Matrix's
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -12,17 +13,20 @@ import pytest
 from channels.attachments import FILE_MAX_BYTES
 
 from tests.chat_channels.conformance import ChannelConformance, Start, sender_of
+from tests.chat_channels.matrix_person import EncryptedPerson
 from tests.chat_channels.matrix_platform import MatrixPlatform
 from tests.chat_channels.platform import new_person
 from tests.fakes import FakeLLM, Reply
-from tests.fakes.matrix_homeserver import FakeHomeserver
+from tests.fakes.matrix_homeserver import BOT, BOT_DEVICE, ENCRYPTION, FakeHomeserver
 from tests.stacks import running_stack
+
+STATE = ("m.room.member", ENCRYPTION)
 
 
 @pytest.fixture
-def platform() -> Iterator[MatrixPlatform]:
+def platform(tmp_path: Path) -> Iterator[MatrixPlatform]:
     with FakeHomeserver() as fake:
-        yield MatrixPlatform(fake)
+        yield MatrixPlatform(fake, tmp_path / "matrix-store")
 
 
 class TestMatrix(ChannelConformance):
@@ -134,12 +138,52 @@ class TestMatrix(ChannelConformance):
         assert 'href="https://example.org/cat.png"' in str(sent[-1]["content"])
         assert platform.pictures(person) == [] and platform.fake.uploads == []
 
+    def test_an_encrypted_direct_chat_is_answered_encrypted_also_after_a_restart(
+        self, platform: MatrixPlatform, start_service: Start, llm: FakeLLM, tmp_path: Path
+    ) -> None:
+        """The person is matrix-nio with e2e too: both sides a real SDK, the fake between."""
+        fake, person = platform.fake, new_person()
+        user, room = platform.sender_id(person), platform.room(person)
+        settings = self.settings(platform, allow_from=person)
+        service = start_service(settings)
+        service.ready()
+        fake.encrypted_dm(room, user)  # as Element makes a direct chat
+        fake.wait_for(lambda: fake.rooms[room].joined_at is not None)
+        them = EncryptedPerson(fake, user, tmp_path / "person-store")
+        try:
+            llm.reply_text("the hidden answer")
+            them.say(room, "a hidden question")
+            them.wait_answer("the hidden answer")  # decrypted by the person's device
+            assert "a hidden question" in str(llm.requests[0]["messages"])  # the bot read it
+            said = [e for e in fake.rooms[room].events if e["type"] not in STATE]
+            assert len(said) >= 2 and {e["type"] for e in said} == {"m.room.encrypted"}
+            assert "hidden" not in json.dumps([fake.rooms[room].events, fake.keys.inbox])
+            device_keys = fake.keys.devices[BOT]
+            claims, sent = len(fake.keys.claims), len(fake.keys.sent)
 
-def test_the_stack_runs_the_channels_service_when_matrix_is_configured() -> None:
+            service.stop()
+            start_service(settings).ready()
+            llm.reply_text("the second answer")
+            them.say(room, "another hidden question")
+            them.wait_answer("the second answer")
+            # the same device with the same keys: nothing published again but one-time keys
+            assert fake.keys.devices[BOT] == device_keys and list(device_keys) == [BOT_DEVICE]
+            published = [b for (who, _), b in fake.keys.uploads if who == BOT]
+            assert sum("device_keys" in b for b in published) == 1
+            # the person's room key from before the restart still opened their message (they
+            # sent no new one), and the bot's olm session with them survived (no new claim)
+            assert [s for s in fake.keys.sent[sent:] if s[0][0] == user] == []
+            assert [c for c in fake.keys.claims[claims:] if c[0] == BOT] == []
+            assert them.unreadable == 0
+        finally:
+            them.close()
+
+
+def test_the_stack_runs_the_channels_service_when_matrix_is_configured(tmp_path: Path) -> None:
     """`make run`'s launcher: the channels service gets the Matrix settings (and the channels
     token, never the owner's) and answers in Matrix."""
     with FakeLLM() as llm, FakeHomeserver() as fake:
-        platform = MatrixPlatform(fake)
+        platform = MatrixPlatform(fake, tmp_path / "matrix-store")
         person = new_person()
         env = {
             **platform.env(),
