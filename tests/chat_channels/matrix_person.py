@@ -60,12 +60,13 @@ class EncryptedPerson:
             else:
                 self.answers[event.event_id] = event.body
 
-    def say(self, room_id: str, text: str) -> None:
+    def say(self, room_id: str, text: str) -> str:
         """Sends an encrypted message (sharing the room key with the devices in the room first,
-        trusting them unverified as Element does by default)."""
+        trusting them unverified as Element does by default); its event id."""
         self.sync()
         content = {"msgtype": "m.text", "body": text}
-        self._run(self.client.room_send(room_id, "m.room.message", content, None, True))
+        sent = self._run(self.client.room_send(room_id, "m.room.message", content, None, True))
+        return str(sent.event_id)
 
     def wait_answer(self, text: str, timeout: float = 40.0) -> None:
         """Syncs until one of the bot's messages reads `text`."""

@@ -178,6 +178,36 @@ class TestMatrix(ChannelConformance):
         finally:
             them.close()
 
+    def test_a_device_whose_keys_change_is_not_trusted(
+        self, platform: MatrixPlatform, start_service: Start, llm: FakeLLM, tmp_path: Path
+    ) -> None:
+        fake, person = platform.fake, new_person()
+        user, room = platform.sender_id(person), platform.room(person)
+        service = start_service(self.settings(platform, allow_from=person))
+        service.ready()
+        fake.encrypted_dm(room, user)
+        fake.wait_for(lambda: fake.rooms[room].joined_at is not None)
+        them = EncryptedPerson(fake, user, tmp_path / "person-store")
+        other = None
+        try:
+            llm.reply_forever_text("an answer")
+            them.say(room, "hello")
+            them.wait_answer("an answer")  # the device is trusted on first use
+            # the same device id with other keys (a homeserver that lies, or a stolen login)
+            other = EncryptedPerson(fake, user, tmp_path / "other-store")
+            event_id = other.say(room, "an impostor's question")
+            fake.wait_for(lambda: fake.handed.get(event_id, 0) >= 1)  # the bot synced it
+            time.sleep(2.0)
+            asked = [str(r["messages"]) for r in llm.requests]
+            assert len(asked) == 1 and "impostor" not in "".join(asked)
+            logs = service.logs()
+            assert f"the signing key of {user}'s device PERSONDEVICE changed" in logs
+            assert f"not taking {event_id}" in logs
+        finally:
+            them.close()
+            if other is not None:
+                other.close()
+
 
 def test_the_stack_runs_the_channels_service_when_matrix_is_configured(tmp_path: Path) -> None:
     """`make run`'s launcher: the channels service gets the Matrix settings (and the channels

@@ -105,12 +105,22 @@ class MatrixChannel(Channel):
                 for event in info.timeline.events:
                     if since is None and not self._sent_since_start(event.source):
                         continue  # a new account's first sync: history, not answered
+                    if self._refused(room_id, event):
+                        continue
                     inbound = await self.inbound(room_id, event.source)
                     if inbound is not None:
                         await inbox(inbound)  # raises: not saved, synced again
             if since is None or batch.rooms.join or batch.rooms.invite:
                 await self._guard(sync_token.save(self.client, batch.next_batch, self.timeout))
             since = batch.next_batch
+
+    def _refused(self, room_id: str, event: Any) -> bool:
+        if event.source.get("type") != "m.room.message" or event.sender == self.user_id:
+            return False
+        refusal = self.crypto.refusal(room_id, event)
+        if refusal:
+            log.warning("matrix: not taking %s in %s: %s", event.event_id, room_id, refusal)
+        return bool(refusal)
 
     def _sent_since_start(self, event: dict[str, Any]) -> bool:
         """Whether the event was sent after this service started (the homeserver's time): a

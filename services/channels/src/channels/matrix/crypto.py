@@ -5,8 +5,9 @@ shared with.
 Trust: trust on first use. The first keys the bot sees for a device of a member of a room it
 writes in are pinned (nio's store) and trusted, so its answers are readable there; a device
 whose signing key later differs from the pinned one is blacklisted and logged, never trusted
-silently (nio itself keeps the old key and ignores the new one), so no room key reaches it.
-Who may talk is still decided by the channel's access rules, not by device trust."""
+silently (nio itself keeps the old key and ignores the new one), so no room key reaches it
+and its messages are not taken. In an encrypted room only messages decrypted with a key from
+a known device of their sender count. Who may talk is still the access rules' decision."""
 
 from __future__ import annotations
 
@@ -105,6 +106,26 @@ class Encryption:
                         user,
                         device_id,
                     )
+
+    def refusal(self, room_id: str, event: Any) -> str:
+        """Why a message event is not taken from the room ('' when it is): in an encrypted
+        room only messages decrypted with a room key from a device of their sender that the
+        bot knows and does not distrust (the homeserver could write anything in the clear)."""
+        room = self.client.rooms.get(room_id) if self.on else None
+        if room is None or not room.encrypted:
+            return ""
+        if not getattr(event, "decrypted", False):
+            return "sent in the clear in an encrypted room"
+        devices = self.client.device_store.active_user_devices(event.sender)
+        device = next((d for d in devices if d.curve25519 == event.sender_key), None)
+        if device is None:
+            return "from a device whose keys are unknown or changed"
+        if device.blacklisted:
+            return f"from device {device.id}, not trusted since its keys changed"
+        if not device.verified:
+            self.client.verify_device(device)
+            log.info("matrix: trusting %s's device %s on first use", event.sender, device.id)
+        return ""
 
     async def prepare(self, room_id: str) -> bool:
         """Before the bot writes in the room: whether it is encrypted; if so its members and
