@@ -1,16 +1,21 @@
 """Telegram end to end: python-telegram-bot against the fake Bot API on loopback, the channels
-service as its own process, the real stack behind it; the conformance suite and Telegram's own."""
+service as its own process, the real stack behind it; the conformance suite and Telegram's own
+(Markdown as HTML, a wrong token, a document's hostile name, an answer's URL image as a photo
+Telegram fetches itself)."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 
 import pytest
 
-from tests.chat_channels.conformance import ChannelConformance, Start
+from tests.chat_channels.conformance import ChannelConformance, Start, _text_with
 from tests.chat_channels.platform import new_person
 from tests.chat_channels.telegram_platform import TelegramPlatform
-from tests.fakes import FakeLLM
+from tests.fakes import FakeLLM, Reply
+from tests.fakes.completions import ToolCall
 from tests.fakes.telegram_api import FakeTelegram
 from tests.stacks import running_stack
 
@@ -48,6 +53,48 @@ class TestTelegram(ChannelConformance):
         assert reply.status_code == 503
         state = reply.json()["channels"]["telegram"]
         assert state["state"] == "reconnecting" and "token" in state["error"].lower()
+
+    def test_a_document_with_a_hostile_name_lands_under_a_safe_name_the_model_reads(
+        self, platform: TelegramPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+
+        def read_what_was_sent(body: dict[str, object]) -> Reply:
+            said = str(body["messages"])
+            path = re.search(r"(inbox/[\w.-]+) \(17 bytes\)", said)
+            assert path is not None, said
+            arguments = json.dumps({"path": path[1]})
+            return Reply(tool_calls=[ToolCall("read_file", arguments, "call_read")])
+
+        llm.reply_with(read_what_was_sent)
+        llm.reply_with(lambda body: Reply(text=f"It says: {_last_tool_result(body)}"))
+        name = "../../.bashrc evil name.txt"  # a hostile name: kept to a safe basename
+        platform.fake.user_sends_file(b"quarterly numbers", int(person), photo=False, name=name)
+        answer = _text_with(platform, person, "It says:")
+        assert "quarterly numbers" in answer
+        asked = str(llm.requests[0]["messages"])
+        assert re.search(r"inbox/[0-9a-f]{8}-bashrc_evil_name\.txt \(17 bytes\)", asked), asked
+
+    def test_an_image_url_the_answer_shows_is_sent_as_a_photo_telegram_fetches(
+        self, platform: TelegramPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        url = "https://example.com/chart.png"
+        llm.reply_text(f"Here is the chart:\n\n![chart]({url})")
+        platform.say("draw me a chart", person)
+        _text_with(platform, person, "Here is the chart")
+        shown = [m.html for m in platform.fake.shown if m.chat_id == int(person)]
+        assert f'<a href="{url}">chart</a>' in shown[-1]  # the link stays in the text
+        sent = platform.fake.wait_for(lambda: platform.fake.photos, timeout=30)
+        assert sent == [(int(person), url)]
+
+
+def _last_tool_result(body: dict[str, object]) -> str:
+    messages = body["messages"]
+    assert isinstance(messages, list)
+    return str([m["content"] for m in messages if m["role"] == "tool"][-1])[:300]
 
 
 def test_the_stack_runs_the_channels_service_when_telegram_is_configured() -> None:

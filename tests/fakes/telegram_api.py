@@ -1,15 +1,19 @@
 """A fake Telegram Bot API on loopback, speaking its wire format (https://core.telegram.org/bots/api):
-`/bot<token>/<method>` with form, multipart-free or JSON parameters (nested ones arrive as JSON
-strings in forms), `{"ok": true, "result": …}` or `{"ok": false, "error_code", "description"}`.
+`/bot<token>/<method>` with urlencoded, JSON or multipart/form-data parameters (nested ones
+arrive as JSON strings in forms; an uploaded file is a multipart part with a file name),
+`{"ok": true, "result": …}` or `{"ok": false, "error_code", "description"}`.
 
 It rejects what Telegram rejects: an unknown token (401), an unknown method (404), an empty or
 over-long text (4096 UTF-16 units after entity parsing), HTML it cannot parse, an edit of a
-message that is not the bot's or does not change it, a chat the bot never saw. Updates stay
+message that is not the bot's or does not change it, a chat the bot never saw, a photo that is
+neither an http(s) URL nor an uploaded image (or is over 10 MB). Updates stay
 pending until a getUpdates `offset` acknowledges them. Tests inject users' messages, 429s
 (`flood`) and calls that never answer (`hang`)."""
 
 from __future__ import annotations
 
+import email.parser
+import email.policy
 import html
 import json
 import re
@@ -24,6 +28,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 BOT_ID = 7000001
 BOT_USERNAME = "crayfish_test_bot"
 TEXT_LIMIT = 4096
+PHOTO_LIMIT = 10 * 1024 * 1024  # sendPhoto: "The photo must be at most 10 MB in size"
+IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"RIFF")
 HTML_TAGS = {
     "b",
     "strong",
@@ -48,6 +54,15 @@ class ApiError(Exception):
     def __init__(self, code: int, description: str, parameters: dict[str, Any] | None = None):
         super().__init__(description)
         self.code, self.description, self.parameters = code, description, parameters
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A file sent as a multipart part with a file name."""
+
+    filename: str
+    content_type: str
+    data: bytes
 
 
 @dataclass
@@ -78,7 +93,8 @@ class FakeTelegram:
         self.hung: set[tuple[str, int | None]] = set()
         self.hang_released = threading.Event()
         self.hold_acks = False  # getUpdates carrying a new offset never answers
-        self.photos: list[tuple[int, str]] = []  # chat, the photo the bot sent (a URL)
+        # chat, the photo the bot sent: a URL, or the bytes it uploaded
+        self.photos: list[tuple[int, str | bytes]] = []
         self.files: dict[str, bytes] = {}  # file_id → the file users sent (getFile, /file/)
         self._server: ThreadingHTTPServer | None = None
 
@@ -265,9 +281,7 @@ class FakeTelegram:
 
     def _api_sendphoto(self, params: dict[str, Any]) -> Any:
         chat_id = self._known_chat(params)
-        photo = str(params.get("photo", ""))
-        if not photo.startswith(("http://", "https://")):
-            raise ApiError(400, "Bad Request: wrong remote file identifier specified")
+        photo = _photo(params.get("photo"))
         with self.lock:
             self.photos.append((chat_id, photo))
             self.lock.notify_all()
@@ -331,6 +345,43 @@ class FakeTelegram:
             "chat": self.chats[shown.chat_id],
             "text": shown.text,
         }
+
+
+def _photo(given: Any) -> str | bytes:
+    """What sendPhoto shows: an http(s) URL, or the bytes of an uploaded image."""
+    if isinstance(given, Upload):
+        if not given.data:
+            raise ApiError(400, "Bad Request: file must be non-empty")
+        if len(given.data) > PHOTO_LIMIT:
+            raise ApiError(400, "Bad Request: file is too big")
+        if not given.data.startswith(IMAGE_MAGIC):
+            raise ApiError(400, "Bad Request: IMAGE_PROCESS_FAILED")
+        return given.data
+    photo = str(given or "")
+    if not photo.startswith(("http://", "https://")):
+        raise ApiError(400, "Bad Request: wrong remote file identifier specified")
+    return photo
+
+
+def _multipart(kind: str, body: bytes) -> dict[str, Any]:
+    """The fields of a multipart/form-data body: text, or an Upload for a part with a file
+    name."""
+    head = f"Content-Type: {kind}\r\nMIME-Version: 1.0\r\n\r\n".encode()
+    parsed = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + body)
+    if not parsed.is_multipart():
+        raise ApiError(400, "Bad Request: can't parse multipart/form-data")
+    fields: dict[str, Any] = {}
+    for part in parsed.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        data = part.get_payload(decode=True) or b""
+        if not isinstance(name, str):
+            continue
+        filename = part.get_filename()
+        if filename is None:
+            fields[name] = data.decode()
+        else:
+            fields[name] = Upload(filename, part.get_content_type(), data)
+    return fields
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -416,12 +467,14 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length) if length else b""
         kind = self.headers.get("content-type", "")
-        if body and "json" in kind:
-            params.update(json.loads(body))
-        elif body:
-            params.update(parse_qsl(body.decode()))
         status, answer = 200, {}
         try:
+            if body and "json" in kind:
+                params.update(json.loads(body))
+            elif body and kind.startswith("multipart/form-data"):
+                params.update(_multipart(kind, body))
+            elif body:
+                params.update(parse_qsl(body.decode()))
             if match is None:
                 raise ApiError(404, "Not Found")
             answer = {"ok": True, "result": self.fake.call(match[1], match[2], params)}

@@ -58,11 +58,23 @@ def test_an_unclosed_code_block_is_still_code() -> None:
 
 
 def test_the_images_an_answer_shows_are_found_once_each_in_order() -> None:
-    from channels.replies import image_urls
+    from channels.pictures import answer_images
 
-    answer = "![a](https://x.test/a.png) text ![b](http://y.test/b.jpg) [link](https://z.test)"
-    assert image_urls(answer + " ![a again](https://x.test/a.png)") == [
-        "https://x.test/a.png",
-        "http://y.test/b.jpg",
-    ]
-    assert image_urls("![local](chart.png)") == []  # only what the platform can fetch itself
+    answer = "![a](https://x.test/a.png) text ![b](charts/b.png) [link](https://z.test)"
+    again = " ![a again](https://x.test/a.png) ![b again](charts/b.png)"
+    found = answer_images(answer + again)
+    assert [image.target for image in found] == ["https://x.test/a.png", "charts/b.png"]
+    assert [image.alt for image in found] == ["a", "b"]
+    code = "```\n![not shown](code.png)\n```\n![data](data:image/png;base64,AA==)"
+    assert answer_images(code) == []  # in code, or no file and no http(s) URL
+    many = "".join(f"![{n}](chart-{n}.png)" for n in range(6))
+    assert len(answer_images(many)) == 4
+
+
+def test_the_chat_reads_a_workspace_image_as_its_alt_text() -> None:
+    from channels.pictures import chat_text, streamed_text
+
+    answer = "See:\n\n![the chart](charts/c.png)\n![u](https://u.test/x.png) ![](/workspace/d.png)"
+    assert chat_text(answer) == "See:\n\nthe chart\n![u](https://u.test/x.png) "
+    assert streamed_text("See: ![the chart](charts/c") == "See: "  # not its path, half written
+    assert streamed_text("Done!") == "Done!"

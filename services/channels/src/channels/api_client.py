@@ -138,6 +138,22 @@ class OrchestratorClient:
             if exc.status != 404:  # 404: settled already
                 raise
 
+    async def answer_image(
+        self, channel: str, path: str, task_id: str = "", message_id: int = 0
+    ) -> tuple[bytes, str]:
+        """The bytes and type of a workspace image the answer of `task_id` (or the message
+        `message_id`) shows, `path` as written there. OrchestratorError: 404 not shown or
+        missing, 413 too large, 415 not an image, 422 refused (a link, FIFO or device)."""
+        params: dict[str, str | int] = {"path": path}
+        params.update({"task_id": task_id} if task_id else {"message_id": message_id})
+        try:
+            response = await self.http.get(f"/api/channels/{channel}/images", params=params)
+        except httpx.TransportError as exc:
+            raise OrchestratorUnreachable(f"image {path[:200]}: {exc!r}") from exc
+        if response.status_code >= 400:
+            raise _error_of(response)
+        return response.content, response.headers.get("content-type", "")
+
     async def settle_reply(self, channel: str, task_id: str, status: str, error: str) -> None:
         body = {"status": status, "error": error[:2000]}
         try:

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 
 from channels.api_client import TurnEvent
 from channels.contract import Channel, PlatformRefused, RetryLater
+from channels.pictures import streamed_text
 from channels.text import size
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ class TurnProgress:
             return
         if self.message_id is not None and now - self.last_edit < self.every:
             return
-        shown = _preview(self.text, self.channel.text_limit)
+        shown = _preview(streamed_text(self.text), self.channel.text_limit)
         if shown == self.shown:
             return
         try:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import re
 from typing import Any
 
 from channels.api_client import (
@@ -16,18 +15,15 @@ from channels.api_client import (
     OrchestratorError,
     OrchestratorUnreachable,
 )
-from channels.contract import Channel, Picture, PlatformRefused, RetryLater
+from channels.attempts import GaveUp, attempt
+from channels.contract import Channel, PlatformRefused
+from channels.pictures import Pictures, chat_text
 from channels.progress import TurnProgress
 from channels.text import split_text
 
 log = logging.getLogger(__name__)
 DONE = frozenset({"completed", "failed", "cancelled", "interrupted"})
 ORCHESTRATOR_RETRY = 2.0  # seconds between attempts while the orchestrator is away
-MAX_WAIT = 300.0  # the longest retry_after waited out for one attempt
-
-
-class GaveUp(Exception):
-    """A piece could not be delivered within the attempts."""
 
 
 class Replies:
@@ -38,6 +34,7 @@ class Replies:
         self.api = api
         self.attempts = attempts
         self.stream_every = stream_every
+        self.pictures = Pictures(channel, api, self._attempt, attempts)
         self.running: dict[str, str] = {}  # chat → its running task (for /stop, /status)
         self._tasks: dict[str, asyncio.Task[None]] = {}  # task id → its follower here
         self._said: set[asyncio.Task[None]] = set()
@@ -75,12 +72,15 @@ class Replies:
 
     async def _message(self, message: dict[str, Any]) -> None:
         status, error = "delivered", ""
+        text, chat_id = str(message["text"]), message["chat_id"]
         try:
-            for piece in split_text(str(message["text"]), self.channel.text_limit):
-                await self._attempt(lambda p=piece: self.channel.send(message["chat_id"], p))
+            for piece in split_text(chat_text(text), self.channel.text_limit):
+                await self._attempt(lambda p=piece: self.channel.send(chat_id, p))
         except (GaveUp, PlatformRefused) as exc:
             status, error = "failed", str(exc) or type(exc).__name__
             log.warning("%s: message %s failed: %s", self.channel.name, message["id"], error)
+        if status == "delivered":
+            await self.pictures.send(chat_id, text, message_id=int(message["id"]))
         while True:
             try:
                 await self.api.settle_message(self.channel.name, message["id"], status, error)
@@ -127,7 +127,7 @@ class Replies:
         text = answer_text(task)
         status, error = "delivered", ""
         try:
-            for index, piece in enumerate(split_text(text, self.channel.text_limit)):
+            for index, piece in enumerate(split_text(chat_text(text), self.channel.text_limit)):
                 if index == 0 and streamed is not None:
                     await self._attempt(lambda p=piece: self.channel.edit(chat_id, streamed, p))
                 else:
@@ -135,30 +135,13 @@ class Replies:
         except (GaveUp, PlatformRefused) as exc:
             status, error = "failed", str(exc) or type(exc).__name__
             log.warning("%s: reply of %s failed: %s", self.channel.name, task["task_id"], error)
-        if status == "delivered":
-            await self._images(chat_id, text)
+        if status == "delivered" and task["status"] == "completed":
+            await self.pictures.send(chat_id, text, task_id=task["task_id"])
         await self._settle(task["task_id"], status, error)
-
-    async def _images(self, chat_id: str, text: str) -> None:
-        """The images the answer shows (`![..](https://..)`), each as a picture after the text;
-        one that fails is only logged: the text still holds its link."""
-        for url in image_urls(text):
-            try:
-                picture = Picture(url.rsplit("/", 1)[-1][:100] or "image", url=url)
-                await self._attempt(lambda p=picture: self.channel.send_image(chat_id, p))
-            except (GaveUp, PlatformRefused) as exc:
-                log.info("%s: image %s not shown: %s", self.channel.name, url[:200], exc)
 
     async def _attempt(self, call: Any) -> None:
         """One piece, retried while the platform asks to wait; PlatformRefused at once."""
-        for attempt in range(1, self.attempts + 1):
-            try:
-                await call()
-                return
-            except RetryLater as exc:
-                if attempt == self.attempts:
-                    raise GaveUp(f"gave up after {attempt} attempts: {exc}") from exc
-                await asyncio.sleep(min(max(exc.retry_after, 0.0), MAX_WAIT))
+        await attempt(call, self.attempts)
 
     async def _settle(self, task_id: str, status: str, error: str) -> None:
         while True:
@@ -184,15 +167,6 @@ class Replies:
                 await self._attempt(lambda p=piece: self.channel.send(chat_id, p))
         except (GaveUp, PlatformRefused) as exc:
             log.warning("%s: message to %s not sent: %s", self.channel.name, chat_id, exc)
-
-
-IMAGE_LINK = re.compile(r"!\[[^\]]*\]\((https?://[^\s)]+)\)")
-IMAGES_PER_ANSWER = 4
-
-
-def image_urls(markdown: str) -> list[str]:
-    """The http(s) images a Markdown answer shows, in order, each once."""
-    return list(dict.fromkeys(IMAGE_LINK.findall(markdown)))[:IMAGES_PER_ANSWER]
 
 
 def answer_text(task: dict[str, Any]) -> str:

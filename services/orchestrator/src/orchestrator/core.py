@@ -41,6 +41,7 @@ from orchestrator.config import Settings
 from orchestrator.consolidation.idle import IdleSummaries
 from orchestrator.consolidation.runs import KIND as CONSOLIDATION_KIND
 from orchestrator.consolidation.runs import Consolidation
+from orchestrator.content.answer_images import AnswerImages
 from orchestrator.content.assistant import Assistant
 from orchestrator.content.chat_files import ChatFiles, told
 from orchestrator.content.media import ImageRejected, vision_refusal
@@ -135,6 +136,9 @@ class OrchestratorCore:
         self.webhooks.requeue = self.turns.delivery_queue.enqueue_delivery
         self.channels = ChannelStore(self.db, PAIRING_CODE_TTL, MAX_PENDING_PAIRINGS)
         self.chat_files = ChatFiles(settings.workspace)
+        self.answer_images = AnswerImages(
+            self.channels, settings.workspace, settings.image_max_bytes
+        )
         self.notifier = Notifier(
             settings.notify_webhooks,
             notifications,
@@ -441,6 +445,15 @@ class OrchestratorCore:
         self, channel: str, message_id: int, status: str, error: str
     ) -> bool:
         return await self.channels.settle_message(channel, message_id, status, error)
+
+    async def channel_image(
+        self, channel: str, path: str, task_id: str | None, message_id: int | None
+    ) -> tuple[bytes, str]:
+        """The bytes and type of a workspace image that the answer of `task_id` (or the message
+        `message_id`), which `channel` owes or delivered, shows; AnswerImageRefused."""
+        if task_id is not None:
+            return await self.answer_images.of_reply(channel, task_id, path)
+        return await self.answer_images.of_message(channel, message_id or 0, path)
 
     async def delete_session(self, session_id: str) -> None:
         """Cancels the subagents its turns spawned still at work (they use its sandbox), closes

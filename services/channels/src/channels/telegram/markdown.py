@@ -16,7 +16,7 @@ BULLET = re.compile(r"^(\s*)[-*+]\s+")
 RULE = re.compile(r"^\s{0,3}([-*_])(\s*\1){2,}\s*$")
 QUOTE = re.compile(r"^\s{0,3}>\s?")
 CODE_SPAN = re.compile(r"`([^`\n]+)`")
-LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
+LINK = re.compile(r"!?\[([^\]\n]+)\]\((https?://[^)\s]+)\)")  # an image too: its link
 BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|__(?=\S)(.+?)(?<=\S)__")
 ITALIC = re.compile(
     r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])|(?<!\w)_(?=\S)([^_\n]+?)(?<=\S)_(?!\w)"

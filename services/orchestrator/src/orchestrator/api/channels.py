@@ -8,13 +8,14 @@ import binascii
 import hashlib
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel, Field
 
 from orchestrator.api.deps import CoreDep
 from orchestrator.api.errors import ApiError
 from orchestrator.api.retries import settled
-from orchestrator.api.schemas import ChatAccepted, RequestBody
+from orchestrator.api.schemas import TEXT_ROUTE_ERRORS, ChatAccepted, RequestBody
+from orchestrator.content.answer_images import AnswerImageRefused
 from orchestrator.content.chat_files import ChatFileRefused
 from orchestrator.content.media import ImageRejected
 from orchestrator.store import InvalidSessionId
@@ -27,6 +28,7 @@ ChannelName = Annotated[str, Path(pattern=CHANNEL_NAME)]
 NO_NUL = r"^[^\x00]*$"  # a PostgreSQL text column cannot hold NUL
 TASK_ID = r"^[A-Za-z0-9_-]{1,64}$"
 TaskId = Annotated[str, Path(pattern=TASK_ID)]
+MessageId = Annotated[int, Path(ge=1, le=2**62)]
 # A repeat of a platform message is recognised by its key for as long as turn requests are
 # kept (24 h, as long as Telegram keeps an unacknowledged update).
 TURN_ROUTE = "/api/channels/{channel}/turns"
@@ -226,10 +228,54 @@ async def list_messages(
 @router.post("/api/channels/{channel}/messages/{message_id}", status_code=204)
 async def settle_message(
     channel: ChannelName,
-    message_id: Annotated[int, Path(ge=1, le=2**62)],
+    message_id: MessageId,
     body: ReplySettled,
     core: CoreDep,
 ) -> None:
     """The channel delivered the message, or gave up on it (its error stays visible)."""
     if not await core.settle_channel_message(channel, message_id, body.status, body.error):
         raise ApiError(404, f"no pending message {message_id}", "message_not_found")
+
+
+# How a refused image is answered: (status, error code).
+IMAGE_REFUSALS = {
+    "not_shown": (404, "image_not_shown"),
+    "missing": (404, "image_not_found"),
+    "too_large": (413, "image_too_large"),
+    "not_image": (415, "not_an_image"),
+    "refused": (422, "image_refused"),
+}
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+IMAGE_RESPONSES = {
+    200: {
+        "description": "The image's bytes; its type is what the bytes are.",
+        "content": {
+            kind: {"schema": {"type": "string", "format": "binary"}} for kind in IMAGE_TYPES
+        },
+    },
+    **TEXT_ROUTE_ERRORS,
+}
+
+
+@router.get("/api/channels/{channel}/images", response_class=Response, responses=IMAGE_RESPONSES)
+async def answer_image(
+    channel: ChannelName,
+    core: CoreDep,
+    path: Annotated[str, Query(min_length=1, max_length=1000, pattern=NO_NUL)],
+    task_id: Annotated[str | None, Query(pattern=TASK_ID)] = None,
+    message_id: Annotated[int | None, Query(ge=1, le=2**62)] = None,
+) -> Response:
+    """A workspace image that the answer of turn `task_id` (or the message `message_id`), owed
+    or delivered by this channel, shows as `![alt](path)`, `path` exactly as written there: a
+    PNG, JPEG, GIF or WebP file beneath the workspace (CRAYFISH_IMAGE_MAX_BYTES at most).
+    404 not shown there or missing, 413 too large, 415 not an image, 422 refused (a link out
+    of the workspace, a FIFO or device)."""
+    if (task_id is None) == (message_id is None):
+        raise ApiError(400, "give either task_id or message_id", "invalid_request")
+    try:
+        data, mime = await core.channel_image(channel, path, task_id, message_id)
+    except AnswerImageRefused as exc:
+        status, code = IMAGE_REFUSALS[exc.kind]
+        raise ApiError(status, str(exc), code) from exc
+    headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+    return Response(data, media_type=mime, headers=headers)

@@ -26,7 +26,7 @@ OPEN_PREFIXES = ("/static/",)
 # a pairing, change a policy or read other sessions.
 CHANNEL_ROUTES = (
     ("POST", re.compile(r"/api/channels/[^/]+/(pairings|turns|replies/[^/]+|messages/[^/]+)")),
-    ("GET", re.compile(r"/api/channels/[^/]+/(replies|messages)")),
+    ("GET", re.compile(r"/api/channels/[^/]+/(replies|messages|images)")),
     ("GET", re.compile(r"/api/tasks/[^/]+(/events)?")),
     ("POST", re.compile(r"/api/tasks/[^/]+/cancel")),
     ("POST", re.compile(r"/api/approvals/[^/]+")),

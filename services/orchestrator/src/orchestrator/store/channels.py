@@ -207,6 +207,16 @@ class ChannelStore:
             )
             return [ChannelMessage(**row) for row in await cursor.fetchall()]
 
+    async def message(self, channel: str, message_id: int) -> ChannelMessage | None:
+        async with self.db.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT id, channel, chat_id, text, status, error FROM channel_messages"
+                " WHERE channel = %s AND id = %s",
+                (channel, message_id),
+            )
+            row = await cursor.fetchone()
+        return ChannelMessage(**row) if row else None
+
     async def settle_message(self, channel: str, message_id: int, status: str, error: str) -> bool:
         """Marks a pending message delivered or failed; False when there is no pending one."""
         async with self.db.connection() as conn:
