@@ -5,11 +5,13 @@ event loop of its own so a synchronous test can drive it."""
 from __future__ import annotations
 
 import asyncio
+import io
 import time
 from pathlib import Path
 from typing import Any
 
 from nio import AsyncClient, AsyncClientConfig, MegolmEvent, RoomMessageText, SyncResponse
+from nio.crypto import decrypt_attachment
 
 from tests.fakes.matrix_homeserver import BOT, FakeHomeserver
 
@@ -28,6 +30,7 @@ class EncryptedPerson:
         self.since: str | None = None
         self.answers: dict[str, str] = {}  # the bot's messages read, by event id (edits applied)
         self.unreadable = 0  # the bot's events this device could not decrypt
+        self.pictures: list[dict[str, Any]] = []  # the bot's m.image contents, decrypted
         self._run(self.client.keys_upload())
 
     def _run(self, call: Any) -> Any:
@@ -52,6 +55,8 @@ class EncryptedPerson:
             return
         if isinstance(event, MegolmEvent):
             self.unreadable += 1
+        elif event.source.get("content", {}).get("msgtype") == "m.image":
+            self.pictures.append(event.source["content"])
         elif isinstance(event, RoomMessageText):
             content = event.source["content"]
             edit = content.get("m.relates_to") or {}
@@ -59,6 +64,23 @@ class EncryptedPerson:
                 self.answers[edit["event_id"]] = content["m.new_content"]["body"]
             else:
                 self.answers[event.event_id] = event.body
+
+    def send_image(self, room_id: str, data: bytes, name: str, mime: str) -> None:
+        """An image as Element sends it in an encrypted room: uploaded encrypted, its key in
+        the (encrypted) event's `file`."""
+        self.sync()
+        upload = self.client.upload(
+            io.BytesIO(data), content_type=mime, filename=name, encrypt=True, filesize=len(data)
+        )
+        uploaded, keys = self._run(upload)
+        content = {
+            "msgtype": "m.image",
+            "body": name,
+            "filename": name,
+            "info": {"mimetype": mime, "size": len(data)},
+            "file": {**keys, "url": uploaded.content_uri},
+        }
+        self._run(self.client.room_send(room_id, "m.room.message", content, None, True))
 
     def say(self, room_id: str, text: str) -> str:
         """Sends an encrypted message (sharing the room key with the devices in the room first,
@@ -68,10 +90,24 @@ class EncryptedPerson:
         sent = self._run(self.client.room_send(room_id, "m.room.message", content, None, True))
         return str(sent.event_id)
 
-    def wait_answer(self, text: str, timeout: float = 40.0) -> None:
-        """Syncs until one of the bot's messages reads `text`."""
+    def picture(self, content: dict[str, Any]) -> bytes:
+        """A picture the bot sent, downloaded and decrypted as the person's client does."""
+        file = content["file"]
+        data = self.fake.media_of(file["url"]).data
+        key, sha256 = file["key"]["k"], file["hashes"]["sha256"]
+        return bytes(decrypt_attachment(data, key, sha256, file["iv"]))
+
+    def wait_pictures(self, timeout: float = 30.0) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout
-        while text not in self.answers.values():
+        while not self.pictures:
+            assert time.monotonic() < deadline, "no picture from the bot"
+            self.sync()
+        return self.pictures
+
+    def wait_answer(self, text: str, timeout: float = 40.0) -> None:
+        """Syncs until one of the bot's messages holds `text`."""
+        deadline = time.monotonic() + timeout
+        while not any(text in answer for answer in self.answers.values()):
             assert time.monotonic() < deadline, f"no answer {text!r}: {self.answers}"
             self.sync()
 

@@ -3,6 +3,7 @@ as its own process, the real stack behind it; the conformance suite and Matrix's
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import time
@@ -12,7 +13,13 @@ from pathlib import Path
 import pytest
 from channels.attachments import FILE_MAX_BYTES
 
-from tests.chat_channels.conformance import ChannelConformance, Start, sender_of
+from tests.chat_channels.conformance import (
+    PNG,
+    ChannelConformance,
+    Start,
+    sender_of,
+    user_images,
+)
 from tests.chat_channels.matrix_person import EncryptedPerson
 from tests.chat_channels.matrix_platform import MatrixPlatform
 from tests.chat_channels.platform import new_person
@@ -175,6 +182,40 @@ class TestMatrix(ChannelConformance):
             assert [s for s in fake.keys.sent[sent:] if s[0][0] == user] == []
             assert [c for c in fake.keys.claims[claims:] if c[0] == BOT] == []
             assert them.unreadable == 0
+        finally:
+            them.close()
+
+    def test_pictures_in_an_encrypted_chat_are_encrypted_both_ways(
+        self,
+        platform: MatrixPlatform,
+        start_service: Start,
+        llm: FakeLLM,
+        tmp_path: Path,
+        workspace: Path,
+    ) -> None:
+        fake, person = platform.fake, new_person()
+        user, room = platform.sender_id(person), platform.room(person)
+        start_service(self.settings(platform, allow_from=person)).ready()
+        fake.encrypted_dm(room, user)
+        fake.wait_for(lambda: fake.rooms[room].joined_at is not None)
+        them = EncryptedPerson(fake, user, tmp_path / "person-store")
+        chart = f"charts/chart-{person}.png"
+        (workspace / chart).parent.mkdir(exist_ok=True)
+        (workspace / chart).write_bytes(PNG)
+        try:
+            llm.reply_text(f"A pixel. Here is the chart:\n\n![the chart]({chart})")
+            them.send_image(room, PNG, "pixel.png", "image/png")
+            them.wait_answer("A pixel. Here is the chart:")
+            # in: the encrypted upload reached the model decrypted
+            assert user_images(llm.requests[0]) == [
+                f"data:image/png;base64,{base64.b64encode(PNG).decode()}"
+            ]
+            # out: uploaded encrypted, readable with the key in the encrypted event
+            them.wait_pictures()
+            time.sleep(1.0)
+            them.sync()
+            assert [them.picture(content) for content in them.pictures] == [PNG]  # once
+            assert all(fake.media_of(uri).data != PNG for uri in fake.uploads)
         finally:
             them.close()
 
