@@ -102,7 +102,7 @@ class Encryption:
                     self.client.blacklist_device(device)
                     log.warning(
                         "matrix: the signing key of %s's device %s changed: not trusted, "
-                        "no room keys go to it (verify it, then unblacklist)",
+                        "no room keys go to it and its messages are not taken",
                         user,
                         device_id,
                     )
