@@ -83,6 +83,9 @@ class ChannelsSettings(BaseSettings):
     matrix_open_groups: str = ""
     # Seconds a /sync long poll waits for events.
     matrix_poll_timeout: int = Field(25, ge=0, le=50)
+    # Where the bot keeps its end-to-end keys (its device's olm account, sessions, the devices
+    # it trusts), made readable by this user only; losing it makes the device unusable.
+    matrix_store_dir: str = "~/.crayfish/channels/matrix"
 
     # --- Discord (a bot token from the Developer Portal; enable the Message Content intent) ---
     # The bot's token; empty: the Discord channel is off.
