@@ -58,13 +58,6 @@ OWN_EVENTS_KEPT = 500  # ids of messages the bot sent, to know a reply to it wit
 TAKEN = frozenset({"m.text", *media.MEDIA_MSGTYPES})  # the msgtypes answered
 
 
-def factory(settings: ChannelsSettings) -> MatrixChannel | None:
-    """The `crayfish.channels` entry point: the channel when CHANNELS_MATRIX_ACCESS_TOKEN is set."""
-    if not settings.matrix_access_token:
-        return None
-    return MatrixChannel(settings)
-
-
 class MatrixChannel(Channel):
     name = "matrix"
     text_limit = TEXT_LIMIT
