@@ -35,6 +35,15 @@ class FeishuPlatform:
             reply_to=reply_to,
         )
 
+    def send_attachment(
+        self, data: bytes, name: str, person: str, caption: str = "", image: bool = True
+    ) -> str:
+        return self.fake.user_sends_file(data, name, person, caption, image)
+
+    def pictures(self, chat: str) -> list[bytes | str]:
+        with self.fake.media.lock:
+            return [picture for c, picture in self.fake.media.pictures if c == _chat(chat)]
+
     def texts(self, chat: str) -> list[str]:
         return self.fake.texts(_chat(chat))
 

@@ -26,6 +26,15 @@ class QQPlatform:
         )
         return str(message_id)
 
+    def send_attachment(
+        self, data: bytes, name: str, person: str, caption: str = "", image: bool = True
+    ) -> str:
+        return str(self.fake.user_sends_file(data, name, int(person), caption, image))
+
+    def pictures(self, chat: str) -> list[bytes | str]:
+        with self.fake.media.lock:
+            return [picture for c, picture in self.fake.media.pictures if c == _chat(chat)]
+
     def texts(self, chat: str) -> list[str]:
         return self.fake.texts(_chat(chat))
 

@@ -41,7 +41,7 @@ class ChannelService:
         )
         return self
 
-    def ready(self, timeout: float = 30.0) -> dict[str, object]:
+    def ready(self, timeout: float = 60.0) -> dict[str, object]:
         """/readyz once every channel is connected."""
         deadline = time.monotonic() + timeout
         body: dict[str, object] = {}

@@ -60,3 +60,30 @@ class TestQQ(ChannelConformance):
             time.sleep(0.1)
         assert service.readyz().status_code == 503
         assert state["state"] == "reconnecting" and "token" in state["error"].lower()
+
+    def test_a_picture_by_url_goes_to_napcat_to_fetch(
+        self, platform: QQPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        url = "https://example.org/chart.png"
+        llm.reply_text(f"See ![the chart]({url})")
+        platform.say("chart?", person)
+        platform.wait_texts(person, 1)
+        platform.fake.wait_for(lambda: platform.pictures(person))
+        assert platform.pictures(person) == [url]  # the channel itself fetched nothing
+
+    def test_a_file_napcat_cannot_hand_over_is_named_and_the_message_still_goes(
+        self, platform: QQPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        """A file NapCat no longer has (get_file fails): OneBot sends nothing again, so the
+        message goes on without it and the chat is told."""
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        llm.reply_text("Read your note.")
+        platform.fake.media.lost = True
+        platform.send_attachment(b"gone", "gone.txt", person, caption="my note", image=False)
+        shown = platform.wait_texts(person, 2)
+        assert any(t.startswith("⚠️ Not taken: gone.txt") for t in shown), shown
+        assert "Read your note." in shown
+        assert "my note" in str(llm.requests[0]["messages"])

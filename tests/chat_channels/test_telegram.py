@@ -6,12 +6,14 @@ Telegram fetches itself)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.chat_channels.conformance import ChannelConformance, Start, _text_with
+from tests.chat_channels.conformance import PNG, ChannelConformance, Start, _text_with
 from tests.chat_channels.platform import new_person
 from tests.chat_channels.telegram_platform import TelegramPlatform
 from tests.fakes import FakeLLM, Reply
@@ -89,6 +91,60 @@ class TestTelegram(ChannelConformance):
         assert f'<a href="{url}">chart</a>' in shown[-1]  # the link stays in the text
         sent = platform.fake.wait_for(lambda: platform.fake.photos, timeout=30)
         assert sent == [(int(person), url)]
+
+    def test_hostile_files_an_answer_shows_are_not_sent_and_its_text_still_arrives(
+        self, platform: TelegramPlatform, start_service: Start, llm: FakeLLM, workspace: Path
+    ) -> None:
+        """What a sandboxed command could leave at a path an answer shows: each refused by
+        the orchestrator, the chat told in a line, only the real image sent."""
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        folder = f"hostile-{person}"
+        (workspace / folder).mkdir()
+        (workspace / folder / "passwd.png").symlink_to("/etc/passwd")
+        os.mkfifo(workspace / folder / "fifo.png")
+        (workspace / folder / "huge.png").write_bytes(PNG + bytes(6_000_000))  # cap: 5 MB
+        (workspace / folder / "text.png").write_text("not an image, whatever its name says")
+        (workspace / folder / "real.png").write_bytes(PNG)
+        (workspace.parent / f"outside-{person}.png").write_bytes(PNG)
+        first = {
+            "passwd": f"{folder}/passwd.png",
+            "fifo": f"{folder}/fifo.png",
+            "outside": f"../outside-{person}.png",
+            "huge": f"{folder}/huge.png",
+        }
+        llm.reply_text("First:\n" + "\n".join(f"![{alt}]({p})" for alt, p in first.items()))
+        platform.say("show me", person)
+        notes = lambda: [t for t in platform.texts(person) if "is not shown" in t]  # noqa: E731
+        platform.fake.wait_for(lambda: len(notes()) == 4)
+        text = _text_with(platform, person, "First:")
+        assert not any(path in text for path in first.values())
+        assert [note.split("“")[1].split("”")[0] for note in notes()] == list(first)
+        assert "too large" in notes()[3] and all("refused" in n for n in notes()[:3])
+        llm.reply_text(f"Second: ![text]({folder}/text.png) ![real]({folder}/real.png)")
+        platform.say("and now?", person)
+        platform.fake.wait_for(lambda: platform.pictures(person))
+        assert "Second: text real" in platform.texts(person)
+        assert "not a PNG, JPEG, GIF or WebP image" in notes()[4]
+        assert platform.pictures(person) == [PNG]  # only the real image, of all six
+
+    def test_a_notification_to_the_chat_sends_the_image_it_shows(
+        self, platform: TelegramPlatform, start_service: Start, llm: FakeLLM, workspace: Path
+    ) -> None:
+        person = new_person()
+        settings = self.settings(platform, allow_from=person)
+        start_service({**settings, "CHANNELS_DRAIN_EVERY": "0.5"}).ready()
+        chart = f"charts/notified-{person}.png"
+        (workspace / chart).parent.mkdir(exist_ok=True)
+        (workspace / chart).write_bytes(PNG)
+        note = {"title": "Report", "text": f"Numbers are in: ![the chart]({chart})"}
+        llm.reply_tool_calls(("notify", json.dumps(note)))
+        llm.reply_text("I sent you the report.")
+        platform.say("send me the report", person)
+        text = _text_with(platform, person, "Numbers are in")
+        assert chart not in text and "the chart" in text
+        platform.fake.wait_for(lambda: platform.pictures(person))
+        assert platform.pictures(person) == [PNG]
 
 
 def _last_tool_result(body: dict[str, object]) -> str:

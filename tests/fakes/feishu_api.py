@@ -8,7 +8,8 @@ stays pending until the client answers the frame with code 200, and is sent agai
 connection while it is not. Answers `{"code": 0, "msg", "data"}`, or Feishu's errors: a wrong
 secret (10014), a missing token (99991661), an unknown chat (230002), a rate limit (HTTP 429,
 99991400, `x-ogw-ratelimit-reset`). Tests inject rate limits (`flood`), calls that never
-answer (`hang`) and acknowledgements lost on the way (`hold_acks`)."""
+answer (`hang`), a token endpoint that hangs (`hang_token`) and acknowledgements lost on the
+way (`hold_acks`). Images and files: feishu_media.py."""
 
 from __future__ import annotations
 
@@ -26,18 +27,14 @@ from lark_oapi.ws.pb.pbbp2_pb2 import Frame
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.server import Server, ServerConnection, serve
 
+from tests.fakes.feishu_media import ApiError, Binary, FeishuMedia, form_fields
+
 APP_ID, APP_SECRET = "cli_test_app", "test-secret"
 BOT_OPEN_ID = "ou_crayfish_bot"
 TENANT_TOKEN = "t-fake-tenant-token"
 TEXT_LIMIT = 4000
 MD_MARKS = re.compile(r"\*\*|__|~~|`")
 MD_LINK = re.compile(r"\[([^\]]+)\]\(([^)]+)\)")
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, code: int, msg: str, headers: dict[str, str] | None = None):
-        super().__init__(msg)
-        self.status, self.code, self.msg, self.headers = status, code, msg, headers or {}
 
 
 @dataclass
@@ -63,6 +60,10 @@ class FakeFeishu:
         self.hung: set[str] = set()  # chats whose sends never answer
         self.hold_acks = False
         self.released = threading.Event()
+        self.token_open = threading.Event()  # cleared: the token endpoint never answers
+        self.token_open.set()
+        self.token_requests = 0
+        self.media = FeishuMedia()
         self.clients: list[ServerConnection] = []
         self._ids = itertools.count(1)
         self._http: ThreadingHTTPServer | None = None
@@ -79,6 +80,7 @@ class FakeFeishu:
 
     def __exit__(self, *exc: object) -> None:
         self.released.set()
+        self.token_open.set()
         assert self._http is not None and self._ws is not None
         self._http.shutdown()
         self._http.server_close()
@@ -93,12 +95,42 @@ class FakeFeishu:
     def user_says(
         self, text: str, open_id: str, chat_id: str, group: bool, mention: bool, reply_to: str
     ) -> str:
+        mentions = []
+        if mention:
+            text = f"@_user_1 {text}"
+            mentions = [{"key": "@_user_1", "id": {"open_id": BOT_OPEN_ID}, "name": "Crayfish"}]
+        content = json.dumps({"text": text})
+        return self._says("text", content, open_id, chat_id, group, mentions, reply_to)
+
+    def user_sends_file(
+        self, data: bytes, name: str, open_id: str, caption: str = "", image: bool = True
+    ) -> str:
+        """A person's picture (a post when it has a caption) or file in their direct chat."""
         with self.lock:
             message_id = f"om_{next(self._ids)}"
-            mentions = []
-            if mention:
-                text = f"@_user_1 {text}"
-                mentions = [{"key": "@_user_1", "id": {"open_id": BOT_OPEN_ID}, "name": "Crayfish"}]
+        kind, content = self.media.message(message_id, data, name, caption, image)
+        return self._says(kind, content, open_id, open_id, False, [], "", message_id)
+
+    def hang_token(self, hang: bool = True) -> None:
+        """While hung, the token endpoint takes requests and never answers them."""
+        if hang:
+            self.token_open.clear()
+        else:
+            self.token_open.set()
+
+    def _says(
+        self,
+        message_type: str,
+        content: str,
+        open_id: str,
+        chat_id: str,
+        group: bool,
+        mentions: list[dict[str, Any]],
+        reply_to: str,
+        message_id: str = "",
+    ) -> str:
+        with self.lock:
+            message_id = message_id or f"om_{next(self._ids)}"
             message = {
                 "message_id": message_id,
                 "parent_id": reply_to,
@@ -106,8 +138,8 @@ class FakeFeishu:
                 "create_time": str(int(time.time() * 1000)),
                 "chat_id": chat_id,
                 "chat_type": "group" if group else "p2p",
-                "message_type": "text",
-                "content": json.dumps({"text": text}),
+                "message_type": message_type,
+                "content": content,
                 "mentions": mentions,
             }
             sender = {"sender_id": {"open_id": open_id}, "sender_type": "user"}
@@ -232,6 +264,10 @@ class FakeFeishu:
                 "ClientConfig": config,
             }
         if path == "/open-apis/auth/v3/tenant_access_token/internal":
+            with self.lock:
+                self.token_requests += 1
+                self.lock.notify_all()
+            self.token_open.wait()
             if body.get("app_id") != APP_ID or body.get("app_secret") != APP_SECRET:
                 raise ApiError(400, 10014, "app secret invalid")
             return {"tenant_access_token": TENANT_TOKEN, "expire": 7200}
@@ -243,6 +279,11 @@ class FakeFeishu:
             return self._react(path.split("/")[-2], body)
         if path == "/open-apis/im/v1/messages" and method == "POST":
             return self._send(str(body.get("receive_id")), body)
+        if path == "/open-apis/im/v1/images" and method == "POST":
+            return self.media.upload(body)
+        resource = re.fullmatch(r"/open-apis/im/v1/messages/(om_\w+)/resources/(\w+)", path)
+        if resource and method == "GET":
+            return self.media.resource(resource[1], resource[2], query.get("type", ""))
         found = re.fullmatch(r"/open-apis/im/v1/messages/(om_\w+)", path)
         if found and method == "PUT":
             return self._update(found[1], body)
@@ -268,6 +309,11 @@ class FakeFeishu:
 
     def _send(self, chat_id: str, body: dict[str, Any]) -> Any:
         self._gate(chat_id)
+        if body.get("msg_type") == "image":
+            self.media.show(chat_id, str(body.get("content") or ""))
+            with self.lock:
+                self.lock.notify_all()
+                return {"message_id": f"om_{next(self._ids)}", "chat_id": chat_id}
         markdown = _post_markdown(body)
         with self.lock:
             shown = Shown(
@@ -354,9 +400,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, method: str) -> None:
         parts = urlsplit(self.path)
         length = int(self.headers.get("content-length") or 0)
-        body = json.loads(self.rfile.read(length) or b"{}") if length else {}
+        raw = self.rfile.read(length) if length else b""
+        kind = self.headers.get("content-type") or ""
+        body = form_fields(kind, raw) if kind.startswith("multipart/") else json.loads(raw or b"{}")
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
-        status, headers = 200, {}
+        status, headers, data = 200, {}, None
         try:
             data = self.fake.call(
                 method, parts.path, query, body, self.headers.get("Authorization", "")
@@ -372,10 +420,15 @@ class _Handler(BaseHTTPRequestHandler):
             answer = {"code": exc.code, "msg": exc.msg}
         with self.fake.lock:
             self.fake.calls.append((method, parts.path, status))
-        raw = json.dumps(answer).encode()
+        content_type = "application/json"
+        if isinstance(data, Binary) and status == 200:
+            raw, content_type = data.data, "application/octet-stream"
+            headers = {"content-disposition": f'attachment; filename="{data.name}"'}
+        else:
+            raw = json.dumps(answer).encode()
         try:
             self.send_response(status)
-            self.send_header("content-type", "application/json")
+            self.send_header("content-type", content_type)
             self.send_header("content-length", str(len(raw)))
             for key, value in headers.items():
                 self.send_header(key, value)

@@ -6,8 +6,9 @@ NapCat's `{"status": "failed", "retcode": 1403}` and the socket closed. It is se
 `connect` meta event, then each person's message as a `message` event (array format) to every
 client connected at that moment: OneBot keeps no backlog and has no acknowledgement. Actions
 `{"action", "params", "echo"}` are answered `{"status", "retcode", "data", "message", "echo"}`:
-get_login_info, send_private_msg, send_group_msg, get_msg, set_input_status (NapCat's typing).
-A send with an empty, non-text or over-long message, or to a chat nobody wrote from, fails 1400.
+get_login_info, send_private_msg, send_group_msg, get_msg, set_input_status (NapCat's typing),
+get_file (pictures and files: napcat_media.py). A send with an empty or over-long text, a
+segment other than text or image, or to a chat nobody wrote from, fails 1400.
 Tests inject failures (`flood`: NapCat's retcode 200 failure, as QQ's risk control gives) and
 actions that are never answered (`hang`)."""
 
@@ -23,6 +24,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.server import Server, ServerConnection, serve
+
+from tests.fakes.napcat_media import Media, MediaRefused
 
 SELF_ID = 3890001
 TEXT_LIMIT = 3000
@@ -58,17 +61,20 @@ class FakeNapCat:
         self.floods: list[int] = []  # the next sends fail (the values are not used by OneBot)
         self.hung: set[tuple[str, str | None]] = set()
         self.refused_tokens = 0
+        self.media = Media()
         self._ids = itertools.count(1)
         self._server: Server | None = None
 
     def __enter__(self) -> FakeNapCat:
         self._server = serve(self._serve, "127.0.0.1", 0)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self.media.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         assert self._server is not None
         self._server.shutdown()
+        self.media.stop()
 
     @property
     def url(self) -> str:
@@ -95,6 +101,21 @@ class FakeNapCat:
             segments.append({"type": "at", "data": {"qq": str(SELF_ID), "name": "Crayfish"}})
             text = f" {text}"
         segments.append({"type": "text", "data": {"text": text}})
+        return self._push_message(segments, text, user_id, group_id)
+
+    def user_sends_file(
+        self, data: bytes, name: str, user_id: int, caption: str = "", image: bool = True
+    ) -> int:
+        """A person's picture or file in their private chat, with a caption; its message_id."""
+        segments = [self.media.segment(data, name, image)]
+        if caption:
+            segments.append({"type": "text", "data": {"text": caption}})
+        kind = "image" if image else "file"
+        return self._push_message(segments, f"[CQ:{kind},file={name}]{caption}", user_id, None)
+
+    def _push_message(
+        self, segments: list[dict[str, Any]], text: str, user_id: int, group_id: int | None
+    ) -> int:
         with self.lock:
             message_id = next(self._ids)
             sender = {"user_id": user_id, "nickname": f"user{user_id}", "card": ""}
@@ -195,7 +216,7 @@ class FakeNapCat:
         try:
             data = self._action(action, params)
             answer = _answer("ok", 0, data, "", request.get("echo"))
-        except ActionFailed as exc:
+        except (ActionFailed, MediaRefused) as exc:
             answer = _answer("failed", exc.retcode, None, str(exc), request.get("echo"))
         with self.lock:
             self.calls.append((action, params, answer["status"]))
@@ -219,6 +240,8 @@ class FakeNapCat:
                 self.typing.append((chat, time.monotonic()))
                 self.lock.notify_all()
             return None
+        if action == "get_file":
+            return self.media.get_file(params)
         raise ActionFailed(1404, f"不支持的Api {action}")
 
     def _send(self, action: str, params: dict[str, Any]) -> dict[str, int]:
@@ -226,19 +249,23 @@ class FakeNapCat:
         message = params.get("message")
         if not isinstance(message, list) or not message:
             raise ActionFailed(1400, "消息为空")
-        if any(s.get("type") != "text" for s in message):
-            raise ActionFailed(1400, "this fake takes text segments only")
+        if any(s.get("type") not in ("text", "image") for s in message):
+            raise ActionFailed(1400, "this fake takes text and image segments only")
         text = "".join(str(s.get("data", {}).get("text", "")) for s in message)
+        images = [s for s in message if s.get("type") == "image"]
         with self.lock:
             if chat not in self.known:
                 raise ActionFailed(1400, "找不到目标")
-            if not text.strip() or len(text) > TEXT_LIMIT:
+            if (not text.strip() and not images) or len(text) > TEXT_LIMIT:
                 raise ActionFailed(1400, f"消息为空或过长 ({len(text)})")
             if self.floods:
                 self.floods.pop(0)
                 raise ActionFailed(200, "发送消息失败: 风控")
             message_id = next(self._ids)
-            self.shown.append(Shown(message_id, chat, text))
+            for image in images:
+                self.media.shown(str(chat), image)
+            if text:
+                self.shown.append(Shown(message_id, chat, text))
             sender = {"user_id": SELF_ID, "nickname": "Crayfish"}
             self.messages[message_id] = {"message_id": message_id, "sender": sender}
             self.lock.notify_all()

@@ -168,3 +168,15 @@ def test_a_notification_to_a_chat_shows_its_images_too(
         IMAGES, params={"path": "c.png", "message_id": number, "task_id": "x"}, headers=CHANNEL
     )
     assert both.status_code == 400
+
+
+def test_a_chat_turn_tells_the_model_where_it_answers_and_how_to_show_an_image(
+    client: TestClient, fake_llm: FakeLLM
+) -> None:
+    fake_llm.reply_forever_text("ok")
+    channel_turn(client, channel="slack")
+    owners = client.post("/api/chat", json={"message": "a chart?"}, headers=OWNER)
+    finished(client, owners.json()["task_id"])
+    chat, own = (str(request["messages"][-1]["content"]) for request in fake_llm.requests)
+    assert "answering in a slack chat" in chat and "![description](path/in/workspace.png)" in chat
+    assert "chat" not in own.replace("a chart?", "")  # the owner's own turn gets no such line

@@ -21,13 +21,13 @@ GROUP = "crayfish.channels"
 # What services/channels/pyproject.toml registers; used as is when the package runs from
 # source without being installed (no dist-info, so no entry points).
 BUILTINS = {
-    "telegram": "channels.telegram.channel:factory",
-    "slack": "channels.slack.channel:factory",
-    "matrix": "channels.matrix.channel:factory",
-    "discord": "channels.discord.channel:factory",
-    "email": "channels.email.channel:factory",
-    "qq": "channels.qq.channel:factory",
-    "feishu": "channels.feishu.channel:factory",
+    "telegram": "channels.telegram:factory",
+    "slack": "channels.slack:factory",
+    "matrix": "channels.matrix:factory",
+    "discord": "channels.discord:factory",
+    "email": "channels.email:factory",
+    "qq": "channels.qq:factory",
+    "feishu": "channels.feishu:factory",
 }
 
 ChannelFactory = Callable[[ChannelsSettings], Channel | None]

@@ -282,7 +282,8 @@ class Settings(BaseSettings):
     consolidate_interval: float = Field(21600.0, ge=0)
 
     # --- Images ---
-    # The largest image a message may carry, in bytes (decoded).
+    # The largest image a message may carry, a tool may leave or an answer may send to a chat
+    # from the workspace, in bytes (decoded).
     image_max_bytes: int = Field(5_000_000, ge=1)
     # Images one message may carry.
     images_per_message: int = Field(4, ge=0)

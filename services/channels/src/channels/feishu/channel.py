@@ -1,15 +1,22 @@
-"""Feishu/Lark through lark-oapi: messages in over its event long connection (events.py), the
-IM API out (`post` messages with one `md` element, so Feishu renders the Markdown; a streamed
-answer is edited with PUT), a "Typing" reaction on the person's message as typing."""
+"""Feishu/Lark through lark-oapi: messages in over its event long connection (events.py; their
+images and files as attachments, content.py, read by resources.py), the IM API out (`post`
+messages with one `md` element, so Feishu renders the Markdown; a streamed answer is edited
+with PUT; pictures uploaded, then sent as `image` messages), a "Typing" reaction on the
+person's message as typing. The tenant token is fetched here, not by the SDK (token.py)."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import httpx
 import lark_oapi as lark
 from lark_oapi.api.im.v1 import (
+    CreateImageRequest,
+    CreateImageRequestBody,
     CreateMessageReactionRequest,
     CreateMessageReactionRequestBody,
     CreateMessageRequest,
@@ -22,8 +29,20 @@ from lark_oapi.api.im.v1 import (
 )
 
 from channels.config import ChannelsSettings
-from channels.contract import Access, Channel, Inbound, Inbox, PlatformRefused, RetryLater
+from channels.contract import (
+    Access,
+    Attachment,
+    Channel,
+    Inbound,
+    Inbox,
+    Picture,
+    PlatformRefused,
+    RetryLater,
+)
+from channels.feishu.content import content_of
 from channels.feishu.events import LongConnection
+from channels.feishu.resources import download
+from channels.feishu.token import STALE, TenantToken
 
 log = logging.getLogger(__name__)
 # A post message may carry 30 KB of JSON; Markdown beyond a few thousand characters is hard
@@ -32,13 +51,6 @@ TEXT_LIMIT = 4000
 RATE_LIMITED = 99991400  # Feishu's "request trigger frequency limit"
 RETRY = 2.0
 MENTION_KEY = "@_user_"
-
-
-def factory(settings: ChannelsSettings) -> FeishuChannel | None:
-    """The `crayfish.channels` entry point: the channel when CHANNELS_FEISHU_APP_ID is set."""
-    if not settings.feishu_app_id:
-        return None
-    return FeishuChannel(settings)
 
 
 class FeishuChannel(Channel):
@@ -56,8 +68,18 @@ class FeishuChannel(Channel):
             .app_secret(settings.feishu_app_secret)
             .domain(domain)
             .timeout(settings.call_timeout)
+            .enable_set_token(True)  # the token comes from TenantToken, with each call
             .log_level(lark.LogLevel.WARNING)
             .build()
+        )
+        self.domain = domain
+        self.http = httpx.AsyncClient(timeout=settings.call_timeout, follow_redirects=False)
+        self.token = TenantToken(
+            self.http,
+            domain,
+            settings.feishu_app_id,
+            settings.feishu_app_secret,
+            settings.call_timeout,
         )
         self.events = LongConnection(
             settings.feishu_app_id, settings.feishu_app_secret, domain, 2 * settings.call_timeout
@@ -74,10 +96,7 @@ class FeishuChannel(Channel):
             .token_types({lark.AccessTokenType.TENANT})
             .build()
         )
-        try:
-            answer = await self.client.arequest(request)
-        except Exception as exc:  # the SDK raises for a token it could not get
-            raise PlatformRefused(f"Feishu refused the app credentials: {exc}") from exc
+        answer = await self._call(lambda option: self.client.arequest(request, option))
         body = json.loads(answer.raw.content or b"{}")
         if body.get("code") != 0:
             raise PlatformRefused(f"Feishu bot info: {body.get('code')} {body.get('msg')}")
@@ -93,14 +112,19 @@ class FeishuChannel(Channel):
         await self.events.run(handle)
 
     async def inbound(self, event: P2ImMessageReceiveV1) -> Inbound | None:
-        """The event as an Inbound; None for what is not a person's text or post."""
+        """The event as an Inbound; None for what is not a person's text, post, image or file."""
         data = event.event
         if data is None or data.message is None or data.sender is None:
             return None
         message, sender = data.message, data.sender
-        if sender.sender_type != "user" or message.message_type != "text":
+        if sender.sender_type != "user":
             return None
-        text = str(json.loads(message.content or "{}").get("text", ""))
+        said = content_of(
+            str(message.message_type), str(message.content or ""), str(message.message_id)
+        )
+        if said is None or not (said.text.strip() or said.attachments):
+            return None
+        text = said.text
         mentions = message.mentions or []
         mentioned = any(m.id is not None and m.id.open_id == self.bot_open_id for m in mentions)
         for mention in mentions:  # `@_user_1` placeholders: the bot's dropped, others named
@@ -120,31 +144,60 @@ class FeishuChannel(Channel):
             group=group,
             addressed=addressed,
             thread_id=str(message.thread_id or ""),
+            attachments=said.attachments,
         )
 
     async def _from_me(self, message_id: str) -> bool:
-        answer = await self.client.im.v1.message.aget(
-            GetMessageRequest.builder().message_id(message_id).build()
-        )
-        items = (answer.data.items or []) if answer.success() and answer.data else []
+        request = GetMessageRequest.builder().message_id(message_id).build()
+        try:
+            answer = await self._call(
+                lambda option: self.client.im.v1.message.aget(request, option)
+            )
+        except PlatformRefused:  # not a message the bot can see
+            return False
+        items = (answer.data.items or []) if answer.data else []
         return any(i.sender is not None and i.sender.sender_type == "app" for i in items)
 
     async def send(self, chat_id: str, markdown: str) -> str:
+        return await self._create(chat_id, "post", _post(markdown))
+
+    async def send_image(self, chat_id: str, picture: Picture) -> str:
+        """Uploads the bytes (`POST /im/v1/images`), then sends an `image` message. Feishu
+        shows only uploaded images, and this service never fetches a URL a model wrote: a
+        URL is refused (the answer's text keeps the link)."""
+        if not picture.data:
+            raise PlatformRefused("Feishu shows only uploaded images; the link stays in the text")
+        body = CreateImageRequestBody.builder().image_type("message")
+        request = CreateImageRequest.builder().request_body(
+            body.image(io.BytesIO(picture.data)).build()
+        )
+        uploaded = await self._call(
+            lambda option: self.client.im.v1.image.acreate(request.build(), option)
+        )
+        content = json.dumps({"image_key": uploaded.data.image_key})
+        return await self._create(chat_id, "image", content)
+
+    async def fetch(self, attachment: Attachment, max_bytes: int) -> bytes:
+        return await download(self.http, self.domain, self.token, attachment, max_bytes)
+
+    async def _create(self, chat_id: str, msg_type: str, content: str) -> str:
         body = (
             CreateMessageRequestBody.builder()
             .receive_id(chat_id)
-            .msg_type("post")
-            .content(_post(markdown))
+            .msg_type(msg_type)
+            .content(content)
             .build()
         )
         request = CreateMessageRequest.builder().receive_id_type("chat_id").request_body(body)
-        answer = await self._call(self.client.im.v1.message.acreate(request.build()))
+        answer = await self._call(
+            lambda option: self.client.im.v1.message.acreate(request.build(), option)
+        )
         return str(answer.data.message_id)
 
     async def edit(self, chat_id: str, message_id: str, markdown: str) -> None:
         body = UpdateMessageRequestBody.builder().msg_type("post").content(_post(markdown))
         request = UpdateMessageRequest.builder().message_id(message_id).request_body(body.build())
-        await self._call(self.client.im.v1.message.aupdate(request.build()))
+        await self._call(lambda option: self.client.im.v1.message.aupdate(request.build(), option))
 
     async def typing(self, chat_id: str) -> None:
         """Feishu has no typing indicator: a "Typing" reaction on the message being answered."""
@@ -154,17 +207,25 @@ class FeishuChannel(Channel):
         emoji = Emoji.builder().emoji_type("Typing").build()
         body = CreateMessageReactionRequestBody.builder().reaction_type(emoji).build()
         request = CreateMessageReactionRequest.builder().message_id(message_id).request_body(body)
-        await self._call(self.client.im.v1.message_reaction.acreate(request.build()))
+        await self._call(
+            lambda option: self.client.im.v1.message_reaction.acreate(request.build(), option)
+        )
         self.reacted.add(message_id)
 
-    async def _call(self, pending: Any) -> Any:
-        """One API call with its errors mapped: a rate limit or no answer waits, else refused."""
+    async def _call(self, call: Callable[[lark.RequestOption], Awaitable[Any]]) -> Any:
+        """One API call with the tenant token, its errors mapped: a rate limit, a stale token
+        or no answer waits, else refused."""
+        token = await self.token.get()
+        option = lark.RequestOption.builder().tenant_access_token(token).build()
         try:
-            answer = await pending
+            answer = await call(option)
         except Exception as exc:  # httpx's timeouts and connection errors, through the SDK
             raise RetryLater(f"Feishu did not answer: {exc}", RETRY) from exc
         if answer.success():
             return answer
+        if answer.code in STALE:
+            self.token.forget(token)
+            raise RetryLater(f"Feishu refused the token: {answer.code} {answer.msg}", RETRY)
         if answer.code == RATE_LIMITED or (answer.raw and answer.raw.status_code == 429):
             reset = (
                 (answer.raw.headers or {}).get("x-ogw-ratelimit-reset", "") if answer.raw else ""
@@ -175,7 +236,7 @@ class FeishuChannel(Channel):
         raise PlatformRefused(f"Feishu refused: {answer.code} {answer.msg}")
 
     async def close(self) -> None:
-        pass  # the SDK's thread is a daemon and ends with the process
+        await self.http.aclose()  # the SDK's thread is a daemon and ends with the process
 
 
 def _post(markdown: str) -> str:

@@ -1,5 +1,6 @@
-"""QQ through a OneBot v11 implementation's forward WebSocket (NapCat): `message` events in,
-`send_private_msg` / `send_group_msg` out, NapCat's `set_input_status` as typing.
+"""QQ through a OneBot v11 implementation's forward WebSocket (NapCat): `message` events in
+(their images and files as attachments, files.py), `send_private_msg` / `send_group_msg` out
+(text, or a picture), NapCat's `set_input_status` as typing.
 
 OneBot pushes events and has no acknowledgement: a message that arrives while this service is
 down, or before its turn is queued, is not sent again. QQ messages cannot be edited, so an
@@ -11,8 +12,18 @@ import logging
 from typing import Any
 
 from channels.config import ChannelsSettings
-from channels.contract import Access, Channel, Inbound, Inbox, PlatformRefused, RetryLater
-from channels.qq.message import parse, text_segments
+from channels.contract import (
+    Access,
+    Attachment,
+    Channel,
+    Inbound,
+    Inbox,
+    Picture,
+    PlatformRefused,
+    RetryLater,
+)
+from channels.qq.files import QQFiles, attachments
+from channels.qq.message import image_segment, parse, text_segments
 from channels.qq.onebot import OneBotConnection
 
 log = logging.getLogger(__name__)
@@ -20,13 +31,6 @@ log = logging.getLogger(__name__)
 # well below it.
 TEXT_LIMIT = 3000
 GROUP_PREFIX = "g"  # chat ids: `<user_id>` for a private chat, `g<group_id>` for a group
-
-
-def factory(settings: ChannelsSettings) -> QQChannel | None:
-    """The `crayfish.channels` entry point: the channel when CHANNELS_QQ_URL is set."""
-    if not settings.qq_url:
-        return None
-    return QQChannel(settings)
 
 
 class QQChannel(Channel):
@@ -41,6 +45,7 @@ class QQChannel(Channel):
         self.onebot = OneBotConnection(
             settings.qq_url, settings.qq_access_token, settings.call_timeout
         )
+        self.files = QQFiles(self.onebot, settings.call_timeout)
         self.self_id = ""
 
     async def start(self) -> None:
@@ -66,12 +71,13 @@ class QQChannel(Channel):
                 await inbox(inbound)
 
     async def inbound(self, event: dict[str, Any]) -> Inbound | None:
-        """The event as an Inbound; None for what is not a person's text message."""
+        """The event as an Inbound; None for what is not a person's text, image or file."""
         user_id = str(event.get("user_id", ""))
         if not user_id or user_id == self.self_id:
             return None
         said = parse(event.get("message", event.get("raw_message", "")), self.self_id)
-        if not said.text:
+        files = attachments(said.media)
+        if not said.text and not files:
             return None
         sender = event.get("sender") or {}
         group = event.get("message_type") == "group"
@@ -87,6 +93,7 @@ class QQChannel(Channel):
             text=said.text,
             group=group,
             addressed=addressed,
+            attachments=files,
         )
 
     async def _replies_to_me(self, message_id: str) -> bool:
@@ -99,7 +106,20 @@ class QQChannel(Channel):
         return str(sender.get("user_id", replied.get("user_id", ""))) == self.self_id
 
     async def send(self, chat_id: str, markdown: str) -> str:
-        message = text_segments(markdown)
+        return await self._send(chat_id, text_segments(markdown))
+
+    async def send_image(self, chat_id: str, picture: Picture) -> str:
+        """An image segment: the bytes inline, or the URL for NapCat to fetch."""
+        try:
+            segments = image_segment(picture.data, picture.url)
+        except ValueError as exc:
+            raise PlatformRefused(str(exc)) from exc
+        return await self._send(chat_id, segments)
+
+    async def fetch(self, attachment: Attachment, max_bytes: int) -> bytes:
+        return await self.files.fetch(attachment, max_bytes)
+
+    async def _send(self, chat_id: str, message: list[dict[str, Any]]) -> str:
         if chat_id.startswith(GROUP_PREFIX):
             group_id = _number(chat_id.removeprefix(GROUP_PREFIX))
             sent = await self.onebot.call("send_group_msg", group_id=group_id, message=message)
@@ -120,6 +140,7 @@ class QQChannel(Channel):
 
     async def close(self) -> None:
         await self.onebot.close()
+        await self.files.close()
 
 
 def _number(text: str) -> int:

@@ -1,13 +1,16 @@
-"""OneBot v11 messages: segments in (the array format, or a string with CQ codes) and plain
-text out. QQ shows a bot's text as it is, so Markdown is turned into plain text, and the
-answer is sent as one `text` segment: nothing the model writes is read as a CQ code."""
+"""OneBot v11 messages: segments in (the array format, or a string with CQ codes; images and
+files kept aside) and plain text or a picture out. QQ shows a bot's text as it is, so Markdown
+is turned into plain text, and the answer is sent as one `text` segment: nothing the model
+writes is read as a CQ code."""
 
 from __future__ import annotations
 
+import base64
 import html
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from channels.telegram.markdown import to_html
 
@@ -23,6 +26,7 @@ class Parsed:
     text: str = ""
     mentions: set[str] = field(default_factory=set)
     reply_to: str = ""
+    media: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # image/file segments
 
 
 def parse(message: Any, self_id: str) -> Parsed:
@@ -39,6 +43,8 @@ def parse(message: Any, self_id: str) -> Parsed:
                 parts.append(f"@{data.get('name') or qq}")
         elif kind == "reply":
             parsed.reply_to = str(data.get("id", ""))
+        elif kind in ("image", "file"):
+            parsed.media.append((kind, data))
     parsed.text = "".join(parts).strip()
     return parsed
 
@@ -85,3 +91,13 @@ def plain_text(markdown: str) -> str:
 
 def text_segments(markdown: str) -> list[dict[str, Any]]:
     return [{"type": "text", "data": {"text": plain_text(markdown)}}]
+
+
+def image_segment(data: bytes, url: str) -> list[dict[str, Any]]:
+    """A picture as NapCat sends it: the bytes inline (`base64://…`), or an http(s) URL that
+    NapCat fetches itself. Never a path: NapCat would read it from its own disk."""
+    if data:
+        return [{"type": "image", "data": {"file": "base64://" + base64.b64encode(data).decode()}}]
+    if urlsplit(url).scheme not in ("http", "https"):
+        raise ValueError(f"not an http(s) image URL: {url[:100]!r}")
+    return [{"type": "image", "data": {"file": url}}]

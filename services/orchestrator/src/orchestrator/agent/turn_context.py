@@ -21,6 +21,15 @@ def turn_context(timezone: str, recall: str = "", now: datetime | None = None) -
     return f"{text}\n\n{recall}" if recall else text
 
 
+def chat_note(channel: str) -> str:
+    """The line a turn from a chat channel gets: where its answer goes, and how it shows an
+    image it made (the channel sends a workspace image the answer shows as a picture)."""
+    return (
+        f"[You are answering in a {channel} chat: write as suits a chat. To show an image "
+        "file from the workspace, write ![description](path/in/workspace.png).]"
+    )
+
+
 def with_turn_context(message: str, context: str) -> str:
     return f"{message}\n\n{context}"
 

@@ -28,9 +28,9 @@ from orchestrator.agent.prompt import (
 from orchestrator.agent.small_talk import is_small_talk
 from orchestrator.agent.tool_search import CallGate, initial_offer
 from orchestrator.agent.tools import ToolRegistry
-from orchestrator.agent.turn_context import turn_context, with_turn_context
+from orchestrator.agent.turn_context import chat_note, turn_context, with_turn_context
 from orchestrator.approvals.desk import ApprovalDesk
-from orchestrator.approvals.gate import ExecGate, is_outside
+from orchestrator.approvals.gate import CHANNEL_KIND, ExecGate, is_outside
 from orchestrator.clients import ServiceClients, ServiceError, ToolServiceClient
 from orchestrator.clients.memory import MemoryHit
 from orchestrator.config import Settings
@@ -145,7 +145,9 @@ class Assistant:
                 self.recall(turn.message, emit),
                 self.session_note(turn.session_id),
             )
-            history, user = await self._accept(turn, "\n\n".join(filter(None, [note, recall])))
+            chat = chat_note(turn.session_id.partition(".")[0]) if turn.kind == CHANNEL_KIND else ""
+            notes = "\n\n".join(filter(None, [chat, note, recall]))
+            history, user = await self._accept(turn, notes)
             if keep_turns is not None:
                 history = last_turns(history, keep_turns)
             history = await self.compactor.fit(
