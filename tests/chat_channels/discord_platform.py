@@ -34,6 +34,16 @@ class DiscordPlatform:
             reply_to_bot=how.get("reply_to_bot", False),
         )
 
+    def send_attachment(
+        self, data: bytes, name: str, person: str, caption: str = "", image: bool = True
+    ) -> str:
+        content_type = "image/png" if image else "text/plain; charset=utf-8"
+        return self.fake.user_sends_file(data, name, person, caption, content_type)
+
+    def pictures(self, chat: str) -> list[bytes | str]:
+        with self.fake.lock:
+            return [p for channel, p in self.fake.pictures if channel == chat]
+
     def texts(self, chat: str) -> list[str]:
         return self.fake.texts(chat)
 

@@ -3,6 +3,7 @@ Platform: a person is an address at example.test whose mail the receiving server
 
 from __future__ import annotations
 
+import mimetypes
 import time
 from email.message import EmailMessage
 from email.utils import make_msgid
@@ -72,6 +73,28 @@ class EmailPlatform:
     def say(self, text: str, person: str, chat: str | None = None, **how: bool) -> str:
         assert chat is None and not how, "email has no group chats"
         return self.send(self.mail(text, person))
+
+    def send_attachment(
+        self, data: bytes, name: str, person: str, caption: str = "", image: bool = True
+    ) -> str:
+        """A mail whose body is the caption, the file attached (a picture inline, as mail
+        programs put a pasted one; a file as an attachment)."""
+        message = self.mail(caption, person)
+        guessed = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        maintype, _, subtype = guessed.partition("/")
+        message.add_attachment(
+            data, maintype, subtype, filename=name, disposition="inline" if image else "attachment"
+        )
+        return self.send(message)
+
+    def pictures(self, chat: str) -> list[bytes | str]:
+        """The pictures attached to the mails sent to the person, oldest first."""
+        return [
+            bytes(part.get_content())
+            for sent in self.smtp.to(address(chat))
+            for part in sent.message.iter_attachments()
+            if part.get_content_maintype() == "image"
+        ]
 
     def texts(self, chat: str) -> list[str]:
         return [sent.text for sent in self.smtp.to(address(chat))]

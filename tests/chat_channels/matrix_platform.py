@@ -5,25 +5,28 @@ A person `9012` is `@u9012:fake.local`, their direct room `!dm9012:fake.local`; 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from channels.matrix.rooms import chat_id_of
 
-from tests.fakes.matrix_homeserver import BOT, SERVER, FakeHomeserver
+from tests.fakes.matrix_homeserver import BOT, SERVER, FakeHomeserver, Media
 
 
 class MatrixPlatform:
     name = "matrix"
     text_limit = 2500
 
-    def __init__(self, fake: FakeHomeserver):
+    def __init__(self, fake: FakeHomeserver, store: Path):
         self.fake = fake
+        self.store = store  # the bot's end-to-end keys
 
     def env(self) -> dict[str, str]:
         return {
             "CHANNELS_MATRIX_ACCESS_TOKEN": self.fake.token,
             "CHANNELS_MATRIX_HOMESERVER": self.fake.url,
             "CHANNELS_MATRIX_POLL_TIMEOUT": "1",
+            "CHANNELS_MATRIX_STORE_DIR": str(self.store),
         }
 
     def sender_id(self, person: str) -> str:
@@ -46,6 +49,34 @@ class MatrixPlatform:
             content["body"] = f"> <{BOT}> earlier\n\n{text}"  # older clients' fallback
             content["m.relates_to"] = {"m.in_reply_to": {"event_id": earlier}}
         return self.fake.user_says(room, self.sender_id(person), content, how.get("group", False))
+
+    def send_attachment(
+        self,
+        data: bytes,
+        name: str,
+        person: str,
+        caption: str = "",
+        image: bool = True,
+        size: int | None = None,
+    ) -> str:
+        """As the Platform's; `size` is the size the event states (None: the true one, 0:
+        not stated)."""
+        kind = ("image/png" if image else "text/plain") if "." in name else ""
+        uri = self.fake.store_media(Media(data, kind or "application/octet-stream", name))
+        content: dict[str, Any] = {
+            "msgtype": "m.image" if image else "m.file",
+            "body": caption or name,  # Matrix 1.10: a body apart from filename is a caption
+            "filename": name,
+            "url": uri,
+            "info": {"mimetype": kind, "size": len(data) if size is None else size},
+        }
+        if size == 0:
+            del content["info"]["size"]
+        room = self.room(person)
+        return self.fake.user_says(room, self.sender_id(person), content, False)
+
+    def pictures(self, chat: str) -> list[bytes | str]:
+        return list(self.fake.pictures(self.room(chat)))
 
     def texts(self, chat: str) -> list[str]:
         return self.fake.texts(self.room(chat))

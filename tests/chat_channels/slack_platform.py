@@ -39,6 +39,16 @@ class SlackPlatform:
         parent = BOT_USER if thread else None
         return self.fake.user_says(text, person, channel, kind, thread, parent)
 
+    def send_attachment(
+        self, data: bytes, name: str, person: str, caption: str = "", image: bool = True
+    ) -> str:
+        mimetype = "image/png" if image else "text/plain"
+        return self.fake.user_shares_file(data, name, person, channel_of(person), mimetype, caption)
+
+    def pictures(self, chat: str) -> list[bytes | str]:
+        with self.fake.lock:
+            return [p for channel, p in self.fake.pictures if channel == channel_of(chat)]
+
     def texts(self, chat: str) -> list[str]:
         return self.fake.texts(channel_of(chat))
 

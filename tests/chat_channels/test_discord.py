@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.chat_channels.conformance import ChannelConformance, Start
+from tests.chat_channels.conformance import PNG, ChannelConformance, Start, user_images
 from tests.chat_channels.discord_platform import DiscordPlatform
 from tests.chat_channels.platform import new_person
 from tests.fakes import FakeLLM
@@ -63,3 +63,44 @@ class TestDiscord(ChannelConformance):
         assert reply.status_code == 503
         state = reply.json()["channels"]["discord"]
         assert state["state"] == "reconnecting" and "token" in state["error"].lower()
+
+    def test_attachments_are_read_from_the_cdn_without_the_bot_token(
+        self, platform: DiscordPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        llm.reply_text("A pixel.")
+        platform.fake.user_sends_file(PNG, "pixel.png", person, "and this?", "image/png")
+        platform.fake.wait_for(lambda: platform.texts(person) == ["A pixel."])
+        assert user_images(llm.requests[0])
+        with platform.fake.lock:
+            requests = list(platform.fake.cdn_requests)
+        assert len(requests) == 1 and requests[0][0].endswith("/pixel.png")
+        assert all(auth == "" for _, auth in requests)  # the CDN never sees the token
+
+    def test_an_oversize_attachment_is_refused_in_the_chat_and_its_text_still_asked(
+        self, platform: DiscordPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        llm.reply_text("Understood.")
+        big = b"x" * 800_000  # over the 700 KB a message may bring
+        platform.fake.user_sends_file(big, "big.bin", person, "see attached", "application/zip")
+        texts = platform.fake.wait_for(
+            lambda: len(platform.texts(person)) >= 2 and platform.texts(person)
+        )
+        assert any("Not taken: big.bin" in t for t in texts), texts
+        assert "see attached" in str(llm.requests[0]["messages"])
+        with platform.fake.lock:
+            assert platform.fake.cdn_requests == []  # refused by its stated size, unread
+
+    def test_an_image_url_the_answer_shows_follows_as_an_embed(
+        self, platform: DiscordPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        llm.reply_text("A cat:\n\n![a cat](https://example.org/cat.png)")
+        platform.say("show me a cat", person)
+        platform.fake.wait_for(lambda: platform.pictures(person))
+        assert platform.pictures(person) == ["https://example.org/cat.png"]
+        assert any("A cat" in text for text in platform.texts(person))

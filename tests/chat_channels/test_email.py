@@ -1,15 +1,19 @@
 """Email end to end: aioimaplib against the fake IMAP mailbox and aiosmtplib against a real
 SMTP server (aiosmtpd) on loopback, the channels service as its own process, the real stack
-behind it; the conformance suite and email's own: threads, forged senders, robots."""
+behind it; the conformance suite and email's own: threads, forged senders, robots, IDLE and
+polling, hostile attachments."""
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.chat_channels.conformance import ChannelConformance, Start
+from tests.chat_channels.conformance import PNG, ChannelConformance, Start
 from tests.chat_channels.email_platform import AUTHSERV, EmailPlatform, address, wait
 from tests.chat_channels.platform import new_person
 from tests.fakes import FakeLLM
@@ -63,6 +67,26 @@ class TestEmail(ChannelConformance):
         second = platform.smtp.to(address(person))[1].message
         assert second["In-Reply-To"] == follow_up["Message-ID"]
         assert str(first["Message-ID"]) in str(second["References"])
+
+    def test_the_answer_mail_itself_carries_the_pictures_it_shows(
+        self, platform: EmailPlatform, start_service: Start, llm: FakeLLM, workspace: Path
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        chart = f"charts/mail-{person}.png"
+        (workspace / chart).parent.mkdir(exist_ok=True)
+        (workspace / chart).write_bytes(PNG)
+        remote = "https://example.test/remote.png"
+        llm.reply_text(f"Two views:\n\n![the chart]({chart})\n\n![elsewhere]({remote})")
+        platform.say("charts, please", person)
+        wait(lambda: platform.smtp.to(address(person)))
+        time.sleep(1.5)  # a second mail (a picture sent after the answer) would be here by now
+        (answer,) = platform.smtp.to(address(person))
+        (picture,) = answer.message.iter_attachments()
+        assert picture.get_filename() == f"mail-{person}.png"
+        assert picture.get_content_type() == "image/png" and picture.get_content() == PNG
+        assert chart not in answer.text and remote in answer.text  # a URL stays a link
+        assert answer.text.startswith("Two views:")
 
     def test_a_forged_from_is_ignored_and_a_verified_one_answered(
         self, platform: EmailPlatform, start_service: Start, llm: FakeLLM
@@ -120,3 +144,116 @@ class TestEmail(ChannelConformance):
         assert reply.status_code == 503
         state = reply.json()["channels"]["email"]
         assert state["state"] == "reconnecting" and "login" in state["error"].lower()
+
+
+def _answered(platform: EmailPlatform, person: str, count: int = 1) -> list[str]:
+    return list(wait(lambda: len(platform.texts(person)) >= count and platform.texts(person)))
+
+
+def _nested(depth: int, platform: EmailPlatform, person: str) -> bytes:
+    """A mail of `depth` multiparts within each other: more than Python's parser can walk."""
+    head = platform.mail("", person).as_bytes().split(b"\n\n", 1)[0].replace(b"\r", b"")
+    head = b"\n".join(line for line in head.split(b"\n") if not line.startswith(b"Content-"))
+    opened = b"".join(
+        b'Content-Type: multipart/mixed; boundary="n%d"\n\n--n%d\n' % (i, i) for i in range(depth)
+    )
+    closed = b"".join(b"\n--n%d--" % i for i in reversed(range(depth)))
+    return head + b"\n" + opened + b"Content-Type: text/plain\n\nhi" + closed + b"\n"
+
+
+class TestHostileMail:
+    def test_odd_attachments_are_taken_safely_or_named_as_not_taken(
+        self, platform: EmailPlatform, start_service: Start, llm: FakeLLM, workspace: Path
+    ) -> None:
+        person = new_person()
+        allowed = {"CHANNELS_EMAIL_ALLOW_FROM": address(person)}
+        start_service({**platform.env(), **allowed}).ready()
+        llm.reply_forever_text("looked at it")
+        bomb = platform.imap.deliver(_nested(5000, platform, person))
+        message = platform.mail("the files", person)
+        message.add_attachment(b"\x89PNG not base64 at all", "image", "png", filename="pic.png")
+        broken = message.get_payload()[-1]
+        broken.set_payload("!!! this is *not* base64 !!!")  # as a broken mailer sends it
+        escape = f"=?utf-8?q?=2E=2E=2F=2E=2E=2F=2E=2E=2Fescaped-{person}=2Etxt?="
+        message.add_attachment(b"payload", "text", "plain", filename="x")
+        message.get_payload()[-1].replace_header(
+            "Content-Disposition", f'attachment; filename="{escape}"'
+        )
+        platform.send(message)
+        texts = _answered(platform, person, 2)
+        assert any("pic.png: not valid base64" in text for text in texts), texts
+        assert "looked at it" in texts
+        asked = str(llm.requests[0]["messages"])
+        assert "the files" in asked
+        path = re.search(rf"(inbox/[0-9a-f]{{8}}-escaped-{person}\.txt) \(7 bytes\)", asked)
+        assert path is not None, asked
+        assert (workspace / path[1]).read_bytes() == b"payload"
+        assert not list(workspace.parent.glob(f"**/escaped-{person}.txt"))  # nowhere else
+        assert platform.imap.seen(bomb) and len(llm.requests) == 1  # read, and let be
+
+
+class TestNewMail:
+    """How new mail is noticed: IDLE where the server offers it, else a look every interval."""
+
+    def settings(self, platform: EmailPlatform, person: str, **env: str) -> dict[str, str]:
+        allowed = {"CHANNELS_EMAIL_ALLOW_FROM": address(person)}
+        return {**platform.env(), **allowed, **env}
+
+    def test_mail_arriving_during_idle_is_answered_without_waiting_for_a_look(
+        self, platform: EmailPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        # A look every ten minutes: only IDLE's word can bring the mail in within the wait.
+        start_service(self.settings(platform, person, CHANNELS_EMAIL_POLL_EVERY="600")).ready()
+        llm.reply_forever_text("heard you")
+        wait(lambda: platform.imap.idles >= 1)  # idling before the mail arrives
+        arrived = time.monotonic()
+        platform.say("are you listening?", person)
+        assert _answered(platform, person) == ["heard you"]
+        answered = platform.smtp.to(address(person))[0].at
+        print(f"email with IDLE: answer mail {1000 * (answered - arrived):.0f} ms after arrival")
+
+    def test_a_server_without_idle_is_looked_at_every_interval(
+        self, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        with FakeIMAP(idle=False) as imap, FakeSMTP() as smtp:
+            platform = EmailPlatform(imap, smtp)
+            start_service(self.settings(platform, person)).ready()  # a look every 0.2 s
+            llm.reply_forever_text("polled")
+            platform.say("anyone?", person)
+            assert _answered(platform, person) == ["polled"]
+            platform.say("still there?", person)
+            assert _answered(platform, person, 2)[1] == "polled"
+            assert imap.idles == 0
+
+    def test_a_server_that_stops_answering_is_dropped_and_reopened(
+        self, platform: EmailPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        env = self.settings(
+            platform, person, CHANNELS_EMAIL_POLL_EVERY="600", CHANNELS_EMAIL_IDLE_EVERY="1"
+        )
+        start_service(env).ready()
+        llm.reply_forever_text("back again")
+        wait(lambda: platform.imap.idles >= 1)
+        logins = platform.imap.logins
+        platform.imap.freeze()  # the connection idling now never says a word again
+        platform.say("hello after the hang", person)
+        assert _answered(platform, person) == ["back again"]
+        assert platform.imap.logins > logins  # through a new connection
+
+    def test_a_connection_the_server_closes_is_reopened_at_once(
+        self, platform: EmailPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        # Neither a look nor the IDLE's re-issue (25 min) comes within the wait: only noticing
+        # the closed connection brings the mail in.
+        start_service(self.settings(platform, person, CHANNELS_EMAIL_POLL_EVERY="600")).ready()
+        llm.reply_forever_text("reconnected")
+        wait(lambda: platform.imap.idles >= 1)
+        logins = platform.imap.logins
+        platform.imap.drop()
+        platform.say("hello after the restart", person)
+        assert _answered(platform, person) == ["reconnected"]
+        assert platform.imap.logins > logins

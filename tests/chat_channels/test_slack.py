@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.chat_channels.conformance import ChannelConformance, Start
+from tests.chat_channels.conformance import PNG, ChannelConformance, Start, user_images
 from tests.chat_channels.platform import new_person
 from tests.chat_channels.slack_platform import SlackPlatform
 from tests.fakes import FakeLLM, Reply
@@ -108,3 +108,59 @@ class TestSlack(ChannelConformance):
             lambda: [m for m in platform.fake.bot_messages(group) if m.text == "answer 2"]
         )
         assert answers[0].thread_ts == first
+
+    def test_the_bot_token_goes_to_slacks_files_host_and_nowhere_else(
+        self, platform: SlackPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        llm.reply_forever_text("Seen.")
+        fake = platform.fake
+        fake.user_shares_file(PNG, "here.png", person, person, "image/png", "first")
+        # the files host gets the token (it serves the bytes only with it)
+        fake.wait_for(lambda: any(h == "slack" and a for h, _, a in fake.file_requests))
+        fake.wait_for(lambda: len(llm.requests) == 1)
+        assert user_images(llm.requests[0])  # the image reached the model
+        fake.user_shares_file(
+            PNG, "far.png", person, person, "image/png", "second", host="elsewhere"
+        )
+        with fake.lock:
+            fake.redirect_files = True  # Slack's files host sending the download elsewhere
+        fake.user_shares_file(PNG, "moved.png", person, person, "image/png", "third")
+        fake.wait_for(lambda: len(llm.requests) == 3)
+        texts = platform.wait_texts(person, 5)
+        assert sum("Not taken: far.png" in t for t in texts) == 1, texts
+        assert sum("Not taken: moved.png" in t for t in texts) == 1, texts
+        assert "third" in str(llm.requests[2]["messages"])  # the text still became a turn
+        with fake.lock:
+            elsewhere = [auth for host, _, auth in fake.file_requests if host == "elsewhere"]
+        assert not any(fake.bot_token in auth for auth in elsewhere)
+
+    @pytest.mark.parametrize("stated", [5_000_000, 100], ids=["stated", "understated"])
+    def test_an_oversize_file_is_refused_in_the_chat_and_its_text_still_asked(
+        self, platform: SlackPlatform, start_service: Start, llm: FakeLLM, stated: int
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        llm.reply_text("Understood.")
+        big = b"x" * 800_000  # over the 700 KB a message may bring
+        fake = platform.fake
+        fake.user_shares_file(
+            big, "big.bin", person, person, text="see attached", stated_size=stated
+        )
+        texts = platform.wait_texts(person, 2)
+        assert any("Not taken: big.bin" in t for t in texts), texts
+        assert "see attached" in str(llm.requests[0]["messages"])
+        downloads = [p for h, p, _ in fake.file_requests if p.endswith("big.bin")]
+        assert len(downloads) == (0 if stated > len(big) else 1)  # a stated size is believed
+
+    def test_an_image_url_the_answer_shows_follows_as_an_image_block(
+        self, platform: SlackPlatform, start_service: Start, llm: FakeLLM
+    ) -> None:
+        person = new_person()
+        start_service(self.settings(platform, allow_from=person)).ready()
+        llm.reply_text("A cat:\n\n![a cat](https://example.org/cat.png)")
+        platform.say("show me a cat", person)
+        platform.fake.wait_for(lambda: platform.pictures(person))
+        assert platform.pictures(person) == ["https://example.org/cat.png"]
+        assert any("A cat" in text for text in platform.texts(person))

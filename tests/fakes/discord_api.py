@@ -8,12 +8,21 @@ sequence the client handled gets everything after it again. It rejects an unknow
 and gateway close 4004), content over 2000 characters or empty (400, code 50035/50006), unknown
 channels (10003) and messages (10008). Tests inject users' messages, 429s and calls that hang.
 
+Files: a person's attachments carry `url` and `proxy_url` on the fake's CDN, another host
+(127.0.0.3), with Discord's signed query (`ex`, `is`, `hm`): one without a valid signature is a 404,
+and the CDN records every request's `Authorization` header (Discord's CDN needs none). A message
+with files is `multipart/form-data`: a `payload_json` part and `files[n]` parts, each named in
+`payload_json`'s `attachments` by `id` n; a file over 10 MiB is a 413 (code 40005). An embed's
+image must be an http(s) or `attachment://` URL (50035 otherwise).
+
 DM channels get the person's own id as their id, for readable tests; Discord would give another
 snowflake (the channel never assumes they are equal)."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import json
 import re
 import threading
@@ -22,12 +31,15 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import BodyPartReader, WSMsgType, web
 
 BOT_ID = "7000002"
 BOT_NAME = "crayfish-test"
 TEXT_LIMIT = 2000
 HEARTBEAT_MS = 1000
+FILE_MAX = 10 * 1024 * 1024  # a bot's upload limit
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
+CDN_SECRET = b"fake-cdn-secret"
 MARKUP = re.compile(r"\*\*|__|~~|`+|(?<!\w)\*(?=\S)|(?<=\S)\*(?!\w)|^#{1,3} ", re.M)
 
 
@@ -67,6 +79,11 @@ class FakeDiscord:
         self.floods: list[float] = []  # retry_after of the next 429s of message sends/edits
         self.hung: set[str] = set()  # channels whose sends never answer
         self.heartbeats = 0
+        self.cdn_files: dict[str, bytes] = {}  # CDN path → bytes
+        self.cdn_requests: list[tuple[str, str]] = []  # path, Authorization header ("": none)
+        self.uploads: list[tuple[str, str, bytes]] = []  # channel, filename, bytes the bot sent
+        self.pictures: list[tuple[str, bytes | str]] = []  # channel, image bytes or embed URL
+        self.cdn_port = 0
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
         self._released = asyncio.Event()
@@ -82,11 +99,15 @@ class FakeDiscord:
         app = web.Application()
         app.router.add_get("/gateway", self._gateway)
         app.router.add_route("*", "/api/v10/{path:.*}", self._rest)
+        app.router.add_get("/attachments/{path:.*}", self._cdn)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
         self.port = self._runner.addresses[0][1]
+        cdn = web.TCPSite(self._runner, "127.0.0.3", 0)  # cdn.discordapp.com's stand-in
+        await cdn.start()
+        self.cdn_port = self._runner.addresses[1][1]
 
     def __exit__(self, *exc: object) -> None:
         async def stop() -> None:
@@ -113,6 +134,7 @@ class FakeDiscord:
         group: bool = False,
         mention: bool = False,
         reply_to_bot: bool = False,
+        attachments: list[dict[str, Any]] | None = None,
     ) -> str:
         """A person's message, dispatched as MESSAGE_CREATE to every session; returns its id.
         Discord dispatches only to sessions: one said before the bot ever connected would be
@@ -131,6 +153,7 @@ class FakeDiscord:
             "timestamp": "2026-01-01T00:00:00+00:00",
             "mentions": [bot] if mention else [],
             "type": 19 if reply_to_bot else 0,
+            "attachments": attachments or [],
         }
         if group:
             message["guild_id"] = "42"
@@ -141,6 +164,34 @@ class FakeDiscord:
             message["mentions"] = [bot]  # a reply pings its author, as Discord's default
         asyncio.run_coroutine_threadsafe(self._dispatch("MESSAGE_CREATE", message), self._loop)
         return message_id
+
+    def user_sends_file(
+        self,
+        data: bytes,
+        name: str,
+        user_id: str,
+        caption: str = "",
+        content_type: str = "",
+        stated_size: int | None = None,
+    ) -> str:
+        """A person's message with one attachment (in their DM); returns its id."""
+        with self.lock:
+            attachment_id = self._id()
+            path = f"/attachments/{user_id}/{attachment_id}/{name}"
+            self.cdn_files[path] = data
+        expires = f"{int(time.time()) + 86400:x}"
+        signature = hmac.new(CDN_SECRET, f"{path}{expires}".encode(), hashlib.sha256).hexdigest()
+        query = f"?ex={expires}&is={int(time.time()):x}&hm={signature}&"
+        attachment = {
+            "id": attachment_id,
+            "filename": name,
+            "size": len(data) if stated_size is None else stated_size,
+            "url": f"http://127.0.0.3:{self.cdn_port}{path}{query}",
+            "proxy_url": f"http://127.0.0.3:{self.cdn_port}{path}{query}",
+        }
+        if content_type:
+            attachment["content_type"] = content_type
+        return self.user_says(caption, user_id, attachments=[attachment])
 
     def flood(self, *retry_after: float) -> None:
         with self.lock:
@@ -232,6 +283,18 @@ class FakeDiscord:
         session.events.append({"op": 0, "t": "READY", "d": ready})
         await self._send_event(session, len(session.events))
 
+    # -- the CDN ----------------------------------------------------------------------------
+    async def _cdn(self, request: web.Request) -> web.Response:
+        with self.lock:
+            self.cdn_requests.append((request.path, request.headers.get("Authorization", "")))
+            data = self.cdn_files.get(request.path)
+        expires = request.query.get("ex", "")
+        wanted = hmac.new(CDN_SECRET, f"{request.path}{expires}".encode(), hashlib.sha256)
+        signed = hmac.compare_digest(wanted.hexdigest(), request.query.get("hm", ""))
+        if data is None or request.url.port != self.cdn_port or not signed:
+            return web.Response(status=404, text="This content is no longer available.")
+        return web.Response(body=data, content_type="application/octet-stream")
+
     # -- the REST API -----------------------------------------------------------------------
     async def _rest(self, request: web.Request) -> web.Response:
         path = "/" + request.match_info["path"]
@@ -271,8 +334,16 @@ class FakeDiscord:
     async def _message(
         self, request: web.Request, chat_id: str, message_id: str | None
     ) -> web.Response:
-        body = await request.json()
+        if request.content_type == "multipart/form-data":
+            body, files = await _multipart(request)
+        else:
+            body, files = await request.json(), {}
         content = body.get("content") or ""
+        refused = _refused_files(body, files)
+        if refused is not None:
+            return refused
+        if files or body.get("embeds"):
+            return self._with_files(chat_id, body, files)
         if not content.strip():
             return _error(400, 50006, "Cannot send an empty message")
         if len(content) > TEXT_LIMIT:
@@ -295,9 +366,62 @@ class FakeDiscord:
             {"id": shown.message_id, "channel_id": chat_id, "content": content, "author": author}
         )
 
+    def _with_files(
+        self, chat_id: str, body: dict[str, Any], files: dict[int, tuple[str, bytes]]
+    ) -> web.Response:
+        """A new message with attachments or embeds; its content, if any, is not shown as text."""
+        with self.lock:
+            message_id = self._id()
+            for name, data in files.values():
+                self.uploads.append((chat_id, name, data))
+                if name.lower().endswith(IMAGE_SUFFIXES):
+                    self.pictures.append((chat_id, data))
+            for embed in body.get("embeds") or []:
+                if (embed.get("image") or {}).get("url"):
+                    self.pictures.append((chat_id, embed["image"]["url"]))
+            self.lock.notify_all()
+        attachments = [{"id": str(i), "filename": n, "size": len(d)} for i, (n, d) in files.items()]
+        author = {"id": BOT_ID, "username": BOT_NAME, "bot": True}
+        reply = {"id": message_id, "channel_id": chat_id, "author": author}
+        return _json({**reply, "content": body.get("content") or "", "attachments": attachments})
+
     def _id(self) -> str:
         self.next_id += 1
         return str(self.next_id)
+
+
+async def _multipart(request: web.Request) -> tuple[dict[str, Any], dict[int, tuple[str, bytes]]]:
+    """A multipart message: `payload_json`, and each `files[n]` part's file name and bytes."""
+    body: dict[str, Any] = {}
+    files: dict[int, tuple[str, bytes]] = {}
+    reader = await request.multipart()
+    while (part := await reader.next()) is not None:
+        assert isinstance(part, BodyPartReader)
+        found = re.fullmatch(r"files\[(\d+)\]", part.name or "")
+        if part.name == "payload_json":
+            body = json.loads(await part.text())
+        elif found:
+            files[int(found[1])] = (part.filename or "", bytes(await part.read()))
+    return body, files
+
+
+def _refused_files(
+    body: dict[str, Any], files: dict[int, tuple[str, bytes]]
+) -> web.Response | None:
+    """Discord's answer to files or embeds it refuses; None when they are fine."""
+    if any(len(data) > FILE_MAX for _, data in files.values()):
+        return _error(413, 40005, "Request entity too large")
+    named = {int(a.get("id", -1)) for a in body.get("attachments") or []}
+    if files and not set(files) <= named:
+        return _error(400, 50035, "Invalid Form Body: attachments: each file needs its entry")
+    for index, embed in enumerate(body.get("embeds") or []):
+        url = str((embed.get("image") or {}).get("url") or "")
+        if url and not url.startswith(("http://", "https://", "attachment://")):
+            scheme = url.partition(":")[0]
+            where = f"embeds.{index}.image.url"
+            refused = f"Invalid Form Body: {where}: Scheme {scheme!r} is not supported."
+            return _error(400, 50035, refused)
+    return None
 
 
 def _json(body: dict[str, Any], status: int = 200, **how: Any) -> web.Response:

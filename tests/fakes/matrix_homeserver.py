@@ -2,7 +2,10 @@
 (https://spec.matrix.org/v1.11/client-server-api/) as far as the channel uses it: whoami,
 /sync with `since` and `timeout` (invites, newly joined rooms' timelines, new events),
 joining, joined members, one event, sending (`PUT /rooms/{id}/send/{type}/{txn}`, the
-transaction id making a resend the same event), `m.replace` edits, typing, and account data.
+transaction id making a resend the same event), `m.replace` edits, typing, account data, and
+media: upload (`POST /_matrix/media/v3/upload`) and download through the authenticated media
+API (`/_matrix/client/v1/media/download/…`, Matrix 1.11) or, with `authenticated_media` off
+(an older server), only the legacy `/_matrix/media/v3/download/…`.
 
 Errors are the spec's `{"errcode", "error"}` with its HTTP statuses: an unknown token (401
 M_UNKNOWN_TOKEN), a room the bot is not in (403), an unknown event (404), an event over
@@ -22,9 +25,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from tests.fakes.matrix_keys import Keys
+
 SERVER = "fake.local"
 BOT = f"@crayfish:{SERVER}"
+BOT_DEVICE = "FAKEDEVICE"
+ENCRYPTION = "m.room.encryption"
+MEGOLM = "m.megolm.v1.aes-sha2"
 EVENT_LIMIT = 65536
+MEDIA_LIMIT = 50 * 1024 * 1024  # Synapse's default max_upload_size
 PREFIX = "/_matrix/client/v3"
 
 
@@ -45,6 +54,15 @@ class Room:
 
 
 @dataclass
+class Media:
+    """A file in the media repository."""
+
+    data: bytes
+    kind: str  # its content type
+    name: str = ""
+
+
+@dataclass
 class Shown:
     """A message the bot shows: its text as read now (edits applied) and every version."""
 
@@ -58,6 +76,7 @@ class Shown:
 class FakeHomeserver:
     def __init__(self, token: str = "syt_fake_token"):
         self.token = token
+        self.logins: dict[str, tuple[str, str]] = {token: (BOT, BOT_DEVICE)}  # → user, device
         self.lock = threading.Condition()
         self.position = 0
         self.rooms: dict[str, Room] = {}
@@ -73,6 +92,12 @@ class FakeHomeserver:
         self.hung: set[str] = set()  # rooms whose sends and typing never answer
         self.hang_released = threading.Event()
         self.hold_acks = False
+        self.media: dict[str, Media] = {}  # media id → file
+        self.uploads: list[str] = []  # mxc URIs the bot uploaded
+        self.downloads: list[str] = []  # media ids served
+        self.authenticated_media = True  # false: only the legacy /_matrix/media/v3/download
+        self.unsized_media = False  # true: files served without a Content-Length
+        self.keys = Keys()
         self._server: ThreadingHTTPServer | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -121,6 +146,13 @@ class FakeHomeserver:
             room = self.rooms[room_id]
             return [e for e in room.events if e["sender"] == BOT and e["type"] == "m.room.message"]
 
+    def pictures(self, room_id: str) -> list[bytes]:
+        """The images the bot showed in the room (`m.image` of an mxc it uploaded), oldest first."""
+        with self.lock:
+            sent = [e["content"] for e in self.rooms[room_id].events if e["sender"] == BOT]
+            uris = [c.get("url") for c in sent if c.get("msgtype") == "m.image"]
+            return [self.media_of(str(uri)).data for uri in uris]
+
     def texts(self, room_id: str) -> list[str]:
         with self.lock:
             return [m.text for m in self.shown if m.room_id == room_id]
@@ -145,7 +177,9 @@ class FakeHomeserver:
             return [m.event_id for m in self.shown if m.room_id == room_id][-1]
 
     # -- the API ----------------------------------------------------------------------------
-    def call(self, method: str, path: str, query: dict[str, str], body: dict[str, Any]) -> Any:
+    def call(
+        self, method: str, path: str, query: dict[str, str], body: Any, login: tuple[str, str]
+    ) -> Any:
         route = _route(method, path)
         if route is None:
             raise MatrixError(404, "M_UNRECOGNIZED", "Unrecognized request")
@@ -153,26 +187,130 @@ class FakeHomeserver:
         if name in ("send", "typing") and args[0] in self.hung:
             self.hang_released.wait()
             raise MatrixError(502, "M_UNKNOWN", "Bad Gateway")
-        return getattr(self, f"_api_{name}")(*args, query=query, body=body)
+        user, device = login
+        return getattr(self, f"_api_{name}")(
+            *args, query=query, body=body, user=user, device=device
+        )
 
-    def _api_whoami(self, **_: Any) -> Any:
-        return {"user_id": BOT, "device_id": "FAKEDEVICE"}
+    def _api_upload(self, body: Media, **_: Any) -> Any:
+        with self.lock:
+            if len(body.data) > MEDIA_LIMIT:
+                raise MatrixError(413, "M_TOO_LARGE", "Cannot upload files larger than 50 MB")
+            uri = self.store_media(body)
+            self.uploads.append(uri)
+            return {"content_uri": uri}
 
-    def _api_sync(self, query: dict[str, str], **_: Any) -> Any:
+    def store_media(self, media: Media) -> str:
+        """Keeps the file in the media repository; its mxc:// URI."""
+        with self.lock:
+            media_id = f"m{self._next()}{'x' * 12}"
+            self.media[media_id] = media
+            return f"mxc://{SERVER}/{media_id}"
+
+    def media_of(self, uri: str) -> Media:
+        with self.lock:
+            return self.media[uri.removeprefix(f"mxc://{SERVER}/")]
+
+    def _api_download(self, server: str, media_id: str, **_: Any) -> Any:
+        if not self.authenticated_media:  # a server before Matrix 1.11
+            raise MatrixError(404, "M_UNRECOGNIZED", "Unrecognized request")
+        return self._media(server, media_id)
+
+    def _api_legacy_download(self, server: str, media_id: str, **_: Any) -> Any:
+        if self.authenticated_media:  # Matrix 1.11 servers freeze the old unauthenticated one
+            raise MatrixError(404, "M_NOT_FOUND", "Not found")
+        return self._media(server, media_id)
+
+    def _media(self, server: str, media_id: str) -> Media:
+        with self.lock:
+            if server != SERVER or media_id not in self.media:
+                raise MatrixError(404, "M_NOT_FOUND", "Not found")
+            self.downloads.append(media_id)
+            return self.media[media_id]
+
+    def _api_whoami(self, user: str, device: str, **_: Any) -> Any:
+        return {"user_id": user, "device_id": device}
+
+    def _api_sync(self, query: dict[str, str], user: str, device: str, **_: Any) -> Any:
         since = query.get("since")
         after = int(since.removeprefix("s")) if since else None
         deadline = time.monotonic() + int(query.get("timeout") or 0) / 1000
         with self.lock:
             while True:
-                rooms = self._rooms_since(after)
+                if user == BOT:
+                    rooms = self._rooms_since(after)
+                else:
+                    rooms = self._member_rooms_since(user, after)
+                keys = self.keys.sync(user, device, after)
                 left = deadline - time.monotonic()
-                if rooms["join"] or rooms["invite"] or left <= 0:
+                if rooms["join"] or rooms["invite"] or keys["to_device"]["events"] or left <= 0:
                     break
                 self.lock.wait(left)
-            for info in rooms["join"].values():
-                for event in info["timeline"]["events"]:
-                    self._hand(event)
-            return {"next_batch": f"s{self.position}", "rooms": rooms}
+            if user == BOT:
+                for info in rooms["join"].values():
+                    for event in info["timeline"]["events"]:
+                        self._hand(event)
+            return {"next_batch": f"s{self.position}", "rooms": rooms, **keys}
+
+    def _member_rooms_since(self, user: str, after: int | None) -> dict[str, Any]:
+        """A person's sync (a real client in a test): the rooms they are in, all their events
+        (state too) on a first sync, new ones after."""
+        joined: dict[str, Any] = {}
+        for room in self.rooms.values():
+            events = [e for e in room.events if after is None or e["pos"] > after]
+            if user in room.members and events:
+                timeline = [{k: v for k, v in e.items() if k != "pos"} for e in events]
+                joined[room.room_id] = {"timeline": {"events": timeline, "limited": False}}
+        return {"join": joined, "invite": {}, "leave": {}}
+
+    # -- end-to-end encryption: keys and to-device messages (matrix_keys.py) -----------------
+    def add_login(self, user: str, device: str) -> str:
+        """Another account's device (a person's client in a test); its access token."""
+        token = f"syt_{user[1:].split(':')[0]}_{device}"
+        with self.lock:
+            self.logins[token] = (user, device)
+        return token
+
+    def encrypted_dm(self, room_id: str, person: str) -> None:
+        """A direct room the person made with encryption on (as Element does), the bot invited."""
+        with self.lock:
+            room = self.rooms[room_id] = Room(room_id, {person}, True)
+            self._event(room, person, "m.room.member", {"membership": "join"}, person)
+            self._event(room, person, ENCRYPTION, {"algorithm": MEGOLM}, "")
+            room.invited_at = self._next()
+            self.lock.notify_all()
+
+    def _api_keys_upload(self, body: dict[str, Any], user: str, device: str, **_: Any) -> Any:
+        with self.lock:
+            counts = self.keys.upload(user, device, body, self._next)
+            self.lock.notify_all()
+            return {"one_time_key_counts": counts}
+
+    def _api_keys_query(self, body: dict[str, Any], **_: Any) -> Any:
+        with self.lock:
+            return self.keys.query(body.get("device_keys") or {})
+
+    def _api_keys_claim(self, body: dict[str, Any], user: str, **_: Any) -> Any:
+        with self.lock:
+            return self.keys.claim(user, body.get("one_time_keys") or {})
+
+    def _api_to_device(
+        self, kind: str, txn: str, body: dict[str, Any], user: str, device: str, **_: Any
+    ) -> Any:
+        with self.lock:
+            self.keys.send(user, device, kind, txn, body.get("messages") or {}, self._next)
+            self.lock.notify_all()
+            return {}
+
+    def _api_state(self, room_id: str, kind: str, key: str | None, user: str, **_: Any) -> Any:
+        with self.lock:
+            room = self._joined(room_id, user)
+            found = [
+                e for e in room.events if e["type"] == kind and e.get("state_key") == (key or "")
+            ]
+            if not found:
+                raise MatrixError(404, "M_NOT_FOUND", "Event not found.")
+            return found[-1]["content"]
 
     def _hand(self, event: dict[str, Any]) -> None:
         self.handed[event["event_id"]] = self.handed.get(event["event_id"], 0) + 1
@@ -211,20 +349,24 @@ class FakeHomeserver:
                 self.lock.notify_all()
             return {"room_id": room_id}
 
-    def _api_members(self, room_id: str, **_: Any) -> Any:
+    def _api_members(self, room_id: str, user: str, **_: Any) -> Any:
         with self.lock:
-            room = self._joined(room_id)
+            room = self._joined(room_id, user)
             return {"joined": {m: {"display_name": m[1:].split(":")[0]} for m in room.members}}
 
-    def _api_event(self, room_id: str, event_id: str, **_: Any) -> Any:
+    def _api_event(self, room_id: str, event_id: str, user: str, **_: Any) -> Any:
         with self.lock:
-            self._joined(room_id)
+            self._joined(room_id, user)
             event = self.events.get(event_id)
             if event is None or event["room_id"] != room_id:
                 raise MatrixError(404, "M_NOT_FOUND", "Event not found.")
             return {k: v for k, v in event.items() if k != "pos"}
 
-    def _api_send(self, room_id: str, kind: str, txn: str, body: dict[str, Any], **_: Any) -> Any:
+    def _api_send(
+        self, room_id: str, kind: str, txn: str, body: dict[str, Any], user: str, **_: Any
+    ) -> Any:
+        if user != BOT:
+            return self._member_sends(room_id, kind, body, user)
         with self.lock:
             room = self._joined(room_id)
             if txn in self.transactions:  # the same transaction again: the same event
@@ -234,11 +376,19 @@ class FakeHomeserver:
                 raise MatrixError(429, "M_LIMIT_EXCEEDED", "Too Many Requests", retry_after_ms=wait)
             if len(json.dumps(body).encode()) > EVENT_LIMIT:
                 raise MatrixError(413, "M_TOO_LARGE", "event too large")
-            shown = self._show(room, body) if kind == "m.room.message" else None
+            text = kind == "m.room.message" and body.get("msgtype") not in ("m.image", "m.file")
+            shown = self._show(room, body) if text else None
             event = self._event(room, BOT, kind, body)
             self.transactions[txn] = event["event_id"]
             if shown is not None:
                 shown.event_id = event["event_id"]
+            self.lock.notify_all()
+            return {"event_id": event["event_id"]}
+
+    def _member_sends(self, room_id: str, kind: str, body: dict[str, Any], user: str) -> Any:
+        """A person's client sends (a real SDK in a test): the event, as the bot will sync it."""
+        with self.lock:
+            event = self._event(self._joined(room_id, user), user, kind, body)
             self.lock.notify_all()
             return {"event_id": event["event_id"]}
 
@@ -258,27 +408,31 @@ class FakeHomeserver:
         self.shown.append(Shown("", room.room_id, text, [text], time.monotonic()))
         return self.shown[-1]
 
-    def _api_typing(self, room_id: str, user_id: str, body: dict[str, Any], **_: Any) -> Any:
+    def _api_typing(
+        self, room_id: str, user_id: str, body: dict[str, Any], user: str, **_: Any
+    ) -> Any:
         with self.lock:
-            self._joined(room_id)
-            if user_id != BOT:
+            self._joined(room_id, user)
+            if user_id != user:
                 raise MatrixError(403, "M_FORBIDDEN", "Cannot set another user's typing state")
             if body.get("typing"):
                 self.typing.append((room_id, time.monotonic()))
                 self.lock.notify_all()
             return {}
 
-    def _api_get_data(self, user_id: str, kind: str, **_: Any) -> Any:
+    def _api_get_data(self, user_id: str, kind: str, user: str, **_: Any) -> Any:
         with self.lock:
-            if user_id != BOT:
+            if user_id != user:
                 raise MatrixError(403, "M_FORBIDDEN", "Cannot get account data for other users.")
             if kind not in self.account_data:
                 raise MatrixError(404, "M_NOT_FOUND", "Account data not found")
             return self.account_data[kind]
 
-    def _api_put_data(self, user_id: str, kind: str, body: dict[str, Any], **_: Any) -> Any:
+    def _api_put_data(
+        self, user_id: str, kind: str, body: dict[str, Any], user: str, **_: Any
+    ) -> Any:
         with self.lock:
-            if user_id != BOT:
+            if user_id != user:
                 raise MatrixError(403, "M_FORBIDDEN", "Cannot add account data for other users.")
             token = str(body.get("next_batch") or "")
             upto = int(token.removeprefix("s")) if token.startswith("s") else 0
@@ -292,9 +446,9 @@ class FakeHomeserver:
             self.account_data[kind] = body
             return {}
 
-    def _joined(self, room_id: str) -> Room:
+    def _joined(self, room_id: str, user: str = BOT) -> Room:
         room = self.rooms.get(room_id)
-        if room is None or BOT not in room.members:
+        if room is None or user not in room.members:
             raise MatrixError(403, "M_FORBIDDEN", "User not in room")
         return room
 
@@ -303,7 +457,12 @@ class FakeHomeserver:
         return self.position
 
     def _event(
-        self, room: Room, sender: str, kind: str, content: dict[str, Any], state_key: str = ""
+        self,
+        room: Room,
+        sender: str,
+        kind: str,
+        content: dict[str, Any],
+        state_key: str | None = None,
     ) -> dict[str, Any]:
         position = self._next()
         event: dict[str, Any] = {
@@ -315,15 +474,25 @@ class FakeHomeserver:
             "origin_server_ts": int(time.time() * 1000),
             "pos": position,
         }
-        if state_key:
+        if state_key is not None:
             event["state_key"] = state_key
         room.events.append(event)
         self.events[event["event_id"]] = event
         return event
 
 
+MEDIA = "/_matrix/media/v3"
+AUTHENTICATED_MEDIA = "/_matrix/client/v1/media"
 ROUTES = [
+    ("POST", MEDIA + r"/upload", "upload"),
+    ("GET", AUTHENTICATED_MEDIA + r"/download/([^/]+)/([^/]+)(?:/[^/]+)?", "download"),
+    ("GET", MEDIA + r"/download/([^/]+)/([^/]+)(?:/[^/]+)?", "legacy_download"),
     ("GET", r"/account/whoami", "whoami"),
+    ("POST", r"/keys/upload", "keys_upload"),
+    ("POST", r"/keys/query", "keys_query"),
+    ("POST", r"/keys/claim", "keys_claim"),
+    ("PUT", r"/sendToDevice/([^/]+)/([^/]+)", "to_device"),
+    ("GET", r"/rooms/([^/]+)/state/([^/]+)(?:/([^/]*))?", "state"),
     ("GET", r"/sync", "sync"),
     ("POST", r"/join/([^/]+)", "join"),
     ("POST", r"/rooms/([^/]+)/join", "join"),
@@ -337,12 +506,11 @@ ROUTES = [
 
 
 def _route(method: str, path: str) -> tuple[str, list[str]] | None:
-    if not path.startswith(PREFIX):
-        return None
     for verb, pattern, name in ROUTES:
-        match = re.fullmatch(pattern, path[len(PREFIX) :])
+        full = pattern if pattern.startswith("/_matrix/") else PREFIX + pattern
+        match = re.fullmatch(full, path)
         if verb == method and match:
-            return name, [unquote(part) for part in match.groups()]
+            return name, [unquote(part) if part is not None else None for part in match.groups()]
     return None
 
 
@@ -387,23 +555,35 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         status, answer = 200, {}
         try:
-            if self.headers.get("authorization") != f"Bearer {self.fake.token}":
+            token = (self.headers.get("authorization") or "").removeprefix("Bearer ")
+            login = self.fake.logins.get(token)
+            if login is None:
                 raise MatrixError(401, "M_UNKNOWN_TOKEN", "Invalid access token passed.")
-            try:
-                body = json.loads(raw) if raw else {}
-            except ValueError:
-                raise MatrixError(400, "M_NOT_JSON", "Content not JSON.") from None
-            answer = self.fake.call(method, parts.path, dict(parse_qsl(parts.query)), body)
+            query = dict(parse_qsl(parts.query))
+            if parts.path == MEDIA + "/upload":  # the body is the file itself
+                kind = self.headers.get("content-type") or "application/octet-stream"
+                body: Any = Media(raw, kind, query.get("filename", ""))
+            else:
+                try:
+                    body = json.loads(raw) if raw else {}
+                except ValueError:
+                    raise MatrixError(400, "M_NOT_JSON", "Content not JSON.") from None
+            answer = self.fake.call(method, parts.path, query, body, login)
         except MatrixError as exc:
             status = exc.status
             answer = {"errcode": exc.errcode, "error": exc.error, **exc.extra}
         with self.fake.lock:
             self.fake.calls.append((method, parts.path, status))
-        data = json.dumps(answer).encode()
+        kind = answer.kind if isinstance(answer, Media) else "application/json"
+        data = answer.data if isinstance(answer, Media) else json.dumps(answer).encode()
         try:
             self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
+            self.send_header("content-type", kind)
+            if isinstance(answer, Media) and self.fake.unsized_media:
+                self.send_header("connection", "close")  # the body ends when the link does
+                self.close_connection = True
+            else:
+                self.send_header("content-length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
         except OSError:

@@ -9,7 +9,16 @@ one belongs (not_allowed_token_type), an empty text (no_text), a text over 40,00
 (msg_too_long), an unknown channel (channel_not_found), an update of a message the bot did not
 send (cant_update_message). An envelope stays unacknowledged until acked and is delivered again
 to the next connection, as Slack retries. Tests inject people's messages, 429s (`flood`), calls
-that never answer (`hang`) and lost acks (`hold_acks`)."""
+that never answer (`hang`) and lost acks (`hold_acks`).
+
+Files: a person's shared file is a `file_share` message whose `files` give `url_private` and
+`url_private_download` on the fake's files host (`/files-pri/…`), which serves the bytes only
+with the bot token (without it: 200 and an HTML sign-in page, as Slack answers); a second host,
+`elsewhere`, records who calls it. Uploads follow Slack's flow: files.getUploadURLExternal
+(`filename`, `length` > 0) gives a single-use upload URL; its POST takes the bytes (raw or
+multipart) and answers `OK - <n>`; files.completeUploadExternal (`files` as JSON, `channel_id`,
+`thread_ts`) shares them, refusing ids never uploaded or uploaded with another length. An image
+block (`{"type": "image", "image_url", "alt_text"}`) needs an http(s) URL and an alt text."""
 
 from __future__ import annotations
 
@@ -25,10 +34,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
 
-from aiohttp import WSMsgType, web
+from aiohttp import BodyPartReader, WSMsgType, web
 
 BOT_USER = "UCRAYFISH"
 TEXT_MAX = 40000
+SIGN_IN_PAGE = "<!DOCTYPE html><html><body>Sign in to Fake Slack</body></html>"
 
 
 class ApiError(Exception):
@@ -64,6 +74,12 @@ class FakeSlack:
         self.unacked: dict[str, dict[str, Any]] = {}  # envelope id → envelope
         self.handed: dict[str, int] = {}  # message ts → times sent over a socket
         self.tickets: set[str] = set()
+        self.files: dict[str, tuple[bytes, str]] = {}  # file id → bytes, mimetype
+        self.file_requests: list[tuple[str, str, str]] = []  # host (slack/elsewhere), path, auth
+        self.redirect_files = False  # the files host redirects downloads to `elsewhere`
+        self.uploads: dict[str, dict[str, Any]] = {}  # file id → filename, length, data
+        self.pictures: list[tuple[str, bytes | str]] = []  # channel, bytes shared or image URL
+        self.elsewhere_port = 0
         self.sockets: list[tuple[web.WebSocketResponse, asyncio.Queue[dict[str, Any]]]] = []
         self._ts = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -89,11 +105,17 @@ class FakeSlack:
         app = web.Application()
         app.router.add_post("/api/{method}", self._web_api)
         app.router.add_get("/link", self._socket)
+        app.router.add_get("/files-pri/{file}/{rest:.*}", self._file)
+        app.router.add_post("/upload/v1/{file}", self._upload)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        # Another host, as a file address that is not Slack's would name.
+        elsewhere = web.TCPSite(self._runner, "127.0.0.2", 0)
+        await elsewhere.start()
+        self.elsewhere_port = elsewhere._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
     def __exit__(self, *exc: object) -> None:
         assert self._loop is not None and self._runner is not None
@@ -122,6 +144,7 @@ class FakeSlack:
         channel_type: str = "im",
         thread_ts: str | None = None,
         parent_user_id: str | None = None,
+        files: list[dict[str, Any]] | None = None,
     ) -> str:
         """A person's message as a `message` event in an envelope; returns its ts."""
         with self.lock:
@@ -138,6 +161,8 @@ class FakeSlack:
             }
             if thread_ts:
                 event.update(thread_ts=thread_ts, parent_user_id=parent_user_id)
+            if files:
+                event.update(subtype="file_share", files=files, upload=True)
             envelope = {
                 "envelope_id": str(uuid.uuid4()),
                 "type": "events_api",
@@ -157,6 +182,39 @@ class FakeSlack:
             if self.sockets:
                 self._hand(self.sockets[-1][1], envelope)
             return ts
+
+    def user_shares_file(
+        self,
+        data: bytes,
+        name: str,
+        user: str,
+        channel: str,
+        mimetype: str = "application/octet-stream",
+        text: str = "",
+        stated_size: int | None = None,
+        host: str = "slack",
+    ) -> str:
+        """A person shares a file (a `file_share` message, `text` its comment); its ts. The
+        file's address is on the files host, or on `elsewhere` when `host` says so."""
+        with self.lock:
+            file_id = f"F{len(self.files) + 1:08d}"
+            self.files[file_id] = (data, mimetype)
+        port = self.elsewhere_port if host == "elsewhere" else self.port
+        ip = "127.0.0.2" if host == "elsewhere" else "127.0.0.1"
+        base = f"http://{ip}:{port}/files-pri/T0001-{file_id}"
+        file = {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": name.rsplit(".", 1)[-1],
+            "size": len(data) if stated_size is None else stated_size,
+            "mode": "hosted",
+            "is_external": False,
+            "url_private": f"{base}/{name}",
+            "url_private_download": f"{base}/download/{name}",
+        }
+        return self.user_says(text, user, channel, files=[file])
 
     def drop_sockets(self) -> None:
         """Closes every Socket Mode connection from Slack's side (as a deploy of Slack does)."""
@@ -252,6 +310,42 @@ class FakeSlack:
             self.unacked.pop(str(answer.get("envelope_id")), None)
             self.lock.notify_all()
 
+    # -- files ------------------------------------------------------------------------------
+    async def _file(self, request: web.Request) -> web.StreamResponse:
+        """A shared file's bytes, for the bot's token only (anyone else: Slack's sign-in page)."""
+        here = "elsewhere" if request.url.port == self.elsewhere_port else "slack"
+        auth = request.headers.get("Authorization", "")
+        with self.lock:
+            self.file_requests.append((here, request.path, auth))
+            self.lock.notify_all()
+            if here == "slack" and self.redirect_files:
+                elsewhere = f"http://127.0.0.2:{self.elsewhere_port}{request.path_qs}"
+                raise web.HTTPFound(elsewhere)
+            file_id = request.match_info["file"].rpartition("-")[2]
+            found = self.files.get(file_id)
+        if here == "elsewhere" or found is None:
+            raise web.HTTPNotFound()
+        if auth != f"Bearer {self.bot_token}":
+            return web.Response(text=SIGN_IN_PAGE, content_type="text/html")
+        data, mimetype = found
+        return web.Response(body=data, content_type=mimetype)
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        """The upload URL files.getUploadURLExternal gave: raw bytes or a multipart form."""
+        file_id = request.match_info["file"]
+        if request.content_type.startswith("multipart/"):
+            reader = await request.multipart()
+            part = await reader.next()
+            data = await part.read() if isinstance(part, BodyPartReader) else b""
+        else:
+            data = await request.read()
+        with self.lock:
+            upload = self.uploads.get(file_id)
+            if upload is None or "data" in upload:  # an upload URL is used once
+                raise web.HTTPNotFound()
+            upload["data"] = data
+        return web.Response(text=f"OK - {len(data)}")
+
     # -- the Web API ------------------------------------------------------------------------
     async def _web_api(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
@@ -315,9 +409,13 @@ class FakeSlack:
 
     def _api_chat_postMessage(self, params: dict[str, Any]) -> dict[str, Any]:
         channel = self._known_channel(params.get("channel"))
-        raw = _checked_text(params)
         thread = str(params.get("thread_ts") or "") or None
         ts = self._new_ts()
+        if params.get("blocks"):
+            images = _image_urls(params["blocks"])
+            self.pictures.extend((channel, url) for url in images)
+            return {"channel": channel, "ts": ts, "message": {"ts": ts, "bot_id": "B0001"}}
+        raw = _checked_text(params)
         rendered = rendered_text(raw)
         self.shown.append(Shown(channel, ts, thread, rendered, raw, [rendered], time.monotonic()))
         message = {"type": "message", "user": BOT_USER, "bot_id": "B0001", "text": raw, "ts": ts}
@@ -333,6 +431,39 @@ class FakeSlack:
         shown.raw, shown.text = raw, rendered_text(raw)
         shown.versions.append(shown.text)
         return {"channel": channel, "ts": shown.ts, "text": raw}
+
+    def _api_files_getUploadURLExternal(self, params: dict[str, Any]) -> dict[str, Any]:
+        length = int(params.get("length") or 0)
+        if not params.get("filename") or length <= 0:
+            raise ApiError("missing_argument" if length <= 0 else "invalid_arguments")
+        file_id = f"F{len(self.files) + len(self.uploads) + 1:08d}U"
+        self.uploads[file_id] = {"filename": str(params["filename"]), "length": length}
+        upload_url = f"http://127.0.0.1:{self.port}/upload/v1/{file_id}"
+        return {"upload_url": upload_url, "file_id": file_id}
+
+    def _api_files_completeUploadExternal(self, params: dict[str, Any]) -> dict[str, Any]:
+        files = params.get("files")
+        listed = json.loads(files) if isinstance(files, str) else files
+        if not isinstance(listed, list) or not listed:
+            raise ApiError("invalid_arguments")
+        channel = self._known_channel(params.get("channel_id"))
+        thread = str(params.get("thread_ts") or "")
+        if thread and thread not in self.posted.get(channel, set()) | self._bot_ts(channel):
+            raise ApiError("invalid_thread_ts")
+        done = []
+        for entry in listed:
+            upload = self.uploads.get(str(entry.get("id")))
+            if upload is None or len(upload.get("data", b"")) != upload["length"]:
+                raise ApiError("file_not_found")  # never uploaded, or not the length announced
+            done.append((entry, upload))
+        shared = []
+        for entry, upload in done:
+            self.pictures.append((channel, upload["data"]))
+            shared.append({"id": entry["id"], "title": entry.get("title") or upload["filename"]})
+        return {"files": shared}
+
+    def _bot_ts(self, channel: str) -> set[str]:
+        return {m.ts for m in self.shown if m.channel == channel}
 
     def _api_assistant_threads_setStatus(self, params: dict[str, Any]) -> dict[str, Any]:
         channel = self._known_channel(params.get("channel_id"))
@@ -357,6 +488,22 @@ def _checked_text(params: dict[str, Any]) -> str:
     if len(raw) > TEXT_MAX:
         raise ApiError("msg_too_long")
     return raw
+
+
+def _image_urls(blocks: Any) -> list[str]:
+    """The image blocks' URLs; invalid_blocks for a block Slack would refuse."""
+    listed = json.loads(blocks) if isinstance(blocks, str) else blocks
+    urls = []
+    for block in listed if isinstance(listed, list) else [None]:
+        if not isinstance(block, dict) or block.get("type") != "image":
+            raise ApiError("invalid_blocks")
+        url, alt = str(block.get("image_url") or ""), str(block.get("alt_text") or "")
+        if not url.startswith(("http://", "https://")) or len(url) > 3000:
+            raise ApiError("invalid_blocks")
+        if not alt or len(alt) > 2000:
+            raise ApiError("invalid_blocks")
+        urls.append(url)
+    return urls
 
 
 def rendered_text(mrkdwn: str) -> str:

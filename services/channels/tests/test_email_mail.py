@@ -43,7 +43,8 @@ def test_a_reply_belongs_to_its_threads_first_mail_and_keeps_only_its_new_text()
         "From: a@a.test\r\nReferences: <root@a.test> <bot@b.test>\r\nIn-Reply-To: <bot@b.test>",
         "Thanks!\r\n\r\nOn Monday, Bot wrote:\r\n> the old answer",
     )
-    message, thread = mail.inbound(mail.parse(raw), "a@a.test", raw)
+    received = mail.inbound(mail.parse(raw), "a@a.test", raw, "1")
+    message, thread = received.inbound, received.thread
     assert message.chat_id == "a@a.test <root@a.test>" and message.message_id == "<m1@a.test>"
     assert message.text == "Thanks!"
     assert thread.last_id == "<m1@a.test>" and thread.references[0] == "<root@a.test>"

@@ -83,6 +83,9 @@ class ChannelsSettings(BaseSettings):
     matrix_open_groups: str = ""
     # Seconds a /sync long poll waits for events.
     matrix_poll_timeout: int = Field(25, ge=0, le=50)
+    # Where the bot keeps its end-to-end keys (its device's olm account, sessions, the devices
+    # it trusts), made readable by this user only; losing it makes the device unusable.
+    matrix_store_dir: str = "~/.crayfish/channels/matrix"
 
     # --- Discord (a bot token from the Developer Portal; enable the Message Content intent) ---
     # The bot's token; empty: the Discord channel is off.
@@ -118,8 +121,11 @@ class ChannelsSettings(BaseSettings):
     email_password: str = Field("", repr=False)
     # The assistant's own address (replies' From:); empty: the username.
     email_address: str = ""
-    # Seconds between looks for unseen mail in INBOX.
+    # Seconds between looks for unseen mail in INBOX, when the server does not offer IDLE.
     email_poll_every: float = Field(30.0, gt=0)
+    # With IDLE: seconds one IDLE waits before it is ended and re-issued (RFC 2177: before the
+    # server's 30 minutes), which also checks the server still answers.
+    email_idle_every: float = Field(1500.0, gt=0, le=1740)
     # Who may write in: pairing, allowlist, open (needs CHANNELS_EMAIL_ALLOW_FROM=*) or disabled.
     email_dm_policy: str = "pairing"
     # Sender addresses who may write without pairing, comma-separated; `*`: anyone.

@@ -96,6 +96,9 @@ class Channel(ABC):
     text_limit: int  # the most characters one message may show
     access: Access
     can_edit: bool = True  # streamed answers are edits of one message
+    # The pictures an answer shows go in its last message, not after it (email: attachments
+    # of the answer mail): Replies sends that message with `send_with_pictures`.
+    attaches_pictures: bool = False
 
     @abstractmethod
     async def start(self) -> None:
@@ -125,6 +128,13 @@ class Channel(ABC):
         id. RetryLater, PlatformRefused (also: the platform cannot show this picture, e.g. a
         URL where the platform shows only uploads: the answer's text still holds its link)."""
         raise PlatformRefused(f"{self.name} cannot show images")
+
+    async def send_with_pictures(
+        self, chat_id: str, markdown: str, pictures: tuple[Picture, ...]
+    ) -> str:
+        """`send`, the pictures (bytes) in the same message: for channels that set
+        `attaches_pictures`."""
+        raise PlatformRefused(f"{self.name} cannot attach pictures to a message")
 
     async def fetch(self, attachment: Attachment, max_bytes: int) -> bytes:
         """An attachment's bytes; PlatformRefused when over `max_bytes` or gone, RetryLater.

@@ -11,6 +11,7 @@ import logging
 import posixpath
 import re
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 from crayfish_common.markdown_images import ShownImage, shown_images, without_workspace_images
 
@@ -53,6 +54,15 @@ def streamed_text(markdown: str) -> str:
     return UNFINISHED_IMAGE.sub("", chat_text(markdown))
 
 
+@dataclass
+class Attached:
+    """The pictures to attach to an answer, and the workspace images that could not be had
+    (with why), told in the chat after it."""
+
+    pictures: list[Picture] = field(default_factory=list)
+    missing: list[tuple[ShownImage, str]] = field(default_factory=list)
+
+
 class Pictures:
     """Sends the images an answer shows; `attempt` retries a platform call (Replies')."""
 
@@ -78,6 +88,25 @@ class Pictures:
                 log.info("%s: image %s not shown: %s", self.channel.name, image.target[:200], exc)
                 if image.in_workspace:
                     await self._tell(chat_id, image, _why(exc))
+
+    async def attached(self, markdown: str, task_id: str) -> Attached:
+        """For a channel that attaches pictures to the answer (`attaches_pictures`): the
+        workspace images' bytes. An http(s) image stays a link in the text: this service
+        never fetches a URL a model wrote."""
+        found = Attached()
+        for image in answer_images(markdown):
+            if not image.in_workspace:
+                continue
+            try:
+                found.pictures.append(await self._picture(image, task_id, 0))
+            except (OrchestratorError, OrchestratorUnreachable) as exc:
+                log.info("%s: image %s not had: %s", self.channel.name, image.target[:200], exc)
+                found.missing.append((image, _why(exc)))
+        return found
+
+    async def tell_missing(self, chat_id: str, attached: Attached) -> None:
+        for image, why in attached.missing:
+            await self._tell(chat_id, image, why)
 
     async def _picture(self, image: ShownImage, task_id: str, message_id: int) -> Picture:
         name = posixpath.basename(image.target.rstrip("/"))[:100] or "image"

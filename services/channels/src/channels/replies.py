@@ -126,17 +126,31 @@ class Replies:
 
     async def _deliver(self, chat_id: str, task: dict[str, Any], streamed: str | None) -> None:
         text = answer_text(task)
+        completed = task["status"] == "completed"
+        attached = None  # a channel that attaches pictures gets them with the last piece
+        if completed and self.channel.attaches_pictures:
+            attached = await self.pictures.attached(text, task["task_id"])
         status, error = "delivered", ""
         try:
-            for index, piece in enumerate(split_text(chat_text(text), self.channel.text_limit)):
+            pieces = split_text(chat_text(text), self.channel.text_limit)
+            if attached is not None and attached.pictures and not pieces:
+                pieces = [""]  # an answer that is only pictures: a message to carry them
+            for index, piece in enumerate(pieces):
                 if index == 0 and streamed is not None:
                     await self._attempt(lambda p=piece: self.channel.edit(chat_id, streamed, p))
+                elif attached is not None and index == len(pieces) - 1:
+                    last = functools.partial(
+                        self.channel.send_with_pictures, chat_id, piece, tuple(attached.pictures)
+                    )
+                    await self._attempt(last)
                 else:
                     await self._attempt(lambda p=piece: self.channel.send(chat_id, p))
         except (GaveUp, PlatformRefused) as exc:
             status, error = "failed", str(exc) or type(exc).__name__
             log.warning("%s: reply of %s failed: %s", self.channel.name, task["task_id"], error)
-        if status == "delivered" and task["status"] == "completed":
+        if status == "delivered" and attached is not None:
+            await self.pictures.tell_missing(chat_id, attached)
+        elif status == "delivered" and completed:
             await self.pictures.send(chat_id, text, task_id=task["task_id"])
         await self._settle(task["task_id"], status, error)
 

@@ -22,20 +22,23 @@ from discord.errors import (
 from discord.http import HTTPClient, Route, handle_message_parameters
 
 from channels.config import ChannelsSettings
-from channels.contract import Access, Channel, Inbound, Inbox, PlatformRefused, RetryLater
+from channels.contract import (
+    Access,
+    Attachment,
+    Channel,
+    Inbound,
+    Inbox,
+    Picture,
+    PlatformRefused,
+    RetryLater,
+)
+from channels.discord.files import fetch_attachment, message_attachments, picture_message
 from channels.discord.gateway import Gateway, ResumeFile
 
 log = logging.getLogger(__name__)
 TEXT_LIMIT = 2000
 NETWORK_RETRY = 2.0  # seconds before retrying after a timeout or a dropped connection
 T = TypeVar("T")
-
-
-def factory(settings: ChannelsSettings) -> DiscordChannel | None:
-    """The `crayfish.channels` entry point: the channel when CHANNELS_DISCORD_TOKEN is set."""
-    if not settings.discord_token:
-        return None
-    return DiscordChannel(settings)
 
 
 class DiscordChannel(Channel):
@@ -79,10 +82,11 @@ class DiscordChannel(Channel):
             await self.gateway.run(session, url, dispatch)
 
     def inbound(self, message: dict[str, Any]) -> Inbound | None:
-        """The message as an Inbound; None for what is not a person's text (bots, empty)."""
+        """The message as an Inbound; None for what is not a person's (bots) or is empty."""
         author = message.get("author") or {}
         text = self._without_mention(message.get("content") or "")
-        if author.get("bot") or not author.get("id") or not text:
+        attachments = message_attachments(message)
+        if author.get("bot") or not author.get("id") or not (text or attachments):
             return None
         group = bool(message.get("guild_id"))
         return Inbound(
@@ -94,6 +98,7 @@ class DiscordChannel(Channel):
             text=text,
             group=group,
             addressed=not group or self._addressed(message),
+            attachments=attachments,
         )
 
     def _addressed(self, message: dict[str, Any]) -> bool:
@@ -115,6 +120,17 @@ class DiscordChannel(Channel):
         http = self._client()
         with handle_message_parameters(content=markdown) as params:
             await self._call(http.edit_message(chat_id, message_id, params=params))
+
+    async def send_image(self, chat_id: str, picture: Picture) -> str:
+        """A message with the picture uploaded (multipart: `payload_json` and `files[0]`), or
+        with an embed showing its URL."""
+        http = self._client()
+        with handle_message_parameters(**picture_message(picture)) as params:
+            sent = await self._call(http.send_message(chat_id, params=params))
+        return str(sent["id"])
+
+    async def fetch(self, attachment: Attachment, max_bytes: int) -> bytes:
+        return await self._timed(fetch_attachment(attachment, max_bytes))
 
     async def typing(self, chat_id: str) -> None:
         await self._call(self._client().send_typing(chat_id))

@@ -1,44 +1,46 @@
-"""Email through aioimaplib (INBOX polled for UNSEEN mail, read with BODY.PEEK[] so reading
-does not mark it) and aiosmtplib (one connection per reply). A mail is flagged \\Seen only after
-the inbox took it, so a crash before its turn was queued leaves it unseen: read again.
+"""Email through aioimaplib (INBOX: new mail waited for with IDLE where the server offers it,
+else polled; each mail read with BODY.PEEK[] so reading does not mark it) and aiosmtplib (one
+connection per mail sent). A mail is flagged \\Seen only after the inbox took it, so a crash
+before its turn was queued leaves it unseen: read again.
 
-Email cannot edit a sent mail nor show typing: `can_edit` is false (the answer goes out once,
-whole) and `typing` does nothing."""
+A mail's attachments are held while the inbox takes it (`fetch` decodes them then). Pictures an
+answer shows go as attachments of a mail in the thread. Email cannot edit a sent mail nor show
+typing: `can_edit` is false (the answer goes out once, whole) and `typing` does nothing."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
-import ssl
 
 import aiosmtplib
-from aioimaplib import IMAP4, IMAP4_SSL, Abort, CommandTimeout
 
 from channels.config import ChannelsSettings
-from channels.contract import Access, Channel, Inbox, PlatformRefused, RetryLater
+from channels.contract import (
+    Access,
+    Attachment,
+    Channel,
+    Inbox,
+    Picture,
+    PlatformRefused,
+    RetryLater,
+)
 from channels.email import mail
 from channels.email.auth import verified
+from channels.email.mailbox import Mailbox
+from channels.email.parts import Part, decoded
 
 log = logging.getLogger(__name__)
 # Mail has no length limit; a long answer still goes as several mails of this size, so each
 # stays readable (and under providers' size limits once converted to plain text and HTML).
 TEXT_LIMIT = 10_000
 SMTP_RETRY = 2.0  # seconds before retrying a 4xx answer or a timeout: SMTP has no retry-after
-FETCHED = re.compile(rb"\bUID (\d+)")
-
-
-def factory(settings: ChannelsSettings) -> EmailChannel | None:
-    """The `crayfish.channels` entry point: the channel when CHANNELS_EMAIL_IMAP_HOST is set."""
-    if not settings.email_imap_host:
-        return None
-    return EmailChannel(settings)
 
 
 class EmailChannel(Channel):
     name = "email"
     text_limit = TEXT_LIMIT
     can_edit = False
+    attaches_pictures = True  # one mail: the answer and the pictures it shows
 
     def __init__(self, settings: ChannelsSettings):
         self.settings = settings
@@ -47,79 +49,84 @@ class EmailChannel(Channel):
         self.authserv_id = settings.email_authserv_id or settings.email_imap_host
         self.timeout = settings.call_timeout
         self.threads: dict[str, mail.Thread] = {}  # chat id → how to reply in it
-
-    async def _imap(self) -> IMAP4:
-        """A logged-in IMAP connection with INBOX selected."""
-        s = self.settings
-        if s.email_imap_security == "tls":
-            client: IMAP4 = IMAP4_SSL(
-                s.email_imap_host,
-                s.email_imap_port,
-                timeout=self.timeout,
-                ssl_context=ssl.create_default_context(),
-            )
-        else:
-            client = IMAP4(s.email_imap_host, s.email_imap_port, timeout=self.timeout)
-        await client.wait_hello_from_server()
-        login = await client.login(s.email_username, s.email_password)
-        if login.result != "OK":
-            raise PlatformRefused(f"IMAP refused the login: {_said(login.lines)}")
-        selected = await client.select("INBOX")
-        if selected.result != "OK":
-            raise PlatformRefused(f"IMAP refused INBOX: {_said(selected.lines)}")
-        return client
+        self.parts: dict[str, Part] = {}  # attachment ref → its part, while the inbox takes it
 
     async def start(self) -> None:
-        client = await self._imap()
-        await _logout(client)
-        log.info("email: connected as %s", self.address)
+        mailbox = await Mailbox.open(self.settings)
+        await mailbox.close()
+        how = "IDLE" if mailbox.idles else f"a look every {self.settings.email_poll_every} s"
+        log.info("email: connected as %s; new mail by %s", self.address, how)
 
     async def receive(self, inbox: Inbox) -> None:
-        client = await self._imap()
+        mailbox = await Mailbox.open(self.settings)
         try:
             while True:
-                for uid in await self._unseen(client):
-                    await self._take(client, uid, inbox)
-                await asyncio.sleep(self.settings.email_poll_every)
+                for uid in await mailbox.unseen():
+                    await self._take(mailbox, uid, inbox)
+                await mailbox.wait_for_mail()
         finally:
-            await _logout(client)
+            await mailbox.close()
 
-    async def _unseen(self, client: IMAP4) -> list[str]:
-        found = await client.uid_search("UNSEEN", charset=None)
-        _check(found, "SEARCH")
-        return [uid for line in found.lines[:-1] for uid in line.decode().split() if uid.isdigit()]
-
-    async def _take(self, client: IMAP4, uid: str, inbox: Inbox) -> None:
+    async def _take(self, mailbox: Mailbox, uid: str, inbox: Inbox) -> None:
         """One mail to the inbox, then flagged \\Seen (never before: a crash reads it again)."""
-        fetched = await client.uid("fetch", uid, "BODY.PEEK[]")
-        _check(fetched, "FETCH")
-        raw = next((bytes(line) for line in fetched.lines if isinstance(line, bytearray)), b"")
-        handed = self._inbound(raw) if raw else None
+        raw = await mailbox.read(uid)
+        # Parsed off the event loop: a hostile mail's structure costs time, not other chats'.
+        handed = await asyncio.to_thread(self._inbound, raw, uid) if raw else None
         log.info("email: mail %s read, %s", uid, "taken" if handed else "ignored")
         if handed is not None:
-            message, thread = handed
-            self.threads[message.chat_id] = thread
-            await inbox(message)  # raises: left unseen, read again
-        # aioimaplib times out a UID FETCH but not a UID STORE: bounded here.
-        stored = await asyncio.wait_for(
-            client.uid("store", uid, "+FLAGS", "(\\Seen)"), self.timeout
-        )
-        _check(stored, "STORE")
+            self.threads[handed.inbound.chat_id] = handed.thread
+            self.parts = {part.attachment.ref: part for part in handed.parts}
+            try:
+                await inbox(handed.inbound)  # raises: left unseen, read again
+            finally:
+                self.parts = {}
+        await mailbox.flag_seen(uid)
 
-    def _inbound(self, raw: bytes):  # type: ignore[no-untyped-def]
-        """The mail as (Inbound, Thread); None for what no person may have written to us."""
-        message = mail.parse(raw)
-        address = mail.sender(message)
-        if address is None or address == self.address or mail.automatic(message):
+    def _inbound(self, raw: bytes, uid: str) -> mail.Received | None:
+        """The mail as the inbox takes it; None for what no person may have written to us."""
+        try:
+            message = mail.parse(raw)
+            address = mail.sender(message)
+            if address is None or address == self.address or mail.automatic(message):
+                return None
+            if self.settings.email_verify_sender and not verified(
+                message, address, self.authserv_id
+            ):
+                log.warning("email: From %s not verified by %s: ignored", address, self.authserv_id)
+                return None
+            return mail.inbound(message, address, raw, uid)
+        except RecursionError:  # nested past what Python's parser walks: no person wrote it
+            log.warning("email: mail %s nested too deep to read: ignored", uid)
             return None
-        if self.settings.email_verify_sender and not verified(message, address, self.authserv_id):
-            log.warning("email: From %s not verified by %s: ignored", address, self.authserv_id)
-            return None
-        return mail.inbound(message, address, raw)
+
+    async def fetch(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """The attachment's bytes, decoded from the mail being taken."""
+        part = self.parts.get(attachment.ref)
+        if part is None:
+            raise PlatformRefused(f"{attachment.name} is no longer at hand")
+        return await asyncio.to_thread(decoded, part, max_bytes)
 
     async def send(self, chat_id: str, markdown: str) -> str:
+        return await self._mail(chat_id, markdown, ())
+
+    async def send_with_pictures(
+        self, chat_id: str, markdown: str, pictures: tuple[Picture, ...]
+    ) -> str:
+        """The answer mail, the pictures (bytes) attached to it; a URL stays a link in the text."""
+        return await self._mail(chat_id, markdown, tuple(p for p in pictures if p.data))
+
+    async def send_image(self, chat_id: str, picture: Picture) -> str:
+        """A mail in the thread with the picture attached (a notification's picture: an
+        answer's go with it). A URL is refused: this service never fetches a URL a model
+        wrote, and the text already holds the link."""
+        if not picture.data:
+            raise PlatformRefused("email attaches pictures; a link stays in the text")
+        return await self._mail(chat_id, picture.name, (picture,))
+
+    async def _mail(self, chat_id: str, markdown: str, pictures: tuple[Picture, ...]) -> str:
+        """One reply mail in the chat's thread, sent over SMTP; its Message-ID."""
         to, _, root = chat_id.partition(" ")
-        message = mail.reply(self.address, to, self.threads.get(chat_id), root, markdown)
+        message = mail.reply(self.address, to, self.threads.get(chat_id), root, markdown, pictures)
         s = self.settings
         try:
             await aiosmtplib.send(
@@ -150,19 +157,3 @@ class EmailChannel(Channel):
 
     async def close(self) -> None:
         """Nothing held: receive logs out when it ends, each send has its own connection."""
-
-
-def _said(lines: list[bytes | bytearray]) -> str:
-    return " ".join(bytes(line).decode(errors="replace") for line in lines)[:300]
-
-
-def _check(response, command: str) -> None:  # type: ignore[no-untyped-def]
-    if response.result != "OK":
-        raise ConnectionError(f"IMAP {command}: {response.result} {_said(response.lines)}")
-
-
-async def _logout(client: IMAP4) -> None:
-    try:
-        await client.logout()
-    except (TimeoutError, Abort, CommandTimeout, OSError) as exc:
-        log.info("email: logout: %s", exc)

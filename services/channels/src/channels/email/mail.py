@@ -12,7 +12,8 @@ from email.message import EmailMessage
 from email.parser import BytesParser
 from email.utils import getaddresses, make_msgid
 
-from channels.contract import Inbound
+from channels.contract import Inbound, Picture
+from channels.email.parts import Part, attachments
 from channels.telegram.markdown import to_html
 
 ID_LIMIT = 128  # the orchestrator's limit on chat and message ids
@@ -62,9 +63,19 @@ def _short(identifier: str) -> str:
     return "<" + hashlib.sha256(identifier.encode()).hexdigest()[:40] + "@digest>"
 
 
-def inbound(message: EmailMessage, address: str, raw: bytes) -> tuple[Inbound, Thread]:
+@dataclass(frozen=True)
+class Received:
+    """A mail as the inbox takes it, what a reply to it needs, and its attachments' parts."""
+
+    inbound: Inbound
+    thread: Thread
+    parts: tuple[Part, ...]
+
+
+def inbound(message: EmailMessage, address: str, raw: bytes, ref: str) -> Received:
     """The mail as an Inbound: its chat is the sender and the thread's first Message-ID (so a
-    thread is a session), its id the Message-ID; and what a reply to it needs."""
+    thread is a session), its id the Message-ID, its text the new text of its body, and its
+    attachments (refs `<ref>/<n>`); and what a reply to it needs."""
     own = (_ids(message.get("Message-ID")) or [""])[0]
     if not own:
         own = "<" + hashlib.sha256(raw).hexdigest()[:40] + "@no-message-id>"
@@ -75,27 +86,24 @@ def inbound(message: EmailMessage, address: str, raw: bytes) -> tuple[Inbound, T
     if found:
         name = found[0][0]
     subject = str(message.get("Subject", "")).strip()
-    text = new_text(message) or subject
-    chat_id = f"{address} {_short(root)}"[:ID_LIMIT]
-    thread = Thread(subject, own, (*references, own))
-    return (
-        Inbound(
-            chat_id=chat_id,
-            message_id=_short(own),
-            sender_id=address,
-            sender_name=name,
-            text=text,
-        ),
-        thread,
-    )
-
-
-def new_text(message: EmailMessage) -> str:
-    """What the sender wrote in this mail: the plain body without the quoted history below."""
     body = message.get_body(preferencelist=("plain", "html"))
-    if body is None:
-        return ""
-    assert isinstance(body, EmailMessage)
+    assert body is None or isinstance(body, EmailMessage)
+    parts = tuple(attachments(message, body, ref))
+    text = (new_text(body) if body is not None else "") or subject
+    chat_id = f"{address} {_short(root)}"[:ID_LIMIT]
+    received = Inbound(
+        chat_id=chat_id,
+        message_id=_short(own),
+        sender_id=address,
+        sender_name=name,
+        text=text,
+        attachments=tuple(part.attachment for part in parts),
+    )
+    return Received(received, Thread(subject, own, (*references, own)), parts)
+
+
+def new_text(body: EmailMessage) -> str:
+    """What the sender wrote in this body part: its text without the quoted history below."""
     text = str(body.get_content())
     if body.get_content_subtype() == "html":
         text = html.unescape(TAG.sub("", text))
@@ -115,9 +123,15 @@ def plain(markdown: str) -> str:
 
 
 def reply(
-    sender_address: str, to: str, thread: Thread | None, root: str, markdown: str
+    sender_address: str,
+    to: str,
+    thread: Thread | None,
+    root: str,
+    markdown: str,
+    pictures: tuple[Picture, ...] = (),
 ) -> EmailMessage:
-    """The answer as a mail in the thread: plain text and HTML alternatives."""
+    """The answer as a mail in the thread: plain text and HTML alternatives, and the pictures
+    (bytes) as attachments after them."""
     mail = EmailMessage()
     mail["From"] = sender_address
     mail["To"] = to
@@ -137,4 +151,7 @@ def reply(
     mail.add_alternative(
         f'<div style="white-space: pre-wrap">{to_html(markdown)}</div>', subtype="html"
     )
+    for picture in pictures:
+        maintype, _, subtype = (picture.mime or "application/octet-stream").partition("/")
+        mail.add_attachment(picture.data, maintype, subtype, filename=picture.name)
     return mail

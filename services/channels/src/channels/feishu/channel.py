@@ -53,13 +53,6 @@ RETRY = 2.0
 MENTION_KEY = "@_user_"
 
 
-def factory(settings: ChannelsSettings) -> FeishuChannel | None:
-    """The `crayfish.channels` entry point: the channel when CHANNELS_FEISHU_APP_ID is set."""
-    if not settings.feishu_app_id:
-        return None
-    return FeishuChannel(settings)
-
-
 class FeishuChannel(Channel):
     name = "feishu"
     text_limit = TEXT_LIMIT

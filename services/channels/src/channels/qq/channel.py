@@ -33,13 +33,6 @@ TEXT_LIMIT = 3000
 GROUP_PREFIX = "g"  # chat ids: `<user_id>` for a private chat, `g<group_id>` for a group
 
 
-def factory(settings: ChannelsSettings) -> QQChannel | None:
-    """The `crayfish.channels` entry point: the channel when CHANNELS_QQ_URL is set."""
-    if not settings.qq_url:
-        return None
-    return QQChannel(settings)
-
-
 class QQChannel(Channel):
     name = "qq"
     text_limit = TEXT_LIMIT

@@ -24,7 +24,17 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.config import ChannelsSettings
-from channels.contract import Access, Channel, Inbound, Inbox, PlatformRefused, RetryLater
+from channels.contract import (
+    Access,
+    Attachment,
+    Channel,
+    Inbound,
+    Inbox,
+    Picture,
+    PlatformRefused,
+    RetryLater,
+)
+from channels.slack.files import SlackFiles, file_attachments
 from channels.slack.mrkdwn import to_mrkdwn
 
 log = logging.getLogger(__name__)
@@ -34,13 +44,8 @@ NETWORK_RETRY = 2.0  # seconds before retrying after a timeout or a dropped conn
 GROUP_TYPES = ("channel", "group", "mpim")
 AUTH_ERRORS = ("invalid_auth", "not_authed", "account_inactive", "token_revoked")
 TYPING_STATUS = "is typing…"
-
-
-def factory(settings: ChannelsSettings) -> SlackChannel | None:
-    """The `crayfish.channels` entry point: the channel when both Slack tokens are set."""
-    if not (settings.slack_bot_token and settings.slack_app_token):
-        return None
-    return SlackChannel(settings)
+# A person's message; `file_share` is one that shares files (its text is the comment).
+MESSAGE_SUBTYPES = ("", "file_share")
 
 
 class SlackChannel(Channel):
@@ -58,6 +63,7 @@ class SlackChannel(Channel):
         self.web = AsyncWebClient(settings.slack_bot_token, base_url=base, timeout=timeout)
         # Its own client: a hung send never holds up opening the connection.
         self.link = AsyncWebClient(base_url=base, timeout=timeout)
+        self.files = SlackFiles(settings.slack_bot_token, base, self.timeout)
         self.bot_user = ""
         self.wss_url = ""
         self.last_seen: dict[str, str] = {}  # chat → ts of its latest inbound message
@@ -97,10 +103,13 @@ class SlackChannel(Channel):
         if request.type != "events_api":
             return None
         event = request.payload.get("event") or {}
-        if event.get("type") != "message" or event.get("subtype") or event.get("bot_id"):
-            return None  # edits, joins, bots' own messages; app_mention repeats a message
+        if event.get("type") != "message" or event.get("bot_id"):
+            return None  # bots' own messages; app_mention repeats a message
+        if str(event.get("subtype") or "") not in MESSAGE_SUBTYPES:
+            return None  # edits, deletions, joins
         user, text = str(event.get("user") or ""), str(event.get("text") or "")
-        if not user or user == self.bot_user or not text.strip():
+        attachments = file_attachments(event)
+        if not user or user == self.bot_user or not (text.strip() or attachments):
             return None
         channel, ts = str(event["channel"]), str(event["ts"])
         thread = str(event.get("thread_ts") or "")
@@ -120,6 +129,7 @@ class SlackChannel(Channel):
             text=_plain(text.replace(mention, " ")).strip() or text,
             group=group,
             addressed=not group or addressed or channel in self.access.open_groups,
+            attachments=attachments,
         )
 
     def _open_thread(self, chat: str) -> None:
@@ -142,6 +152,33 @@ class SlackChannel(Channel):
         await self._call(
             lambda: self.web.chat_update(channel=channel, ts=message_id, text=to_mrkdwn(markdown))
         )
+
+    async def send_image(self, chat_id: str, picture: Picture) -> str:
+        """Bytes uploaded into the chat (files.getUploadURLExternal, the upload, then
+        files.completeUploadExternal: slack-sdk's files_upload_v2; the app needs
+        `files:write`); a URL as an image block, which Slack fetches itself."""
+        channel, thread = _split(chat_id)
+        if picture.data:
+            done = await self._call(
+                lambda: self.web.files_upload_v2(
+                    channel=channel,
+                    thread_ts=thread,
+                    file=picture.data,
+                    filename=picture.name,
+                    title=picture.name,
+                )
+            )
+            return str(done["files"][0]["id"])
+        block = {"type": "image", "image_url": picture.url, "alt_text": picture.name}
+        sent = await self._call(
+            lambda: self.web.chat_postMessage(
+                channel=channel, thread_ts=thread, text=picture.name, blocks=[block]
+            )
+        )
+        return str(sent["ts"])
+
+    async def fetch(self, attachment: Attachment, max_bytes: int) -> bytes:
+        return await self.files.fetch(attachment, max_bytes)
 
     async def typing(self, chat_id: str) -> None:
         """Bots have no typing indicator in the Web API; an assistant thread's status is the

@@ -43,13 +43,6 @@ PHOTO_MAX_BYTES = 700_000  # channels/attachments.py's FILE_MAX_BYTES
 NETWORK_RETRY = 2.0  # seconds before retrying after a timeout or a dropped connection
 
 
-def factory(settings: ChannelsSettings) -> TelegramChannel | None:
-    """The `crayfish.channels` entry point: the channel when CHANNELS_TELEGRAM_TOKEN is set."""
-    if not settings.telegram_token:
-        return None
-    return TelegramChannel(settings)
-
-
 class TelegramChannel(Channel):
     name = "telegram"
     text_limit = TEXT_LIMIT
