@@ -4,18 +4,22 @@ an HTTP handler that reads JSON, form and multipart bodies."""
 
 from __future__ import annotations
 
+import asyncio
 import email.parser
 import email.policy
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
+from aiohttp import web
 from websockets.sync.server import Server, ServerConnection, serve
+
+T = TypeVar("T")
 
 
 class FakePlatform:
@@ -27,12 +31,12 @@ class FakePlatform:
     def __init__(self) -> None:
         self.lock = threading.Condition()
         self.calls: list[Any] = []
-        self.floods: dict[str, list[int]] = {}  # call → the retry_after of its next 429s
+        self.floods: dict[str, list[float]] = {}  # call → the retry_after of its next 429s
         self.hung: set[tuple[str, Any]] = set()  # (call, chat or None for any chat)
         self.hold_acks = False  # acknowledgements are lost on the way
         self.released = threading.Event()  # set when the fake stops: hung calls end
 
-    def flood(self, call: str, *retry_after: int) -> None:
+    def flood(self, call: str, *retry_after: float) -> None:
         """The next `call`s answer 429 with these retry_after values."""
         with self.lock:
             self.floods.setdefault(call, []).extend(retry_after)
@@ -42,7 +46,7 @@ class FakePlatform:
         with self.lock:
             self.hung.add((call, chat))
 
-    def next_flood(self, call: str) -> int | None:
+    def next_flood(self, call: str) -> float | None:
         """The retry_after of the 429 `call` owes now, if it owes one."""
         with self.lock:
             waits = self.floods.get(call)
@@ -69,6 +73,42 @@ class FakePlatform:
         with self.lock:
             self.hold_acks = False
             self.lock.notify_all()
+
+
+class AioServer:
+    """An aiohttp app on its own event loop in a thread, on loopback addresses."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.runner: web.AppRunner | None = None
+
+    def start(self, app: web.Application, *hosts: str) -> list[int]:
+        """Serves `app` on a free port of each host (127.0.0.1 when none); their ports."""
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        return self.run(self._start(app, hosts or ("127.0.0.1",)))
+
+    async def _start(self, app: web.Application, hosts: tuple[str, ...]) -> list[int]:
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        for host in hosts:
+            await web.TCPSite(self.runner, host, 0).start()
+        return [int(address[1]) for address in self.runner.addresses]
+
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """Runs `work` on the server's loop and waits for its result."""
+        return asyncio.run_coroutine_threadsafe(work, self.loop).result(10)
+
+    def stop(self, closing: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Runs `closing` (e.g. closes the open WebSockets), then stops the server and loop."""
+
+        async def stop() -> None:
+            if closing is not None:
+                await closing()
+            if self.runner is not None:
+                await self.runner.cleanup()
+
+        self.run(stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
 
 
 def start_http(handler: type[BaseHTTPRequestHandler], **attrs: Any) -> ThreadingHTTPServer:
