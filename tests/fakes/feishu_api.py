@@ -376,16 +376,7 @@ def _message_json(shown: Shown) -> dict[str, Any]:
 class _Handler(QuietHandler):
     fake: FakeFeishu
 
-    def do_GET(self) -> None:
-        self._answer("GET")
-
-    def do_POST(self) -> None:
-        self._answer("POST")
-
-    def do_PUT(self) -> None:
-        self._answer("PUT")
-
-    def _answer(self, method: str) -> None:
+    def answer(self, method: str) -> None:
         parts = urlsplit(self.path)
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
         status, headers, data = 200, {}, None

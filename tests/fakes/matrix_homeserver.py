@@ -518,16 +518,7 @@ class _Text(HTMLParser):
 class _Handler(QuietHandler):
     fake: FakeHomeserver
 
-    def do_GET(self) -> None:
-        self._answer("GET")
-
-    def do_POST(self) -> None:
-        self._answer("POST")
-
-    def do_PUT(self) -> None:
-        self._answer("PUT")
-
-    def _answer(self, method: str) -> None:
+    def answer(self, method: str) -> None:
         parts = urlsplit(self.path)
         raw = self.body()
         status, answer = 200, {}

@@ -187,12 +187,26 @@ def _multipart(content_type: str, body: bytes) -> dict[str, Any]:
 
 
 class QuietHandler(BaseHTTPRequestHandler):
-    """An HTTP/1.1 handler that logs nothing, reads the body and answers once."""
+    """An HTTP/1.1 handler that logs nothing, reads the body and answers once; GET, POST and
+    PUT go to `answer`."""
 
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+    def do_GET(self) -> None:
+        self.answer(self.command)
+
+    def do_POST(self) -> None:
+        self.answer(self.command)
+
+    def do_PUT(self) -> None:
+        self.answer(self.command)
+
+    def answer(self, method: str) -> None:
+        """What the fake says to a request; the fake's handler overrides it."""
+        self.reply(501, b"")
 
     def body(self) -> bytes:
         length = int(self.headers.get("content-length") or 0)
