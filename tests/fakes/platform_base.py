@@ -175,7 +175,8 @@ def _multipart(content_type: str, body: bytes) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for part in parsed.iter_parts():
         name = part.get_param("name", header="content-disposition")
-        data = part.get_payload(decode=True) or b""
+        payload = part.get_payload(decode=True)
+        data = payload if isinstance(payload, bytes) else b""
         if not isinstance(name, str):
             continue
         filename = part.get_filename()
