@@ -58,10 +58,10 @@ class DiscordPlatform:
         return self.fake.first_sign(chat, after)
 
     def flood_sends(self, *retry_after: int) -> None:
-        self.fake.flood(*retry_after)
+        self.fake.flood("message", *retry_after)
 
     def hang_sends(self, chat: str) -> None:
-        self.fake.hang(chat)
+        self.fake.hang("channel", chat)
 
     def hold_acks(self, hold: bool) -> None:
         """Discord keeps no acknowledgement: what a restart resumes from is the service's own

@@ -110,15 +110,14 @@ class EmailPlatform:
         return min(times) if times else None
 
     def flood_sends(self, *retry_after: int) -> None:
-        with self.smtp.lock:
-            self.smtp.floods.extend(retry_after)
+        self.smtp.flood("MAIL", *retry_after)
 
     def hang_sends(self, chat: str) -> None:
-        self.smtp.hung.add(address(chat))
+        self.smtp.hang("RCPT", address(chat))
 
     def hold_acks(self, hold: bool) -> None:
         with self.imap.lock:
-            self.imap.hold_stores = hold
+            self.imap.hold_acks = hold
             self.imap.lock.notify_all()
 
     def deliveries(self, message_id: str) -> int:

@@ -58,12 +58,10 @@ class FeishuPlatform:
         return self.fake.first_sign(_chat(chat), after)
 
     def flood_sends(self, *retry_after: int) -> None:
-        with self.fake.lock:
-            self.fake.floods.extend(retry_after)
+        self.fake.flood("message", *retry_after)
 
     def hang_sends(self, chat: str) -> None:
-        with self.fake.lock:
-            self.fake.hung.add(_chat(chat))
+        self.fake.hang("message", _chat(chat))
 
     def hold_acks(self, hold: bool) -> None:
         with self.fake.lock:

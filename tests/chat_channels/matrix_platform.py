@@ -92,12 +92,11 @@ class MatrixPlatform:
         return self.fake.first_sign(self.room(chat), after)
 
     def flood_sends(self, *retry_after: int) -> None:
-        with self.fake.lock:
-            self.fake.floods.extend(1000 * seconds for seconds in retry_after)
+        self.fake.flood("send", *(1000 * seconds for seconds in retry_after))
 
     def hang_sends(self, chat: str) -> None:
-        with self.fake.lock:
-            self.fake.hung.add(self.room(chat))
+        for call in ("send", "typing"):
+            self.fake.hang(call, self.room(chat))
 
     def hold_acks(self, hold: bool) -> None:
         with self.fake.lock:

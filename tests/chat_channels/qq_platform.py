@@ -49,7 +49,7 @@ class QQPlatform:
         return self.fake.first_sign(_chat(chat), after)
 
     def flood_sends(self, *retry_after: int) -> None:
-        self.fake.flood(*retry_after)
+        self.fake.flood("send", *retry_after)
 
     def hang_sends(self, chat: str) -> None:
         for action in ("send_private_msg", "send_group_msg", "set_input_status"):

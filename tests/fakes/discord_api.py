@@ -25,13 +25,14 @@ import hashlib
 import hmac
 import json
 import re
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import BodyPartReader, WSMsgType, web
+from aiohttp import WSMsgType, web
+
+from tests.fakes.platform_base import AioServer, FakePlatform, Upload, request_fields
 
 BOT_ID = "7000002"
 BOT_NAME = "crayfish-test"
@@ -65,10 +66,14 @@ class Session:
     ws: web.WebSocketResponse | None = None
 
 
-class FakeDiscord:
+class FakeDiscord(FakePlatform):
+    """Floods are of "message" (sends and edits); hung calls are "channel" ones in a chat."""
+
+    label = "Discord"
+
     def __init__(self, token: str = "TEST.discord.token"):
+        super().__init__()
         self.token = token
-        self.lock = threading.Condition()
         self.sessions: dict[str, Session] = {}
         self.handed: dict[str, int] = {}  # message id → times a dispatch carried it
         self.next_id = 900000
@@ -76,50 +81,34 @@ class FakeDiscord:
         self.shown: list[Shown] = []
         self.typing: list[tuple[str, float]] = []  # channel, monotonic time
         self.calls: list[tuple[str, str, int]] = []  # method, path, status
-        self.floods: list[float] = []  # retry_after of the next 429s of message sends/edits
-        self.hung: set[str] = set()  # channels whose sends never answer
         self.heartbeats = 0
         self.cdn_files: dict[str, bytes] = {}  # CDN path → bytes
         self.cdn_requests: list[tuple[str, str]] = []  # path, Authorization header ("": none)
         self.uploads: list[tuple[str, str, bytes]] = []  # channel, filename, bytes the bot sent
         self.pictures: list[tuple[str, bytes | str]] = []  # channel, image bytes or embed URL
         self.cdn_port = 0
-        self._loop = asyncio.new_event_loop()
-        self._runner: web.AppRunner | None = None
-        self._released = asyncio.Event()
+        self._server = AioServer()
+        self._loop = self._server.loop
         self.port = 0
 
     # -- lifecycle --------------------------------------------------------------------------
     def __enter__(self) -> FakeDiscord:
-        threading.Thread(target=self._loop.run_forever, daemon=True).start()
-        asyncio.run_coroutine_threadsafe(self._serve(), self._loop).result(10)
-        return self
-
-    async def _serve(self) -> None:
         app = web.Application()
         app.router.add_get("/gateway", self._gateway)
         app.router.add_route("*", "/api/v10/{path:.*}", self._rest)
         app.router.add_get("/attachments/{path:.*}", self._cdn)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
-        cdn = web.TCPSite(self._runner, "127.0.0.3", 0)  # cdn.discordapp.com's stand-in
-        await cdn.start()
-        self.cdn_port = self._runner.addresses[1][1]
+        # 127.0.0.3: cdn.discordapp.com's stand-in
+        self.port, self.cdn_port = self._server.start(app, "127.0.0.1", "127.0.0.3")
+        return self
 
     def __exit__(self, *exc: object) -> None:
-        async def stop() -> None:
-            self._released.set()
+        async def close_sockets() -> None:
             for session in self.sessions.values():
                 if session.ws is not None:
                     await session.ws.close()
-            assert self._runner is not None
-            await self._runner.cleanup()
 
-        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
+        self.release()
+        self._server.stop(close_sockets)
 
     @property
     def api_url(self) -> str:
@@ -193,14 +182,6 @@ class FakeDiscord:
             attachment["content_type"] = content_type
         return self.user_says(caption, user_id, attachments=[attachment])
 
-    def flood(self, *retry_after: float) -> None:
-        with self.lock:
-            self.floods.extend(retry_after)
-
-    def hang(self, chat_id: str) -> None:
-        with self.lock:
-            self.hung.add(chat_id)
-
     def texts(self, chat_id: str) -> list[str]:
         with self.lock:
             return [m.text for m in self.shown if m.chat_id == chat_id]
@@ -210,16 +191,6 @@ class FakeDiscord:
             times = [at for c, at in self.typing if c == chat_id and at >= after]
             times += [m.at for m in self.shown if m.chat_id == chat_id and m.at >= after]
         return min(times, default=None)
-
-    def wait_for(self, check: Any, timeout: float = 30.0) -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self.lock:
-                found = check()
-            if found:
-                return found
-            time.sleep(0.05)
-        raise AssertionError("the fake Discord never saw it")
 
     # -- the gateway ------------------------------------------------------------------------
     async def _dispatch(self, event: str, data: dict[str, Any]) -> None:
@@ -316,8 +287,8 @@ class FakeDiscord:
         if found is None:
             return _error(404, 0, "404: Not Found")
         chat_id, kind, message_id = found.groups()
-        if chat_id in self.hung:
-            await self._released.wait()
+        if self.is_hung("channel", chat_id):
+            await asyncio.to_thread(self.released.wait)
         if chat_id not in self.channels:
             return _error(404, 10003, "Unknown Channel")
         if kind == "typing" and request.method == "POST":
@@ -325,8 +296,8 @@ class FakeDiscord:
                 self.typing.append((chat_id, time.monotonic()))
             return web.Response(status=204)
         with self.lock:
-            if self.floods:
-                retry_after = self.floods.pop(0)
+            retry_after = self.next_flood("message")
+            if retry_after is not None:
                 body = {"message": "You are being rate limited.", "retry_after": retry_after}
                 return _json({**body, "global": False}, status=429, headers={"Via": "1.1 google"})
         return await self._message(request, chat_id, message_id)
@@ -334,10 +305,7 @@ class FakeDiscord:
     async def _message(
         self, request: web.Request, chat_id: str, message_id: str | None
     ) -> web.Response:
-        if request.content_type == "multipart/form-data":
-            body, files = await _multipart(request)
-        else:
-            body, files = await request.json(), {}
+        body, files = _message_body(request.headers.get("content-type", ""), await request.read())
         content = body.get("content") or ""
         refused = _refused_files(body, files)
         if refused is not None:
@@ -390,19 +358,20 @@ class FakeDiscord:
         return str(self.next_id)
 
 
-async def _multipart(request: web.Request) -> tuple[dict[str, Any], dict[int, tuple[str, bytes]]]:
-    """A multipart message: `payload_json`, and each `files[n]` part's file name and bytes."""
-    body: dict[str, Any] = {}
+def _message_body(
+    content_type: str, raw: bytes
+) -> tuple[dict[str, Any], dict[int, tuple[str, bytes]]]:
+    """A message's JSON, or a multipart one's `payload_json` and each `files[n]` part's file
+    name and bytes."""
+    fields = request_fields(content_type, raw)
+    if not content_type.startswith("multipart/"):
+        return fields, {}
     files: dict[int, tuple[str, bytes]] = {}
-    reader = await request.multipart()
-    while (part := await reader.next()) is not None:
-        assert isinstance(part, BodyPartReader)
-        found = re.fullmatch(r"files\[(\d+)\]", part.name or "")
-        if part.name == "payload_json":
-            body = json.loads(await part.text())
-        elif found:
-            files[int(found[1])] = (part.filename or "", bytes(await part.read()))
-    return body, files
+    for name, value in fields.items():
+        found = re.fullmatch(r"files\[(\d+)\]", name)
+        if found and isinstance(value, Upload):
+            files[int(found[1])] = (value.filename, value.data)
+    return json.loads(fields.get("payload_json") or "{}"), files
 
 
 def _refused_files(

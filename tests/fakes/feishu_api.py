@@ -19,15 +19,25 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from lark_oapi.ws.pb.pbbp2_pb2 import Frame
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.server import Server, ServerConnection, serve
+from websockets.sync.server import Server, ServerConnection
 
-from tests.fakes.feishu_media import ApiError, Binary, FeishuMedia, form_fields
+from tests.fakes.feishu_media import ApiError, Binary, FeishuMedia
+from tests.fakes.platform_base import (
+    FakePlatform,
+    QuietHandler,
+    http_url,
+    request_fields,
+    start_http,
+    start_ws,
+    stop_http,
+    ws_url,
+)
 
 APP_ID, APP_SECRET = "cli_test_app", "test-secret"
 BOT_OPEN_ID = "ou_crayfish_bot"
@@ -46,9 +56,13 @@ class Shown:
     at: float
 
 
-class FakeFeishu:
+class FakeFeishu(FakePlatform):
+    """Floods and hung calls are of "message": sends, updates and reactions in a chat."""
+
+    label = "Feishu"
+
     def __init__(self) -> None:
-        self.lock = threading.Condition()
+        super().__init__()
         self.chats: set[str] = set()
         self.pending: dict[str, dict[str, Any]] = {}  # message_id → event, not yet acknowledged
         self.handed: dict[str, int] = {}
@@ -56,10 +70,6 @@ class FakeFeishu:
         self.shown: list[Shown] = []
         self.reactions: list[tuple[str, str, float]] = []  # chat, emoji, time
         self.calls: list[tuple[str, str, int]] = []
-        self.floods: list[int] = []
-        self.hung: set[str] = set()  # chats whose sends never answer
-        self.hold_acks = False
-        self.released = threading.Event()
         self.token_open = threading.Event()  # cleared: the token endpoint never answers
         self.token_open.set()
         self.token_requests = 0
@@ -70,26 +80,20 @@ class FakeFeishu:
         self._ws: Server | None = None
 
     def __enter__(self) -> FakeFeishu:
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._http.daemon_threads = True
-        threading.Thread(target=self._http.serve_forever, daemon=True).start()
-        self._ws = serve(self._serve, "127.0.0.1", 0)
-        threading.Thread(target=self._ws.serve_forever, daemon=True).start()
+        self._http = start_http(_Handler, fake=self)
+        self._ws = start_ws(self._serve)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.released.set()
+        self.release()
         self.token_open.set()
-        assert self._http is not None and self._ws is not None
-        self._http.shutdown()
-        self._http.server_close()
-        self._ws.shutdown()
+        stop_http(self._http)
+        if self._ws is not None:
+            self._ws.shutdown()
 
     @property
     def url(self) -> str:
-        assert self._http is not None
-        return f"http://127.0.0.1:{self._http.server_address[1]}"
+        return http_url(self._http)
 
     # -- what tests do ----------------------------------------------------------------------
     def user_says(
@@ -172,16 +176,6 @@ class FakeFeishu:
         with self.lock:
             return [m.text for m in self.shown if m.chat_id == chat_id]
 
-    def wait_for(self, check: Any, timeout: float = 30.0) -> Any:
-        deadline = time.monotonic() + timeout
-        with self.lock:
-            while not (result := check()):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"fake Feishu: timed out; calls: {self.calls[-8:]}")
-                self.lock.wait(min(left, 0.1))
-            return result
-
     def first_sign(self, chat_id: str, after: float) -> float | None:
         with self.lock:
             times = [t for c, _, t in self.reactions if c == chat_id and t >= after]
@@ -251,8 +245,6 @@ class FakeFeishu:
         if path == "/callback/ws/endpoint":
             if body.get("AppID") != APP_ID or body.get("AppSecret") != APP_SECRET:
                 raise ApiError(200, 514, "auth failed")
-            assert self._ws is not None
-            port = self._ws.socket.getsockname()[1]
             config = {
                 "ReconnectCount": -1,
                 "ReconnectInterval": 1,
@@ -260,7 +252,7 @@ class FakeFeishu:
                 "PingInterval": 30,
             }
             return {
-                "URL": f"ws://127.0.0.1:{port}/ws?device_id=d1&service_id=1",
+                "URL": f"{ws_url(self._ws)}/ws?device_id=d1&service_id=1",
                 "ClientConfig": config,
             }
         if path == "/open-apis/auth/v3/tenant_access_token/internal":
@@ -292,14 +284,14 @@ class FakeFeishu:
         raise ApiError(404, 404, "not found")
 
     def _gate(self, chat_id: str) -> None:
-        if chat_id in self.hung:
+        if self.is_hung("message", chat_id):
             self.released.wait()
             raise ApiError(502, 1, "bad gateway")
         with self.lock:
             if chat_id not in self.chats:
                 raise ApiError(400, 230002, "Bot/User can NOT be out of the chat.")
-            if self.floods:
-                wait = self.floods.pop(0)
+            wait = self.next_flood("message")
+            if wait is not None:
                 raise ApiError(
                     429,
                     99991400,
@@ -381,31 +373,18 @@ def _message_json(shown: Shown) -> dict[str, Any]:
     }
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     fake: FakeFeishu
-    protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        self._answer("GET")
-
-    def do_POST(self) -> None:
-        self._answer("POST")
-
-    def do_PUT(self) -> None:
-        self._answer("PUT")
-
-    def _answer(self, method: str) -> None:
+    def answer(self, method: str) -> None:
         parts = urlsplit(self.path)
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        kind = self.headers.get("content-type") or ""
-        body = form_fields(kind, raw) if kind.startswith("multipart/") else json.loads(raw or b"{}")
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
         status, headers, data = 200, {}, None
         try:
+            try:
+                body = request_fields(self.headers.get("content-type") or "", self.body())
+            except ValueError as exc:
+                raise ApiError(400, 99992402, f"field validation failed: {exc}") from None
             data = self.fake.call(
                 method, parts.path, query, body, self.headers.get("Authorization", "")
             )
@@ -426,13 +405,4 @@ class _Handler(BaseHTTPRequestHandler):
             headers = {"content-disposition": f'attachment; filename="{data.name}"'}
         else:
             raw = json.dumps(answer).encode()
-        try:
-            self.send_response(status)
-            self.send_header("content-type", content_type)
-            self.send_header("content-length", str(len(raw)))
-            for key, value in headers.items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(raw)
-        except OSError:
-            pass
+        self.reply(status, raw, content_type, headers)

@@ -12,13 +12,13 @@ an `image_key`; an `image` message must name one uploaded."""
 
 from __future__ import annotations
 
-import email
-import email.policy
 import itertools
 import json
 import threading
 from dataclasses import dataclass, field
 from typing import Any
+
+from tests.fakes.platform_base import Upload
 
 IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"RIFF", b"BM")
 IMAGE_MAX = 10 * 2**20
@@ -74,9 +74,10 @@ class FeishuMedia:
         return Binary(found[2], found[1])
 
     def upload(self, fields: dict[str, Any]) -> dict[str, str]:
-        image = fields.get("image")
-        if fields.get("image_type") not in ("message", "avatar") or not isinstance(image, bytes):
+        upload = fields.get("image")
+        if fields.get("image_type") not in ("message", "avatar") or not isinstance(upload, Upload):
             raise ApiError(400, 234001, "Invalid request param.")
+        image = upload.data
         if not image:
             raise ApiError(400, 234010, "File's size can't be 0.")
         if len(image) > IMAGE_MAX:
@@ -95,15 +96,3 @@ class FeishuMedia:
             if key not in self.uploads:
                 raise ApiError(400, 230001, f"invalid image_key: {key!r}")
             self.pictures.append((chat_id, self.uploads[key]))
-
-
-def form_fields(content_type: str, body: bytes) -> dict[str, Any]:
-    """A multipart/form-data body's fields: files as bytes, the others as text."""
-    head = f"Content-Type: {content_type}\r\n\r\n".encode()
-    parsed = email.message_from_bytes(head + body, policy=email.policy.HTTP)
-    fields: dict[str, Any] = {}
-    for part in parsed.iter_parts():  # type: ignore[attr-defined]
-        name = part.get_param("name", header="content-disposition")
-        data = part.get_payload(decode=True) or b""
-        fields[str(name)] = data if part.get_filename() else data.decode()
-    return fields

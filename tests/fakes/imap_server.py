@@ -3,9 +3,9 @@ LOGIN, SELECT, UID SEARCH UNSEEN, UID FETCH BODY.PEEK[], UID STORE +FLAGS (\\See
 IDLE (RFC 2177: `+ idling`, `* n EXISTS` as mail arrives, ended by DONE; offered unless
 `idle=False`), LOGOUT (RFC 3501's wire format: tagged commands, untagged data, literals `{n}`).
 Anything else is answered BAD. It counts how often each mail was fetched and how many IDLEs
-began, can hold STOREs unanswered (lost: a crash between queueing a turn and flagging its mail),
-and can stop answering on the connections open now (`freeze`), as a server that hangs does, or
-close them (`drop`), as one that restarts does."""
+began, can hold STOREs unanswered (`hold_acks`; lost: a crash between queueing a turn and
+flagging its mail), and can stop answering on the connections open now (`freeze`), as a
+server that hangs does, or close them (`drop`), as one that restarts does."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import re
 import socket
 import socketserver
 import threading
-import time
 from dataclasses import dataclass, field
+
+from tests.fakes.platform_base import FakePlatform
 
 COMMAND = re.compile(r"^(\S+) (UID )?(\w+)\s*(.*)$", re.I)
 
@@ -27,14 +28,15 @@ class Stored:
     fetched: int = 0
 
 
-class FakeIMAP:
+class FakeIMAP(FakePlatform):
+    label = "IMAP"
+
     def __init__(
         self, username: str = "bot@crayfish.test", password: str = "secret", idle: bool = True
     ):
+        super().__init__()
         self.username, self.password = username, password
         self.mails: list[Stored] = []
-        self.lock = threading.Condition()
-        self.hold_stores = False
         self.logins = 0
         self.offers_idle = idle
         self.idles = 0  # IDLE commands begun
@@ -151,8 +153,8 @@ class FakeIMAP:
             ok()
         elif name == "STORE" and by_uid and "+FLAGS" in args.upper():
             with self.lock:  # a held STORE is lost: never answered, never applied
-                if self.hold_stores:
-                    self.lock.wait_for(lambda: not self.hold_stores)
+                if self.hold_acks:
+                    self.lock.wait_for(lambda: not self.hold_acks)
                     return False
             mail = self._mail(args)
             if mail is not None:
@@ -218,23 +220,13 @@ class FakeIMAP:
         with self.lock:
             return self.mails[uid - 1] if 0 < uid <= len(self.mails) else None
 
-    def wait_for(self, check, timeout: float = 30.0):  # type: ignore[no-untyped-def]
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = check()
-            if found:
-                return found
-            time.sleep(0.05)
-        raise AssertionError("timed out")
-
     def __enter__(self) -> FakeIMAP:
         self.thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         with self.lock:
-            self.hold_stores = False
             self.frozen.clear()
-            self.lock.notify_all()
+        self.release()
         self.server.shutdown()
         self.server.server_close()

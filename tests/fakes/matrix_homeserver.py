@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from tests.fakes.matrix_keys import Keys
+from tests.fakes.platform_base import FakePlatform, QuietHandler, http_url, start_http, stop_http
 
 SERVER = "fake.local"
 BOT = f"@crayfish:{SERVER}"
@@ -73,11 +73,16 @@ class Shown:
     at: float
 
 
-class FakeHomeserver:
+class FakeHomeserver(FakePlatform):
+    """Floods are of "send" (retry_after_ms values); hung calls are "send" and "typing" in a
+    room."""
+
+    label = "homeserver"
+
     def __init__(self, token: str = "syt_fake_token"):
+        super().__init__()
         self.token = token
         self.logins: dict[str, tuple[str, str]] = {token: (BOT, BOT_DEVICE)}  # → user, device
-        self.lock = threading.Condition()
         self.position = 0
         self.rooms: dict[str, Room] = {}
         self.events: dict[str, dict[str, Any]] = {}
@@ -88,10 +93,6 @@ class FakeHomeserver:
         self.unacked: dict[str, int] = {}  # message handed → the sync position it came with
         self.transactions: dict[str, str] = {}
         self.calls: list[tuple[str, str, int]] = []  # method, path, status
-        self.floods: list[int] = []  # retry_after_ms of the next sends' 429s
-        self.hung: set[str] = set()  # rooms whose sends and typing never answer
-        self.hang_released = threading.Event()
-        self.hold_acks = False
         self.media: dict[str, Media] = {}  # media id → file
         self.uploads: list[str] = []  # mxc URIs the bot uploaded
         self.downloads: list[str] = []  # media ids served
@@ -102,25 +103,16 @@ class FakeHomeserver:
 
     # -- lifecycle --------------------------------------------------------------------------
     def __enter__(self) -> FakeHomeserver:
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = start_http(_Handler, fake=self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.hang_released.set()
-        with self.lock:
-            self.hold_acks = False
-            self.lock.notify_all()
-        assert self._server is not None
-        self._server.shutdown()
-        self._server.server_close()
+        self.release()
+        stop_http(self._server)
 
     @property
     def url(self) -> str:
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return http_url(self._server)
 
     # -- what tests do ----------------------------------------------------------------------
     def user_says(self, room_id: str, sender: str, content: dict[str, Any], group: bool) -> str:
@@ -157,16 +149,6 @@ class FakeHomeserver:
         with self.lock:
             return [m.text for m in self.shown if m.room_id == room_id]
 
-    def wait_for(self, check: Any, timeout: float = 30.0) -> Any:
-        deadline = time.monotonic() + timeout
-        with self.lock:
-            while not (result := check()):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"fake homeserver: timed out; calls: {self.calls[-8:]}")
-                self.lock.wait(min(left, 0.1))
-            return result
-
     def first_sign(self, room_id: str, after: float) -> float | None:
         times = [t for r, t in self.typing if r == room_id and t >= after]
         times += [m.at for m in self.shown if m.room_id == room_id and m.at >= after]
@@ -184,8 +166,8 @@ class FakeHomeserver:
         if route is None:
             raise MatrixError(404, "M_UNRECOGNIZED", "Unrecognized request")
         name, args = route
-        if name in ("send", "typing") and args[0] in self.hung:
-            self.hang_released.wait()
+        if name in ("send", "typing") and self.is_hung(name, args[0]):
+            self.released.wait()
             raise MatrixError(502, "M_UNKNOWN", "Bad Gateway")
         user, device = login
         return getattr(self, f"_api_{name}")(
@@ -371,8 +353,8 @@ class FakeHomeserver:
             room = self._joined(room_id)
             if txn in self.transactions:  # the same transaction again: the same event
                 return {"event_id": self.transactions[txn]}
-            if self.floods:
-                wait = self.floods.pop(0)
+            wait = self.next_flood("send")
+            if wait is not None:
                 raise MatrixError(429, "M_LIMIT_EXCEEDED", "Too Many Requests", retry_after_ms=wait)
             if len(json.dumps(body).encode()) > EVENT_LIMIT:
                 raise MatrixError(413, "M_TOO_LARGE", "event too large")
@@ -533,26 +515,12 @@ class _Text(HTMLParser):
         self.text.append(data)
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     fake: FakeHomeserver
-    protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        self._answer("GET")
-
-    def do_POST(self) -> None:
-        self._answer("POST")
-
-    def do_PUT(self) -> None:
-        self._answer("PUT")
-
-    def _answer(self, method: str) -> None:
+    def answer(self, method: str) -> None:
         parts = urlsplit(self.path)
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        raw = self.body()
         status, answer = 200, {}
         try:
             token = (self.headers.get("authorization") or "").removeprefix("Bearer ")
@@ -576,14 +544,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.fake.calls.append((method, parts.path, status))
         kind = answer.kind if isinstance(answer, Media) else "application/json"
         data = answer.data if isinstance(answer, Media) else json.dumps(answer).encode()
+        if not (isinstance(answer, Media) and self.fake.unsized_media):
+            self.reply(status, data, kind)
+            return
         try:
             self.send_response(status)
             self.send_header("content-type", kind)
-            if isinstance(answer, Media) and self.fake.unsized_media:
-                self.send_header("connection", "close")  # the body ends when the link does
-                self.close_connection = True
-            else:
-                self.send_header("content-length", str(len(data)))
+            self.send_header("connection", "close")  # the body ends when the link does
+            self.close_connection = True
             self.end_headers()
             self.wfile.write(data)
         except OSError:

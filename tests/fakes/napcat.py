@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.server import Server, ServerConnection, serve
+from websockets.sync.server import Server, ServerConnection
 
 from tests.fakes.napcat_media import Media, MediaRefused
+from tests.fakes.platform_base import FakePlatform, start_ws, ws_url
 
 SELF_ID = 3890001
 TEXT_LIMIT = 3000
@@ -47,10 +47,15 @@ class Shown:
     at: float = field(default_factory=time.monotonic)
 
 
-class FakeNapCat:
+class FakeNapCat(FakePlatform):
+    """Floods are of "send" (its values are not used by OneBot); hung calls are
+    (action, chat)."""
+
+    label = "NapCat"
+
     def __init__(self, token: str = "napcat-test-token"):
+        super().__init__()
         self.token = token
-        self.lock = threading.Condition()
         self.clients: list[ServerConnection] = []
         self.messages: dict[int, dict[str, Any]] = {}  # message_id → the message as get_msg
         self.handed: dict[int, int] = {}  # message_id → clients it was pushed to
@@ -58,28 +63,25 @@ class FakeNapCat:
         self.shown: list[Shown] = []
         self.typing: list[tuple[str, float]] = []
         self.calls: list[tuple[str, dict[str, Any], str]] = []  # action, params, status
-        self.floods: list[int] = []  # the next sends fail (the values are not used by OneBot)
-        self.hung: set[tuple[str, str | None]] = set()
         self.refused_tokens = 0
         self.media = Media()
         self._ids = itertools.count(1)
         self._server: Server | None = None
 
     def __enter__(self) -> FakeNapCat:
-        self._server = serve(self._serve, "127.0.0.1", 0)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = start_ws(self._serve)
         self.media.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.shutdown()
+        self.release()
+        if self._server is not None:
+            self._server.shutdown()
         self.media.stop()
 
     @property
     def url(self) -> str:
-        assert self._server is not None
-        return f"ws://127.0.0.1:{self._server.socket.getsockname()[1]}"
+        return ws_url(self._server)
 
     # -- what tests do ----------------------------------------------------------------------
     def user_says(
@@ -150,28 +152,9 @@ class FakeNapCat:
             self.messages[message_id] = {"message_id": message_id, "sender": sender}
             return message_id
 
-    def flood(self, *retry_after: int) -> None:
-        with self.lock:
-            self.floods.extend(retry_after)
-
-    def hang(self, action: str, chat: str | None = None) -> None:
-        """`action` (to `chat`, or any) is never answered."""
-        with self.lock:
-            self.hung.add((action, chat))
-
     def texts(self, chat: str) -> list[str]:
         with self.lock:
             return [m.text for m in self.shown if m.chat == chat]
-
-    def wait_for(self, check: Any, timeout: float = 30.0) -> Any:
-        deadline = time.monotonic() + timeout
-        with self.lock:
-            while not (result := check()):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"fake NapCat: timed out; calls: {self.calls[-8:]}")
-                self.lock.wait(min(left, 0.1))
-            return result
 
     def first_sign(self, chat: str, after: float) -> float | None:
         with self.lock:
@@ -207,9 +190,7 @@ class FakeNapCat:
     def _act(self, client: ServerConnection, request: dict[str, Any]) -> None:
         action, params = str(request.get("action", "")), request.get("params") or {}
         chat = _chat_of(params)
-        with self.lock:
-            hung = (action, None) in self.hung or (action, chat) in self.hung
-        if hung:
+        if self.is_hung(action, chat):
             with self.lock:
                 self.calls.append((action, params, "hung"))
             return  # never answered
@@ -258,8 +239,7 @@ class FakeNapCat:
                 raise ActionFailed(1400, "找不到目标")
             if (not text.strip() and not images) or len(text) > TEXT_LIMIT:
                 raise ActionFailed(1400, f"消息为空或过长 ({len(text)})")
-            if self.floods:
-                self.floods.pop(0)
+            if self.next_flood("send") is not None:
                 raise ActionFailed(200, "发送消息失败: 风控")
             message_id = next(self._ids)
             for image in images:

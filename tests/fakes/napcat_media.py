@@ -19,9 +19,11 @@ import binascii
 import itertools
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.fakes.platform_base import QuietHandler, http_url, start_http, stop_http
 
 IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"RIFF")
 
@@ -45,15 +47,10 @@ class Media:
     _http: ThreadingHTTPServer | None = None
 
     def start(self) -> None:
-        handler = type("Handler", (_Download,), {"media": self})
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._http.daemon_threads = True
-        threading.Thread(target=self._http.serve_forever, daemon=True).start()
+        self._http = start_http(_Download, media=self)
 
     def stop(self) -> None:
-        if self._http is not None:
-            self._http.shutdown()
-            self._http.server_close()
+        stop_http(self._http)
 
     def segment(self, data: bytes, name: str, image: bool) -> dict[str, Any]:
         """The segment NapCat's event holds for what the person sent."""
@@ -62,9 +59,7 @@ class Media:
             self.stored[key] = (name, data)
         size = str(len(data))
         if image:
-            assert self._http is not None
-            port = self._http.server_address[1]
-            url = f"http://127.0.0.1:{port}/download?appid=1407&fileid={key}&spec=0"
+            url = f"{http_url(self._http)}/download?appid=1407&fileid={key}&spec=0"
             info = {"summary": "", "file": name, "sub_type": 0, "url": url, "file_size": size}
             return {"type": "image", "data": info}
         return {"type": "file", "data": {"file": name, "file_id": f"/{key}", "file_size": size}}
@@ -100,12 +95,8 @@ class Media:
             self.pictures.append((chat, picture))
 
 
-class _Download(BaseHTTPRequestHandler):
+class _Download(QuietHandler):
     media: Media
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
     def do_GET(self) -> None:
         key = parse_qs(urlsplit(self.path).query).get("fileid", [""])[0]
@@ -113,8 +104,4 @@ class _Download(BaseHTTPRequestHandler):
             found = self.media.stored.get(key)
             self.media.downloads += 1
         status, body = (200, found[1]) if found else (404, b"not found")
-        self.send_response(status)
-        self.send_header("content-type", "application/octet-stream")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.reply(status, body, "application/octet-stream")

@@ -27,14 +27,14 @@ import html
 import itertools
 import json
 import re
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl
 
 from aiohttp import BodyPartReader, WSMsgType, web
+
+from tests.fakes.platform_base import AioServer, FakePlatform, request_fields
 
 BOT_USER = "UCRAYFISH"
 TEXT_MAX = 40000
@@ -60,17 +60,16 @@ class Shown:
     at: float = 0.0
 
 
-class FakeSlack:
+class FakeSlack(FakePlatform):
+    label = "Slack"
+
     def __init__(self, bot_token: str = "xoxb-test-bot", app_token: str = "xapp-test-app"):
+        super().__init__()
         self.bot_token, self.app_token = bot_token, app_token
-        self.lock = threading.Condition()
         self.shown: list[Shown] = []
         self.posted: dict[str, set[str]] = {}  # channel → ts of people's messages in it
         self.actions: list[tuple[str, str, float]] = []  # channel, status, monotonic time
         self.calls: list[tuple[str, int, str]] = []  # method, HTTP status, error
-        self.floods: dict[str, list[int]] = {}
-        self.hung: set[tuple[str, str | None]] = set()
-        self.hold_acks = False
         self.unacked: dict[str, dict[str, Any]] = {}  # envelope id → envelope
         self.handed: dict[str, int] = {}  # message ts → times sent over a socket
         self.tickets: set[str] = set()
@@ -82,54 +81,28 @@ class FakeSlack:
         self.elsewhere_port = 0
         self.sockets: list[tuple[web.WebSocketResponse, asyncio.Queue[dict[str, Any]]]] = []
         self._ts = itertools.count(1)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stopped: asyncio.Event | None = None
-        self._runner: web.AppRunner | None = None
+        self._server = AioServer()
+        self._loop = self._server.loop
         self.port = 0
 
     # -- lifecycle --------------------------------------------------------------------------
     def __enter__(self) -> FakeSlack:
-        started = threading.Event()
-        threading.Thread(target=self._serve, args=(started,), daemon=True).start()
-        assert started.wait(10), "fake Slack did not start"
-        return self
-
-    def _serve(self, started: threading.Event) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._loop.run_until_complete(self._start())
-        started.set()
-        self._loop.run_forever()
-
-    async def _start(self) -> None:
-        self._stopped = asyncio.Event()
         app = web.Application()
         app.router.add_post("/api/{method}", self._web_api)
         app.router.add_get("/link", self._socket)
         app.router.add_get("/files-pri/{file}/{rest:.*}", self._file)
         app.router.add_post("/upload/v1/{file}", self._upload)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        # Another host, as a file address that is not Slack's would name.
-        elsewhere = web.TCPSite(self._runner, "127.0.0.2", 0)
-        await elsewhere.start()
-        self.elsewhere_port = elsewhere._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        # 127.0.0.2: another host, as a file address that is not Slack's would name.
+        self.port, self.elsewhere_port = self._server.start(app, "127.0.0.1", "127.0.0.2")
+        return self
 
     def __exit__(self, *exc: object) -> None:
-        assert self._loop is not None and self._runner is not None
-        with self.lock:
-            self.hold_acks = False
-        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
+        self.release()
+        self._server.stop(self._close_sockets)
 
-    async def _stop(self) -> None:
-        assert self._stopped is not None and self._runner is not None
-        self._stopped.set()
+    async def _close_sockets(self) -> None:
         for socket, _ in list(self.sockets):
             await socket.close()
-        await self._runner.cleanup()
 
     @property
     def url(self) -> str:
@@ -218,13 +191,7 @@ class FakeSlack:
 
     def drop_sockets(self) -> None:
         """Closes every Socket Mode connection from Slack's side (as a deploy of Slack does)."""
-        assert self._loop is not None
-
-        async def close_all() -> None:
-            for socket, _ in list(self.sockets):
-                await socket.close()
-
-        asyncio.run_coroutine_threadsafe(close_all(), self._loop).result(10)
+        self._server.run(self._close_sockets())
 
     def bot_messages(self, channel: str, top_level: bool = False) -> list[Shown]:
         with self.lock:
@@ -232,28 +199,9 @@ class FakeSlack:
                 m for m in self.shown if m.channel == channel and not (top_level and m.thread_ts)
             ]
 
-    def flood(self, method: str, *retry_after: int) -> None:
-        with self.lock:
-            self.floods.setdefault(method, []).extend(retry_after)
-
-    def hang(self, method: str, channel: str | None = None) -> None:
-        with self.lock:
-            self.hung.add((method, channel))
-
     def texts(self, channel: str) -> list[str]:
         with self.lock:
             return [m.text for m in self.shown if m.channel == channel]
-
-    def wait_for(self, check: Any, timeout: float = 30.0) -> Any:
-        """Waits until check() (called under the lock) is truthy; returns it."""
-        deadline = time.monotonic() + timeout
-        with self.lock:
-            while not (result := check()):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"fake Slack: timed out; calls: {self.calls[-8:]}")
-                self.lock.wait(min(left, 0.1))
-            return result
 
     def first_sign(self, channel: str, after: float) -> float | None:
         with self.lock:
@@ -266,7 +214,6 @@ class FakeSlack:
         """Queues the envelope on a socket (under the lock, from any thread)."""
         ts = envelope["payload"]["event"]["ts"]
         self.handed[ts] = self.handed.get(ts, 0) + 1
-        assert self._loop is not None
         self._loop.call_soon_threadsafe(queue.put_nowait, envelope)
 
     async def _socket(self, request: web.Request) -> web.StreamResponse:
@@ -350,11 +297,7 @@ class FakeSlack:
     async def _web_api(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         params: dict[str, Any] = dict(request.query)
-        body = await request.read()
-        if body and "json" in request.headers.get("content-type", ""):
-            params.update(json.loads(body))
-        elif body:
-            params.update(parse_qsl(body.decode()))
+        params.update(request_fields(request.headers.get("content-type", ""), await request.read()))
         token = request.headers.get("authorization", "").removeprefix("Bearer ")
         token = token or str(params.get("token", ""))
         status, answer, headers = 200, {"ok": True}, {}
@@ -379,14 +322,13 @@ class FakeSlack:
         if handler is None:
             raise ApiError("unknown_method", 404)
         channel = str(params.get("channel") or params.get("channel_id") or "") or None
-        if (method, None) in self.hung or (method, channel) in self.hung:
-            assert self._stopped is not None
-            await self._stopped.wait()
+        if self.is_hung(method, channel):
+            await asyncio.to_thread(self.released.wait)
             raise ApiError("fatal_error", 500)
         with self.lock:
-            waits = self.floods.get(method)
-            if waits:
-                raise ApiError("ratelimited", 429, waits.pop(0))
+            retry_after = self.next_flood(method)
+            if retry_after is not None:
+                raise ApiError("ratelimited", 429, int(retry_after))
             result: dict[str, Any] = handler(params)
             self.lock.notify_all()
             return result

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from dataclasses import dataclass
 from email import policy
@@ -15,6 +14,7 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
 from devstack.launcher import free_port
+from tests.fakes.platform_base import FakePlatform
 
 
 @dataclass
@@ -30,13 +30,16 @@ class Sent:
         return text.replace("\r\n", "\n").strip()  # as a mail client shows it
 
 
-class FakeSMTP:
+class FakeSMTP(FakePlatform):
+    """Floods are of "MAIL" (451s, the numbers the seconds said); hung calls are "RCPT" to a
+    recipient."""
+
+    label = "SMTP"
+
     def __init__(self, username: str = "bot@crayfish.test", password: str = "secret") -> None:
+        super().__init__()
         self.login = (username.encode(), password.encode())
         self.sent: list[Sent] = []
-        self.lock = threading.Lock()
-        self.floods: list[int] = []  # next MAIL FROMs answered 451 (the numbers: seconds said)
-        self.hung: set[str] = set()  # recipients whose RCPT TO never answers
         # aiosmtpd's Controller checks it is up by connecting to its port: not 0.
         self.controller = Controller(
             self,
@@ -60,8 +63,7 @@ class FakeSMTP:
     async def handle_MAIL(
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
     ) -> str:
-        with self.lock:
-            wait = self.floods.pop(0) if self.floods else None
+        wait = self.next_flood("MAIL")
         if wait is not None:
             return f"451 4.7.1 Rate limited, try again in {wait} s"
         envelope.mail_from = address
@@ -70,7 +72,7 @@ class FakeSMTP:
     async def handle_RCPT(
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
     ) -> str:
-        if address.lower() in self.hung:
+        if self.is_hung("RCPT", address.lower()):
             await asyncio.sleep(3600)
         envelope.rcpt_tos.append(address)
         return "250 OK"

@@ -12,18 +12,25 @@ pending until a getUpdates `offset` acknowledges them. Tests inject users' messa
 
 from __future__ import annotations
 
-import email.parser
-import email.policy
 import html
 import json
 import re
-import threading
 import time
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
+
+from tests.fakes.platform_base import (
+    FakePlatform,
+    QuietHandler,
+    Upload,
+    http_url,
+    request_fields,
+    start_http,
+    stop_http,
+)
 
 BOT_ID = 7000001
 BOT_USERNAME = "crayfish_test_bot"
@@ -56,15 +63,6 @@ class ApiError(Exception):
         self.code, self.description, self.parameters = code, description, parameters
 
 
-@dataclass(frozen=True)
-class Upload:
-    """A file sent as a multipart part with a file name."""
-
-    filename: str
-    content_type: str
-    data: bytes
-
-
 @dataclass
 class Shown:
     """A message the bot shows in a chat: its current text and every version it had."""
@@ -77,10 +75,12 @@ class Shown:
     at: float = 0.0
 
 
-class FakeTelegram:
+class FakeTelegram(FakePlatform):
+    label = "Telegram"
+
     def __init__(self, token: str = "123456:TEST-token"):
+        super().__init__()
         self.token = token
-        self.lock = threading.Condition()
         self.updates: list[dict[str, Any]] = []  # not yet acknowledged
         self.handed: dict[int, int] = {}  # update_id → times getUpdates returned it
         self.next_update = 1000
@@ -89,10 +89,7 @@ class FakeTelegram:
         self.shown: list[Shown] = []
         self.actions: list[tuple[int, str, float]] = []  # chat, action, monotonic time
         self.calls: list[tuple[str, dict[str, Any], int]] = []  # method, params, HTTP status
-        self.floods: dict[str, list[int]] = {}  # method → retry_after of the next 429s
-        self.hung: set[tuple[str, int | None]] = set()
-        self.hang_released = threading.Event()
-        self.hold_acks = False  # getUpdates carrying a new offset never answers
+        # hold_acks: getUpdates carrying a new offset never answers
         # chat, the photo the bot sent: a URL, or the bytes it uploaded
         self.photos: list[tuple[int, str | bytes]] = []
         self.files: dict[str, bytes] = {}  # file_id → the file users sent (getFile, /file/)
@@ -100,25 +97,16 @@ class FakeTelegram:
 
     # -- lifecycle --------------------------------------------------------------------------
     def __enter__(self) -> FakeTelegram:
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = start_http(_Handler, fake=self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.hang_released.set()
-        with self.lock:
-            self.hold_acks = False
-            self.lock.notify_all()
-        assert self._server is not None
-        self._server.shutdown()
-        self._server.server_close()
+        self.release()
+        stop_http(self._server)
 
     @property
     def url(self) -> str:
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return http_url(self._server)
 
     # -- what tests do ----------------------------------------------------------------------
     def user_says(
@@ -184,30 +172,9 @@ class FakeTelegram:
                 message["document"] = {**meta, "file_name": name, "mime_type": "text/plain"}
         return message_id
 
-    def flood(self, method: str, *retry_after: int) -> None:
-        """The next calls of `method` answer 429 with these retry_after values."""
-        with self.lock:
-            self.floods.setdefault(method, []).extend(retry_after)
-
-    def hang(self, method: str, chat_id: int | None = None) -> None:
-        """Calls of `method` (in `chat_id`, or any) never answer until the fake stops."""
-        with self.lock:
-            self.hung.add((method, chat_id))
-
     def texts(self, chat_id: int) -> list[str]:
         with self.lock:
             return [m.text for m in self.shown if m.chat_id == chat_id]
-
-    def wait_for(self, check: Any, timeout: float = 30.0) -> Any:
-        """Waits until check() (called under the lock) is truthy; returns it."""
-        deadline = time.monotonic() + timeout
-        with self.lock:
-            while not (result := check()):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"fake Telegram: timed out; calls: {self.calls[-8:]}")
-                self.lock.wait(min(left, 0.1))
-            return result
 
     def first_sign(self, chat_id: int, after: float) -> float | None:
         """Monotonic time of the first typing or message in the chat after `after`."""
@@ -223,16 +190,12 @@ class FakeTelegram:
         if handler is None:
             raise ApiError(404, "Not Found")
         chat = _int_or_none(params.get("chat_id"))
-        if (method, None) in self.hung or (method, chat) in self.hung:
-            self.hang_released.wait()
+        if self.is_hung(method, chat):
+            self.released.wait()
             raise ApiError(502, "Bad Gateway")
-        with self.lock:
-            waits = self.floods.get(method)
-            if waits:
-                after = waits.pop(0)
-                raise ApiError(
-                    429, f"Too Many Requests: retry after {after}", {"retry_after": after}
-                )
+        after = self.next_flood(method)
+        if after is not None:
+            raise ApiError(429, f"Too Many Requests: retry after {after}", {"retry_after": after})
         return handler(params)
 
     def _api_getme(self, params: dict[str, Any]) -> Any:
@@ -363,27 +326,6 @@ def _photo(given: Any) -> str | bytes:
     return photo
 
 
-def _multipart(kind: str, body: bytes) -> dict[str, Any]:
-    """The fields of a multipart/form-data body: text, or an Upload for a part with a file
-    name."""
-    head = f"Content-Type: {kind}\r\nMIME-Version: 1.0\r\n\r\n".encode()
-    parsed = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + body)
-    if not parsed.is_multipart():
-        raise ApiError(400, "Bad Request: can't parse multipart/form-data")
-    fields: dict[str, Any] = {}
-    for part in parsed.iter_parts():
-        name = part.get_param("name", header="content-disposition")
-        data = part.get_payload(decode=True) or b""
-        if not isinstance(name, str):
-            continue
-        filename = part.get_filename()
-        if filename is None:
-            fields[name] = data.decode()
-        else:
-            fields[name] = Upload(filename, part.get_content_type(), data)
-    return fields
-
-
 def _int_or_none(value: Any) -> int | None:
     try:
         return int(value)
@@ -441,12 +383,8 @@ class _TagChecker(HTMLParser):
         self.text.append(f"&#{name};")
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     fake: FakeTelegram
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
     def do_GET(self) -> None:
         match = re.fullmatch(r"/file/bot([^/]+)/documents/(\w+)", urlsplit(self.path).path)
@@ -455,26 +393,18 @@ class _Handler(BaseHTTPRequestHandler):
             return
         token = unquote(match[1])  # PTB quotes the path: the token's ':' arrives as %3A
         data = self.fake.files.get(match[2]) if token == self.fake.token else None
-        self.send_response(200 if data is not None else 404)
-        self.send_header("content-length", str(len(data or b"")))
-        self.end_headers()
-        self.wfile.write(data or b"")
+        self.reply(200 if data is not None else 404, data or b"", "application/octet-stream")
 
     def do_POST(self) -> None:
         parts = urlsplit(self.path)
         match = re.fullmatch(r"/bot([^/]+)/(\w+)", parts.path)
         params = dict(parse_qsl(parts.query))
-        length = int(self.headers.get("content-length") or 0)
-        body = self.rfile.read(length) if length else b""
-        kind = self.headers.get("content-type", "")
         status, answer = 200, {}
         try:
-            if body and "json" in kind:
-                params.update(json.loads(body))
-            elif body and kind.startswith("multipart/form-data"):
-                params.update(_multipart(kind, body))
-            elif body:
-                params.update(parse_qsl(body.decode()))
+            try:
+                params.update(request_fields(self.headers.get("content-type", ""), self.body()))
+            except ValueError as exc:
+                raise ApiError(400, f"Bad Request: {exc}") from None
             if match is None:
                 raise ApiError(404, "Not Found")
             answer = {"ok": True, "result": self.fake.call(match[1], match[2], params)}
@@ -486,12 +416,4 @@ class _Handler(BaseHTTPRequestHandler):
         method = match[2] if match else parts.path
         with self.fake.lock:
             self.fake.calls.append((method, params, status))
-        data = json.dumps(answer).encode()
-        try:
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-        except OSError:
-            pass  # the client gave up (a timeout): nothing to answer
+        self.reply(status, json.dumps(answer).encode())
