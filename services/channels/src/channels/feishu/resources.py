@@ -12,6 +12,7 @@ from urllib.parse import quote
 import httpx
 
 from channels.contract import Attachment, PlatformRefused, RetryLater
+from channels.downloads import stated_size, take_capped
 from channels.feishu.content import resource_of
 from channels.feishu.token import STALE, TenantToken
 
@@ -56,14 +57,8 @@ async def _read(
     async with http.stream("GET", url, params={"type": kind}, headers=headers) as response:
         if response.status_code != 200:
             _refusal(response, await response.aread(), token, bearer, name)
-        if int(response.headers.get("content-length") or 0) > max_bytes:
-            raise PlatformRefused(f"{name} is over {max_bytes} bytes")
-        data = bytearray()
-        async for chunk in response.aiter_bytes():
-            data += chunk
-            if len(data) > max_bytes:
-                raise PlatformRefused(f"{name} is over {max_bytes} bytes")
-    return bytes(data)
+        stated = stated_size(response.headers.get("content-length"))
+        return await take_capped(response.aiter_bytes(), stated, name, max_bytes)
 
 
 def _refusal(

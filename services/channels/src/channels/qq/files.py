@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from channels.contract import Attachment, PlatformRefused, RetryLater
+from channels.downloads import stated_size, take_capped
 from channels.qq.onebot import OneBotConnection
 
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})  # the model's
@@ -35,7 +36,7 @@ def attachments(media: list[tuple[str, dict[str, Any]]]) -> tuple[Attachment, ..
             continue
         mime = mimetypes.guess_type(name)[0] or ""
         image = kind == "image" or mime in IMAGE_TYPES
-        size = _size(data.get("file_size"))
+        size = stated_size(data.get("file_size"))
         found.append(Attachment(ref, name, mime or ("image/jpeg" if image else ""), size, image))
     return tuple(found)
 
@@ -65,7 +66,7 @@ class QQFiles:
         if not attachment.size:
             raise PlatformRefused(f"{attachment.name}: NapCat did not say its size")
         found = await self.onebot.call("get_file", file_id=attachment.ref) or {}
-        if _size(found.get("file_size")) > max_bytes:
+        if stated_size(found.get("file_size")) > max_bytes:
             raise PlatformRefused(f"{attachment.name} is over {max_bytes} bytes")
         encoded = str(found.get("base64") or "")
         if encoded:
@@ -84,21 +85,14 @@ class QQFiles:
         )
 
     async def _download(self, url: str, name: str, max_bytes: int) -> bytes:
-        over = PlatformRefused(f"{name} is over {max_bytes} bytes")
         try:
             async with self.http.stream("GET", url) as response:
                 if response.status_code != 200:
                     raise PlatformRefused(f"{name}: the download answered {response.status_code}")
-                if _size(response.headers.get("content-length")) > max_bytes:
-                    raise over
-                data = bytearray()
-                async for chunk in response.aiter_bytes():
-                    data += chunk
-                    if len(data) > max_bytes:
-                        raise over
+                stated = stated_size(response.headers.get("content-length"))
+                return await take_capped(response.aiter_bytes(), stated, name, max_bytes)
         except httpx.HTTPError as exc:
             raise PlatformRefused(f"{name}: not downloaded: {exc}") from exc
-        return bytes(data)
 
     async def close(self) -> None:
         await self.http.aclose()
@@ -106,10 +100,3 @@ class QQFiles:
 
 def _is_web(url: str) -> bool:
     return urlsplit(url).scheme in ("http", "https")
-
-
-def _size(value: Any) -> int:
-    try:
-        return max(int(value or 0), 0)
-    except (TypeError, ValueError):
-        return 0
